@@ -1,0 +1,43 @@
+"""The `relay` command line.
+
+Sub-command groups live in the package that owns them and are registered here by import path in
+``SUBCOMMANDS``; they are imported only when the command line is built, so `relay --help` does
+not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+# name -> "module:attribute" of a typer.Typer owned by the package that implements it.
+SUBCOMMANDS: dict[str, str] = {
+}
+
+# name -> "module:attribute" of a plain function registered as a top-level command.
+COMMANDS: dict[str, str] = {
+}
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        name="relay",
+        help="Cross-repository CI relay for out-of-tree PyTorch backends.",
+        no_args_is_help=True,
+        add_completion=False,
+    )
+    for name, target in COMMANDS.items():
+        app.command(name=name)(_load(target))
+    for name, target in SUBCOMMANDS.items():
+        app.add_typer(_load(target), name=name)
+    return app
+
+
+def _load(target: str):  # type: ignore[no-untyped-def]
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def main() -> None:
+    build_app()()
