@@ -13,10 +13,15 @@ import typer
 
 # name -> "module:attribute" of a typer.Typer owned by the package that implements it.
 SUBCOMMANDS: dict[str, str] = {
+    "db": "relay.cli_db:app",
 }
 
 # name -> "module:attribute" of a plain function registered as a top-level command.
 COMMANDS: dict[str, str] = {
+    "up": "relay.cli_serve:up",
+    "worker": "relay.cli_serve:worker",
+    "openapi": "relay.cli_serve:openapi",
+    "submit": "relay.cli_serve:submit",
 }
 
 
@@ -26,6 +31,7 @@ def build_app() -> typer.Typer:
         help="Cross-repository CI relay for out-of-tree PyTorch backends.",
         no_args_is_help=True,
         add_completion=False,
+        pretty_exceptions_enable=False,
     )
     for name, target in COMMANDS.items():
         app.command(name=name)(_load(target))

@@ -1,1 +1,1 @@
-
+"""Celery workers: delivery processing now; planning, shards and reporting hang off it."""

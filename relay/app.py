@@ -1,0 +1,105 @@
+"""The ASGI application. ``relay.app:app`` is built on first access (no work at import time)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from starlette.concurrency import run_in_threadpool
+
+from relay import logs
+from relay.api import router as api_router
+from relay.db import get_engine
+from relay.github.ingress import router as github_router
+from relay.logs import bind
+from relay.queue import TASK_PROCESS_DELIVERY, broker_reachable, make_producer
+from relay.settings import Settings, get_settings
+
+log = logging.getLogger("relay.app")
+
+VERSION = "0.1.0"
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    enqueue: Callable[[int, str], bool] | None = None,
+) -> FastAPI:
+    """Build the API. ``enqueue(delivery_pk, delivery_id) -> bool`` defaults to a Celery send."""
+    settings = settings or get_settings()
+    logs.configure(settings.log_level, settings.log_json)
+    app = FastAPI(
+        title="crcr-relay",
+        version=VERSION,
+        description=(
+            "Cross-repository CI relay for out-of-tree PyTorch backends: CRCR-compatible GitHub "
+            "ingress, and a versioned /api/v1 status API."
+        ),
+    )
+    app.state.settings = settings
+    producer = make_producer(settings)
+    app.state.producer = producer
+    app.state.enqueue = enqueue or _celery_enqueue(producer)
+    app.include_router(github_router)
+    app.include_router(api_router)
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz() -> dict[str, Any]:
+        """The process is up."""
+        return {"ok": True, "version": VERSION}
+
+    @app.get("/readyz", tags=["ops"], responses={503: {"description": "a dependency is down"}})
+    async def readyz() -> JSONResponse:
+        """The database and the broker are reachable."""
+        db_ok, db_detail = await run_in_threadpool(_database_reachable, settings.database_url)
+        broker_ok, broker_detail = await run_in_threadpool(broker_reachable, producer)
+        ok = db_ok and broker_ok
+        return JSONResponse(
+            status_code=200 if ok else 503,
+            content={
+                "ok": ok,
+                "database": {"ok": db_ok, "detail": db_detail},
+                "broker": {"ok": broker_ok, "detail": broker_detail},
+            },
+        )
+
+    return app
+
+
+def _database_reachable(url: str) -> tuple[bool, str]:
+    try:
+        with get_engine(url).connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return True, "ok"
+    except Exception as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+
+
+def _celery_enqueue(producer: Any) -> Callable[[int, str], bool]:
+    def enqueue(pk: int, delivery_id: str) -> bool:
+        with bind(delivery_id=delivery_id):
+            try:
+                producer.send_task(
+                    TASK_PROCESS_DELIVERY,
+                    args=[pk],
+                    headers={"delivery_id": delivery_id},
+                    retry=True,
+                    retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
+                )
+                return True
+            except Exception:
+                # The delivery is stored; the sweeper re-enqueues it when the broker is back.
+                log.exception("enqueue failed; the sweeper will retry")
+                return False
+
+    return enqueue
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return create_app()
+    raise AttributeError(name)

@@ -1,0 +1,155 @@
+"""`relay up`, `relay worker`, `relay openapi`, `relay submit`: running and poking the service."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import typer
+
+from relay.settings import get_settings
+
+
+def worker_command(*, concurrency: int = 1, beat: bool = True, var_dir: Path) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+        f"--concurrency={concurrency}", "--loglevel=INFO",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ]  # fmt: skip
+    if beat:
+        cmd += ["--beat", "--schedule", str(var_dir / "celerybeat-schedule")]
+    return cmd
+
+
+def up(
+    port: int = typer.Option(None, help="HTTP port (default RELAY_PORT, 8000)"),
+    host: str = typer.Option(None, help="bind address (default RELAY_HOST, 127.0.0.1)"),
+    workers: int = typer.Option(1, min=1, help="concurrency of the worker process"),
+    migrate_db: bool = typer.Option(
+        True, "--migrate/--no-migrate", help="migrate the database first"
+    ),
+) -> None:
+    """Migrate, start one Celery worker process (with the beat schedule) and serve the API."""
+    import uvicorn
+
+    from relay import migrate
+    from relay.cli_db import _redacted
+
+    settings = get_settings()
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    if migrate_db:
+        migrate.upgrade(settings.database_url)
+    port = port or settings.port
+    host = host or settings.host
+    worker = subprocess.Popen(worker_command(concurrency=workers, var_dir=settings.var_dir))
+    base = f"http://{host}:{port}"
+    typer.echo(
+        "\n".join(
+            [
+                "relay up",
+                f"  API        {base}  (docs {base}/docs, health {base}/healthz, ready {base}/readyz)",
+                f"  deliveries {base}/api/v1/deliveries",
+                f"  webhook    POST {base}/github/webhook  (try: relay submit --fixture pull_request/opened)",
+                f"  database   {_redacted(settings.database_url)}",
+                f"  broker     {_redacted(settings.broker_url)}",
+                f"  worker     pid {worker.pid}",
+            ]
+        ),
+        err=True,
+    )
+    try:
+        uvicorn.run("relay.app:app", host=host, port=port, log_level="warning")
+    finally:
+        _stop(worker)
+
+
+def worker(
+    concurrency: int = typer.Option(1, min=1),
+    beat: bool = typer.Option(False, help="also run the beat schedule (one per deployment)"),
+) -> None:
+    """Run one Celery worker process in the foreground (production deployments run several)."""
+    settings = get_settings()
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    os.execv(
+        sys.executable, worker_command(concurrency=concurrency, beat=beat, var_dir=settings.var_dir)
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def openapi(output: Path = typer.Option(Path("openapi.json"), help="file to write")) -> None:
+    """Write the API's OpenAPI document (committed; a test checks it is fresh)."""
+    from relay.openapi_doc import render
+
+    output.write_text(render())
+    typer.echo(f"wrote {output}")
+
+
+def submit(
+    fixture: str = typer.Option(
+        ..., help="e.g. pull_request/opened: a payload under the fixtures dir"
+    ),
+    url: str = typer.Option(
+        None, help="webhook URL (default http://RELAY_HOST:RELAY_PORT/github/webhook)"
+    ),
+    fixtures_dir: Path = typer.Option(
+        Path("../shared/fixtures/github"), help="folder of GitHub example payloads"
+    ),
+    as_upstream: bool = typer.Option(
+        True, "--as-upstream/--verbatim", help="rewrite repository.full_name to RELAY_UPSTREAM_REPO"
+    ),
+) -> None:
+    """Sign a GitHub example payload with the first configured secret and post it."""
+    from relay.github.signature import sign
+
+    settings = get_settings()
+    event, _, action = fixture.partition("/")
+    path = fixtures_dir / event / f"{action or 'payload'}.payload.json"
+    if not path.exists():
+        path = fixtures_dir / event / "payload.json"
+    if not path.exists():
+        raise typer.BadParameter(f"no payload for {fixture!r} under {fixtures_dir}")
+    body = path.read_bytes()
+    if as_upstream:
+        payload = json.loads(body)
+        payload.setdefault("repository", {})["full_name"] = settings.upstream_repo
+        body = json.dumps(payload).encode()
+    delivery_id = str(uuid.uuid4())
+    target = url or f"http://{settings.host}:{settings.port}/github/webhook"
+    try:
+        response = _post(target, body, event, delivery_id, sign(settings.secret_values()[0], body))
+    except httpx.HTTPError as exc:
+        typer.echo(f"cannot reach {target}: {exc} (is `relay up` running?)", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"{response.status_code} {response.text} (delivery {delivery_id})")
+    if response.status_code >= 300:
+        raise typer.Exit(1)
+
+
+def _post(target: str, body: bytes, event: str, delivery_id: str, sig: str) -> httpx.Response:
+    return httpx.post(
+        target,
+        content=body,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery_id,
+            "X-Hub-Signature-256": sig,
+            "User-Agent": "GitHub-Hookshot/relay-submit",
+        },
+        timeout=30,
+    )

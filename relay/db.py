@@ -1,0 +1,73 @@
+"""Engines and sessions. One engine per (process, URL), created on demand."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
+
+_lock = threading.Lock()
+_engines: dict[str, Engine] = {}
+
+
+def make_engine(url: str, *, null_pool: bool = False) -> Engine:
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if null_pool:
+        kwargs["poolclass"] = NullPool
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    engine = create_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets the API write while the worker process reads; busy_timeout waits for the
+    # other process's write lock instead of failing.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def get_engine(url: str) -> Engine:
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _engines[url] = make_engine(url)
+        return engine
+
+
+def dispose_engines() -> None:
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+@contextmanager
+def session_scope(url: str) -> Iterator[Session]:
+    """A session that commits on success and rolls back on error."""
+    factory = sessionmaker(bind=get_engine(url), expire_on_commit=False)
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

@@ -1,0 +1,1 @@
+"""The GitHub connection: webhook signatures, ingress, and the upstream event model."""

@@ -1,0 +1,175 @@
+"""`POST /github/webhook`: verify, store the raw delivery once, enqueue, answer. Nothing else.
+
+Answers (CRCR-compatible, see reference/crcr.md): 400 missing signature / delivery id / bad JSON,
+401 bad signature, 413 body over the limit, 200 ``{"ignored": true}`` for events and repositories
+we do not serve, 200 ``{"duplicate": true}`` for a delivery already stored, 202 when stored and
+enqueued. Parsing into an upstream event happens in the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from relay import deliveries
+from relay.db import session_scope
+from relay.deliveries import DeliveryCreate, StoreOutcome
+from relay.github import signature
+from relay.github.events import SUPPORTED_EVENTS, unwrap_dispatch
+from relay.logs import bind
+
+log = logging.getLogger("relay.ingress")
+router = APIRouter(tags=["github"])
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_limited(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _answer(status: int, **body: Any) -> JSONResponse:
+    return JSONResponse(status_code=status, content=body)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": message})
+
+
+@router.post(
+    "/github/webhook",
+    status_code=202,
+    responses={
+        200: {"description": "ping, ignored event or repository, or duplicate delivery"},
+        400: {"description": "missing signature or delivery id, or malformed JSON"},
+        401: {"description": "signature does not match any configured secret"},
+        413: {"description": "body larger than RELAY_MAX_BODY_BYTES"},
+    },
+)
+async def github_webhook(request: Request) -> JSONResponse:
+    """Receive one GitHub webhook delivery (or a CRCR repository_dispatch)."""
+    settings = request.app.state.settings
+    delivery_id = request.headers.get("x-github-delivery", "")
+    event = request.headers.get("x-github-event", "")
+    with bind(delivery_id=delivery_id or None, github_event=event or None):
+        try:
+            body = await _read_limited(request, settings.max_body_bytes)
+        except _TooLarge:
+            log.warning("delivery refused: body over %d bytes", settings.max_body_bytes)
+            return _error(413, f"body exceeds the limit of {settings.max_body_bytes} bytes")
+        sig = request.headers.get("x-hub-signature-256")
+        if not sig:
+            return _error(400, "missing X-Hub-Signature-256 header")
+        if not signature.verify(settings.secret_values(), body, sig):
+            log.warning("delivery refused: bad signature")
+            return _error(401, "signature does not match")
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return _error(400, f"malformed JSON: {exc}")
+        if not isinstance(payload, dict):
+            return _error(400, "malformed JSON: the body must be a JSON object")
+        if event == "ping":
+            return _answer(200, ok=True, ping=True, hook_id=payload.get("hook_id"))
+        if not event:
+            return _error(400, "missing X-GitHub-Event header")
+        if not delivery_id:
+            return _error(400, "missing X-GitHub-Delivery header")
+        data_or_ignore = _classify(
+            event=event,
+            payload=payload,
+            body=body,
+            delivery_id=delivery_id,
+            hook_id=request.headers.get("x-github-hook-id"),
+            upstream=settings.upstream_repo,
+        )
+        if isinstance(data_or_ignore, str):
+            log.info("delivery ignored: %s", data_or_ignore)
+            return _answer(200, ignored=True, reason=data_or_ignore)
+        data = data_or_ignore
+        outcome, pk = await run_in_threadpool(_store, settings.database_url, data)
+        if outcome is StoreOutcome.DUPLICATE:
+            log.info("duplicate delivery", extra={"delivery_pk": pk})
+            return _answer(200, duplicate=True, delivery_id=delivery_id)
+        enqueued = await run_in_threadpool(request.app.state.enqueue, pk, delivery_id)
+        log.info(
+            "delivery stored",
+            extra={"delivery_pk": pk, "outcome": outcome.value, "enqueued": enqueued},
+        )
+        return _answer(
+            202,
+            accepted=True,
+            delivery_id=delivery_id,
+            redelivery=outcome is StoreOutcome.REDELIVERY,
+        )
+
+
+def _store(url: str, data: DeliveryCreate) -> tuple[StoreOutcome, int]:
+    with session_scope(url) as session:
+        return deliveries.store(session, data=data)
+
+
+def _classify(
+    *,
+    event: str,
+    payload: dict[str, Any],
+    body: bytes,
+    delivery_id: str,
+    hook_id: str | None,
+    upstream: str,
+) -> DeliveryCreate | str:
+    """The row to store, or the reason the delivery is ignored."""
+    source, upstream_delivery_id, inner_event, inner = "webhook", None, event, payload
+    if event == "repository_dispatch":
+        unwrapped = unwrap_dispatch(payload)
+        if unwrapped is None:
+            return "repository_dispatch without a CRCR client_payload {event_type, delivery_id, payload}"
+        inner_event, upstream_delivery_id, inner = unwrapped
+        source = "repository_dispatch"
+    if inner_event not in SUPPORTED_EVENTS:
+        return f"event {inner_event!r} is not handled"
+    repo = (
+        (inner.get("repository") or {}).get("full_name")
+        if isinstance(inner.get("repository"), dict)
+        else None
+    )
+    if repo != upstream:
+        return f"repository {repo!r} is not the configured upstream {upstream!r}"
+    pr = inner.get("pull_request") if isinstance(inner.get("pull_request"), dict) else {}
+    head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
+    base = pr.get("base") if isinstance(pr.get("base"), dict) else {}
+    number = inner.get("number")
+    return DeliveryCreate(
+        delivery_id=delivery_id,
+        event=inner_event,
+        action=inner.get("action") if isinstance(inner.get("action"), str) else None,
+        repo=repo,
+        raw_body=body,
+        source=source,
+        upstream_delivery_id=upstream_delivery_id,
+        hook_id=hook_id,
+        head_sha=_str(head.get("sha")) or _str(inner.get("after")),
+        base_sha=_str(base.get("sha")) or _str(inner.get("before")),
+        pr_number=number if isinstance(number, int) else None,
+    )
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,68 @@
+"""The Celery side every process agrees on: task names, configuration, and a producer for the API.
+
+The API never imports the worker package: it sends tasks by name through a producer built from
+the same settings the workers read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from relay.settings import Settings
+
+TASK_PROCESS_DELIVERY = "workers.process_delivery"
+TASK_SWEEP_DELIVERIES = "workers.sweep_deliveries"
+DEFAULT_QUEUE = "relay"
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "broker_url": settings.broker_url,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 5,
+        "task_default_queue": DEFAULT_QUEUE,
+        "task_ignore_result": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_hijack_root_logger": False,
+        "worker_redirect_stdouts": False,
+        "enable_utc": True,
+        "timezone": "UTC",
+        "beat_schedule": {
+            "sweep-deliveries": {
+                "task": TASK_SWEEP_DELIVERIES,
+                "schedule": float(max(10, settings.sweep_after_seconds // 2)),
+            }
+        },
+    }
+    # kombu's SQLAlchemy transport hands every transport option to create_engine, so it takes
+    # none here (it polls the database once a second).
+    if settings.broker_url.startswith(("redis://", "rediss://")):
+        conf["broker_transport_options"] = {"visibility_timeout": 3600}
+    return conf
+
+
+def make_producer(settings: Settings) -> Celery:
+    app = Celery("relay-producer", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app
+
+
+def broker_reachable(app: Celery, timeout: float = 3.0) -> tuple[bool, str]:
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+            channel = conn.default_channel  # opens the transport for real
+            client = getattr(channel, "client", None)
+            if client is not None and hasattr(client, "ping"):
+                client.ping()  # redis
+            elif hasattr(channel, "session"):
+                from sqlalchemy import text
+
+                channel.session.execute(text("SELECT 1"))  # kombu's SQLAlchemy transport
+        return True, "ok"
+    except Exception as exc:  # any transport error means "not ready"
+        return False, f"{type(exc).__name__}: {exc}"
