@@ -1,0 +1,454 @@
+"""Resolution: what a spec decides for one test variant, and why.
+
+``resolve(spec, variant_id, op=..., dtype=..., module=...)`` is a pure function returning a
+:class:`Decision`: skip (the variant is not generated) or run with a mode, tags, tolerances and a
+reason, plus the deciding entry, the rule and an explanation. The reference rules it implements:
+
+1. Mode: listed with a mode -> that mode; listed without -> mandatory_success; unlisted -> the
+   file's unlisted_test_mode. ``force_xfail`` on the op, dtype or module turns mandatory_success
+   into xfail (never the reverse).
+2. Effective dtypes = (global.supported_dtypes ∩ op.dtypes ∩ @ops allowed) + include - exclude.
+3. The dtype and op of a variant come from its name (see :mod:`testspecs.names`).
+4. Several entries for one base name: the entry whose effective dtypes contain the variant's dtype,
+   else one with no dtype restriction, else the first.
+
+A spec is compiled once (:class:`CompiledSpec`): regexes are precompiled at load time, literal
+names are indexed by base name, file matching is cached per test file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from testspecs.errors import SourceLoc
+from testspecs.models import (
+    DtypeNamedItem,
+    FileEntry,
+    Precision,
+    SpecDocument,
+    SupportedModule,
+    SupportedOp,
+    TestEntry,
+)
+from testspecs.names import NamePattern, parse_variant
+
+_ALIASES = {"half": "float16"}
+
+
+def norm_dtype(name: str | None) -> str | None:
+    if name is None:
+        return None
+    bare = str(name).removeprefix("torch.")
+    return _ALIASES.get(bare, bare)
+
+
+def norm_op(name: str) -> str:
+    """OpInfo full names use dots (``linalg.norm``); variant names use underscores."""
+    return name.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class EntryRef:
+    """The spec entry that decided: its file entry path, index and source location."""
+
+    spec_path: str
+    index: int
+    names: tuple[str, ...]
+    loc: SourceLoc | None
+
+    def __str__(self) -> str:
+        where = f"{self.loc}: " if self.loc else ""
+        return f"{where}tests[{self.index}] {list(self.names)}"
+
+
+@dataclass
+class Decision:
+    variant: str
+    base: str
+    op: str | None
+    dtype: str | None
+    module: str | None
+    run: bool
+    mode: str
+    rule: str
+    tags: tuple[str, ...] = ()
+    atol: float | None = None
+    rtol: float | None = None
+    reason: str | None = None
+    entry: EntryRef | None = None
+    cpu_move: tuple[str, ...] = ()
+    explanation: list[str] = field(default_factory=list)
+
+    def explain(self) -> str:
+        head = f"{self.variant}: " + (f"run as {self.mode}" if self.run else "skip (not generated)")
+        lines = [
+            head,
+            f"  base name: {self.base}; op: {self.op}; dtype: {self.dtype}; module: {self.module}",
+        ]
+        lines += [f"  - {line}" for line in self.explanation]
+        lines.append(f"  decided by: {self.entry or 'no entry'} (rule: {self.rule})")
+        if self.tags:
+            lines.append(f"  tags: {', '.join(self.tags)}")
+        if self.atol is not None or self.rtol is not None:
+            lines.append(f"  tolerance: atol={self.atol} rtol={self.rtol}")
+        if self.reason:
+            lines.append(f"  reason: {self.reason}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "base": self.base,
+            "op": self.op,
+            "dtype": self.dtype,
+            "module": self.module,
+            "run": self.run,
+            "mode": self.mode,
+            "rule": self.rule,
+            "tags": list(self.tags),
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "reason": self.reason,
+            "entry": str(self.entry) if self.entry else None,
+        }
+
+
+class _CEntry:
+    """A test entry with its dtype / op / module edits pre-digested."""
+
+    __slots__ = (
+        "cpu_move",
+        "entry",
+        "include",
+        "index",
+        "mod_exclude",
+        "mod_include",
+        "op_exclude",
+        "op_include",
+        "ref",
+        "restricted",
+        "xclude",
+    )
+
+    def __init__(self, file: FileEntry, index: int, entry: TestEntry) -> None:
+        self.entry = entry
+        self.index = index
+        e = entry.edits
+        self.include: dict[str, DtypeNamedItem] = {
+            norm_dtype(d.name) or d.name: d for d in e.dtypes.include
+        }
+        self.xclude = frozenset(norm_dtype(d.name) for d in e.dtypes.exclude)
+        self.restricted = e.is_dtype_restricted()
+        self.op_include = {norm_op(o.name): o for o in e.ops.include}
+        self.op_exclude = frozenset(norm_op(o.name) for o in e.ops.exclude)
+        self.mod_include = frozenset(m.name for m in e.modules.include)
+        self.mod_exclude = frozenset(m.name for m in e.modules.exclude)
+        self.cpu_move = tuple(e.cpu_move_functions())
+        self.ref = EntryRef(file.path, index, tuple(entry.names), entry.loc)
+
+
+class _CFile:
+    def __init__(self, file: FileEntry, roots: dict[str, str]) -> None:
+        self.file = file
+        self.literal: dict[str, list[tuple[_CEntry, NamePattern]]] = {}
+        self.patterned: list[tuple[_CEntry, NamePattern]] = []
+        for i, t in enumerate(file.tests):
+            ce = _CEntry(file, i, t)
+            for p in t.patterns:
+                if p.is_literal:
+                    self.literal.setdefault(p.method.text, []).append((ce, p))
+                else:
+                    self.patterned.append((ce, p))
+        self._file_res = self._file_patterns(file.path, roots)
+
+    @staticmethod
+    def _file_patterns(path: str, roots: dict[str, str]) -> list[re.Pattern[str]]:
+        pats = []
+        expanded = path
+        for token, root in roots.items():
+            expanded = expanded.replace(token, root.rstrip("/"))
+        if "${" not in expanded:
+            pats.append(re.compile(fnmatch.translate(expanded)))
+        rel = re.sub(r"^\$\{[^}]*\}/?", "", path).lstrip("/")
+        pats.append(re.compile(fnmatch.translate(rel)))
+        pats.append(re.compile(fnmatch.translate("*/" + rel)))
+        return pats
+
+    def covers(self, test_file: str) -> bool:
+        return any(p.match(test_file) for p in self._file_res)
+
+    def lookup(self, cls: str | None, method: str) -> list[_CEntry]:
+        found = [ce for ce, p in self.literal.get(method, ()) if p.matches(cls, method)]
+        found += [ce for ce, p in self.patterned if p.matches(cls, method)]
+        if len(found) > 1:
+            found = sorted({id(c): c for c in found}.values(), key=lambda c: c.index)
+        return found
+
+
+class CompiledSpec:
+    """A merged spec prepared for fast resolution."""
+
+    def __init__(
+        self,
+        document: SpecDocument,
+        *,
+        device: str = "spyre",
+        torch_root: str | None = None,
+        device_root: str | None = None,
+    ) -> None:
+        self.document = document
+        self.device = device
+        roots = {}
+        if torch_root:
+            roots["${TORCH_ROOT}"] = torch_root
+        if device_root:
+            roots["${TORCH_DEVICE_ROOT}"] = device_root
+        self.files = [_CFile(f, roots) for f in document.files]
+        g = document.global_config
+        self.g_dtypes = {norm_dtype(d.name) or d.name: d for d in g.supported_dtypes}
+        self.g_dtype_set = frozenset(self.g_dtypes) or None
+        self.ops: dict[str, SupportedOp] | None = (
+            None if g.supported_ops is None else {norm_op(o.name): o for o in g.supported_ops}
+        )
+        self.modules: dict[str, SupportedModule] | None = (
+            None if g.supported_modules is None else {m.name: m for m in g.supported_modules}
+        )
+        self.cpu_move = tuple(g.cpu_move.functions)
+        self._file_cache: dict[str | None, list[_CFile]] = {}
+
+    def files_for(self, test_file: str | None) -> list[_CFile]:
+        hit = self._file_cache.get(test_file)
+        if hit is None:
+            hit = (
+                self.files if test_file is None else [f for f in self.files if f.covers(test_file)]
+            )
+            self._file_cache[test_file] = hit
+        return hit
+
+    def lookup(self, files: list[_CFile], cls: str | None, method: str) -> list[_CEntry]:
+        out: list[_CEntry] = []
+        for f in files:
+            out += f.lookup(cls, method)
+        return out
+
+    def module_config(self, module: str) -> SupportedModule | None:
+        if self.modules is None:
+            return None
+        return (
+            self.modules.get(module)
+            or self.modules.get(module.rsplit(".", 1)[-1])
+            or next((m for n, m in self.modules.items() if n.rsplit(".", 1)[-1] == module), None)
+        )
+
+
+def compile_spec(spec: Any, **kwargs: Any) -> CompiledSpec:
+    if isinstance(spec, CompiledSpec):
+        return spec
+    document = getattr(spec, "document", spec)
+    if not isinstance(document, SpecDocument):
+        raise TypeError(f"not a spec: {type(spec).__name__}")
+    return CompiledSpec(document, **kwargs)
+
+
+def _op_dtypes(op_cfg: SupportedOp | None) -> frozenset[str] | None:
+    if op_cfg is None or not op_cfg.dtypes:
+        return None
+    return frozenset(norm_dtype(d.name) or d.name for d in op_cfg.dtypes)
+
+
+def _base_set(*sets: Collection[str] | None) -> frozenset[str] | None:
+    out: frozenset[str] | None = None
+    for s in sets:
+        if s is None:
+            continue
+        s = frozenset(norm_dtype(x) or x for x in s)
+        out = s if out is None else out & s
+    return out
+
+
+def _contains(base: frozenset[str] | None, ce: _CEntry | None, dtype: str) -> bool:
+    if ce is not None:
+        if dtype in ce.xclude:
+            return False
+        if dtype in ce.include:
+            return True
+    return base is None or dtype in base
+
+
+def _choose(
+    candidates: list[_CEntry], base: frozenset[str] | None, dtype: str | None
+) -> tuple[_CEntry, str]:
+    if len(candidates) == 1:
+        return candidates[0], "the only entry listing this test"
+    if dtype is not None:
+        for ce in candidates:
+            if _contains(base, ce, dtype):
+                return (
+                    ce,
+                    f"rule 4: first of {len(candidates)} entries whose effective dtypes contain {dtype}",
+                )
+    for ce in candidates:
+        if not ce.restricted:
+            return (
+                ce,
+                f"rule 4: no entry's dtypes contain {dtype}; first entry without a dtype restriction",
+            )
+    return candidates[
+        0
+    ], f"rule 4: no entry fits dtype {dtype}; the first of {len(candidates)} entries"
+
+
+def _precision(*sources: Precision | None) -> tuple[float | None, float | None]:
+    atol = rtol = None
+    for p in sources:
+        if p is None:
+            continue
+        atol = p.atol if atol is None else atol
+        rtol = p.rtol if rtol is None else rtol
+    return atol, rtol
+
+
+def resolve(
+    spec: Any,
+    variant: str,
+    *,
+    op: str | None = None,
+    dtype: str | None = None,
+    module: str | None = None,
+    base: str | None = None,
+    allowed_dtypes: Collection[str] | None = None,
+) -> Decision:
+    """Decide one variant. ``base`` (``Class::method`` or ``method``) skips name inference."""
+    cs = compile_spec(spec)
+    v = parse_variant(variant, cs.device)
+    dtype = norm_dtype(dtype or v.dtype)
+    files = cs.files_for(v.file)
+    why: list[str] = []
+    cls = v.base_cls
+    candidates: list[_CEntry] = []
+    if base is not None:
+        if "::" in base:
+            cls, _, method = base.partition("::")
+        else:
+            method = base
+        candidates = cs.lookup(files, cls, method)
+    else:
+        method, op_guess = _infer_base(cs, files, cls, v.prefix, op)
+        candidates = cs.lookup(files, cls, method) if method else []
+        if op is None and op_guess:
+            op = op_guess
+        method = method or v.prefix
+    base_name = f"{cls}::{method}" if cls else method
+    if v.file is not None and not files:
+        why.append(f"no spec file entry covers {v.file}")
+
+    op_key = norm_op(op) if op else None
+    op_cfg = cs.ops.get(op_key) if (cs.ops is not None and op_key) else None
+    base_dtypes = _base_set(cs.g_dtype_set, _op_dtypes(op_cfg), allowed_dtypes)
+
+    ce: _CEntry | None = None
+    if candidates:
+        ce, how = _choose(candidates, base_dtypes, dtype)
+        why.append(how)
+        if ce.entry.mode is not None:
+            mode, rule = ce.entry.mode, "rule 1: listed with a mode"
+        else:
+            mode, rule = "mandatory_success", "rule 1: listed without a mode -> mandatory_success"
+    elif files:
+        mode, rule = files[0].file.unlisted_test_mode, "rule 1: unlisted -> unlisted_test_mode"
+        why.append(f"not listed in {files[0].file.path}; unlisted_test_mode is {mode}")
+    else:
+        mode, rule = "xfail", "rule 1: no file entry -> default unlisted_test_mode xfail"
+
+    def decision(run: bool, mode: str, rule: str, **kw: Any) -> Decision:
+        return Decision(
+            variant=variant,
+            base=base_name,
+            op=op,
+            dtype=dtype,
+            module=module,
+            run=run,
+            mode=mode,
+            rule=rule,
+            entry=ce.ref if ce else None,
+            reason=ce.entry.reason if ce else None,
+            explanation=why,
+            **kw,
+        )
+
+    if mode == "skip":
+        return decision(False, "skip", rule)
+
+    # Filters: op, module and dtype lists (the variant is then not generated at all).
+    if op_key is not None:
+        if ce is not None and op_key in ce.op_exclude:
+            return decision(False, "skip", f"edits.ops.exclude removes {op}")
+        included = ce is not None and op_key in ce.op_include
+        if cs.ops is not None and op_cfg is None and not included:
+            return decision(False, "skip", f"op {op} is not in global.supported_ops")
+    if module is not None:
+        if ce is not None and module in ce.mod_exclude:
+            return decision(False, "skip", f"edits.modules.exclude removes {module}")
+        mod_included = ce is not None and module in ce.mod_include
+        if cs.modules is not None and cs.module_config(module) is None and not mod_included:
+            return decision(False, "skip", f"module {module} is not in global.supported_modules")
+    if dtype is not None and not _contains(base_dtypes, ce, dtype):
+        if ce is not None and dtype in ce.xclude:
+            return decision(False, "skip", f"rule 2: edits.dtypes.exclude removes {dtype}")
+        return decision(
+            False,
+            "skip",
+            f"rule 2: {dtype} is not in the effective dtypes {sorted(base_dtypes or ())}",
+        )
+
+    # force_xfail (rule 1, second half) and tolerances.
+    inc = ce.include.get(dtype) if (ce is not None and dtype) else None
+    gdt = cs.g_dtypes.get(dtype) if dtype else None
+    if mode == "mandatory_success":
+        forced = None
+        if op_cfg is not None and op_cfg.force_xfail:
+            forced = f"op {op}"
+        elif (inc is not None and inc.force_xfail) or (gdt is not None and gdt.force_xfail):
+            forced = f"dtype {dtype}"
+        elif module is not None and (mc := cs.module_config(module)) is not None and mc.force_xfail:
+            forced = f"module {module}"
+        if forced:
+            why.append(f"force_xfail on {forced} turns mandatory_success into xfail")
+            mode, rule = "xfail", f"rule 1: force_xfail on {forced}"
+    op_prec = None
+    if op_cfg is not None and dtype:
+        op_prec = next((d.precision for d in op_cfg.dtypes if norm_dtype(d.name) == dtype), None)
+    atol, rtol = _precision(inc.precision if inc else None, op_prec, gdt.precision if gdt else None)
+    tags: tuple[str, ...] = tuple(ce.entry.tags) if ce else ()
+    if ce is not None and op_key in ce.op_include:
+        tags += tuple(t for t in ce.op_include[op_key].tags if t not in tags)
+    cpu_move = (ce.cpu_move if ce else ()) + cs.cpu_move
+    return decision(True, mode, rule, tags=tags, atol=atol, rtol=rtol, cpu_move=cpu_move)
+
+
+def _infer_base(
+    cs: CompiledSpec, files: list[Any], cls: str | None, prefix: str, op: str | None
+) -> tuple[str | None, str | None]:
+    """Find the base name inside ``prefix`` (= base [+ '_' + op]).
+
+    With a known op the base is the prefix without ``_<op>``. Otherwise the longest split at an
+    underscore that some entry lists wins, and the rest is the op.
+    """
+    if op:
+        suffix = "_" + norm_op(op)
+        if prefix.endswith(suffix):
+            return prefix[: -len(suffix)], None
+        return prefix, None
+    if cs.lookup(files, cls, prefix):
+        return prefix, None
+    cut = prefix.rfind("_")
+    while cut > 0:
+        head = prefix[:cut]
+        if cs.lookup(files, cls, head):
+            return head, prefix[cut + 1 :] or None
+        cut = prefix.rfind("_", 0, cut)
+    return None, None
