@@ -14,6 +14,7 @@ import typer
 # name -> "module:attribute" of a typer.Typer owned by the package that implements it.
 SUBCOMMANDS: dict[str, str] = {
     "db": "relay.cli_db:app",
+    "specs": "testspecs.cli:app",
 }
 
 # name -> "module:attribute" of a plain function registered as a top-level command.

@@ -39,6 +39,8 @@ class LoadedSpec:
     document: SpecDocument
     file: str
     warnings: list[SpecIssue] = field(default_factory=list)
+    # where every value was written, by key path (used to edit the text, e.g. `specs update`)
+    value_locs: dict[Path_, SourceLoc] = field(default_factory=dict, repr=False)
 
 
 class _Marks:
@@ -327,7 +329,7 @@ def load_text(text: str, file: str = "<string>") -> LoadedSpec:
     if issues:
         raise SpecError(_dedupe(issues))
     _attach_locs(doc, (), marks)
-    return LoadedSpec(doc, file, _warnings(doc, marks))
+    return LoadedSpec(doc, file, _warnings(doc, marks), marks.values)
 
 
 def _dedupe(issues: list[SpecIssue]) -> list[SpecIssue]:

@@ -1,0 +1,90 @@
+"""Which device-generic tests a test file defines, read from its source without importing it.
+
+A device-generic test is a ``test*`` method of a class passed to
+``instantiate_device_type_tests`` (including methods inherited from classes of the same file).
+Reading the AST keeps ``lint`` and ``new`` fast and free of torch imports; the names found are the
+base names a spec lists (``Class::method``).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CollectedTest:
+    cls: str
+    method: str
+    line: int
+    only_for: tuple[str, ...] | None  # the only_for argument, when given as literals
+
+    @property
+    def name(self) -> str:
+        return f"{self.cls}::{self.method}"
+
+
+def _literal_strings(node: ast.AST | None) -> tuple[str, ...] | None:
+    if node is None:
+        return None
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return None
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple | set) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
+def collect_source(source: str, filename: str = "<source>") -> list[CollectedTest]:
+    tree = ast.parse(source, filename)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    instantiated: dict[str, tuple[str, ...] | None] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        fname = (
+            func.id
+            if isinstance(func, ast.Name)
+            else func.attr
+            if isinstance(func, ast.Attribute)
+            else ""
+        )
+        if fname != "instantiate_device_type_tests" or not node.args:
+            continue
+        target = node.args[0]
+        if isinstance(target, ast.Name):
+            kw = {k.arg: k.value for k in node.keywords}
+            instantiated[target.id] = _literal_strings(kw.get("only_for"))
+    out: list[CollectedTest] = []
+    for cls_name, only_for in instantiated.items():
+        cls = classes.get(cls_name)
+        if cls is None:
+            continue
+        seen: set[str] = set()
+        for c in _mro(cls, classes):
+            for item in c.body:
+                is_test = isinstance(
+                    item, ast.FunctionDef | ast.AsyncFunctionDef
+                ) and item.name.startswith("test")
+                if is_test and item.name not in seen:
+                    seen.add(item.name)
+                    out.append(CollectedTest(cls_name, item.name, item.lineno, only_for))
+    return out
+
+
+def _mro(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
+    order = [cls]
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in classes and classes[base.id] is not cls:
+            order += [c for c in _mro(classes[base.id], classes) if c not in order]
+    return order
+
+
+def collect_file(path: str | Path) -> list[CollectedTest]:
+    p = Path(path)
+    return collect_source(p.read_text(encoding="utf-8"), str(p))
