@@ -1,0 +1,18 @@
+# Image for the api, worker and beat services of docker-compose.yml.
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends g++ git \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY relay relay
+COPY workers workers
+COPY selector selector
+COPY testspecs testspecs
+COPY spyre_stack spyre_stack
+COPY migrations migrations
+# torch==2.13.0 CPU build: take it from PyTorch's CPU index, not the default CUDA wheel.
+RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu .
+ENV RELAY_VAR_DIR=/var/lib/relay
+VOLUME /var/lib/relay
+EXPOSE 8000
+CMD ["relay", "up", "--host", "0.0.0.0"]

@@ -1,0 +1,98 @@
+"""Webhook ingest against a running `relay up` (uvicorn + worker), load from a second process.
+
+Signed pull_request deliveries vs. GET /healthz at the same concurrency (the HTTP floor of the
+same server, measured in the same run). SQLite + embedded broker always; PostgreSQL + Redis when
+RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL point at servers (`.ci/services.sh` starts them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.report import Report
+from tests.relay.stack import SECRETS, UPSTREAM, start_stack
+from tests.services import SHARED, free_port
+
+COUNT = int(os.environ.get("BENCH_INGEST_COUNT", "2000"))
+CONCURRENCY = 16
+MAX_SECONDS = 60.0
+
+
+def _load(url: str, *, webhook: bool, body: Path) -> dict[str, float]:
+    cmd = [
+        sys.executable, "-m", "benchmarks.loadgen", "--url", url, "--count", str(COUNT),
+        "--concurrency", str(CONCURRENCY), "--max-seconds", str(MAX_SECONDS),
+    ]  # fmt: skip
+    if webhook:
+        cmd += ["--webhook", "--body", str(body), "--secret", SECRETS[0]]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=MAX_SECONDS + 60)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _body(tmp: Path) -> Path:
+    fixture = Path(SHARED) / "fixtures" / "github" / "pull_request" / "opened.payload.json"
+    payload = json.loads(fixture.read_bytes())
+    payload["repository"]["full_name"] = UPSTREAM
+    path = tmp / "body.json"
+    path.write_bytes(json.dumps(payload).encode())
+    return path
+
+
+def _measure(name: str, tmp: Path, database_url: str, broker_url: str, table: object) -> None:
+    stack = start_stack(tmp=tmp, database_url=database_url, broker_url=broker_url, port=free_port())
+    try:
+        body = _body(tmp)
+        _load(f"{stack.base_url}/healthz", webhook=False, body=body)  # warm-up
+        floor = _load(f"{stack.base_url}/healthz", webhook=False, body=body)
+        ingest = _load(stack.webhook, webhook=True, body=body)
+    finally:
+        stack.stop()
+    bad = {k: v for k, v in ingest["statuses"].items() if k != "202"}
+    table.rows.append(  # type: ignore[attr-defined]
+        [
+            name,
+            f"{ingest['count']}",
+            f"{ingest['rps']:.0f}",
+            f"{ingest['p50_ms']:.1f}",
+            f"{ingest['p99_ms']:.1f}",
+            f"{floor['rps']:.0f}",
+            f"{ingest['rps'] / floor['rps']:.2f}",
+            json.dumps(bad) if bad else "all 202",
+        ]
+    )
+
+
+def run(report: Report) -> None:
+    table = report.table(
+        "Webhook ingest (relay up, loopback, 16 concurrent connections)",
+        ["backend", "requests", "req/s", "p50 ms", "p99 ms", "healthz req/s (baseline)",
+         "ingest / baseline", "non-202"],  # fmt: skip
+        note="Load from a second process; each request is a signed pull_request delivery with a "
+        "new delivery id (verify, store, enqueue). Baseline: GET /healthz on the same server.",
+    )
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        (tmp / "sqlite").mkdir()
+        _measure(
+            "SQLite + embedded broker",
+            tmp / "sqlite",
+            f"sqlite:///{tmp / 'sqlite' / 'relay.sqlite'}",
+            f"sqla+sqlite:///{tmp / 'sqlite' / 'broker.sqlite'}",
+            table,
+        )
+        if os.environ.get("RELAY_TEST_POSTGRES_URL") and os.environ.get("RELAY_TEST_REDIS_URL"):
+            from tests.services import fresh_postgres_database, fresh_redis_url
+
+            (tmp / "pg").mkdir()
+            with fresh_postgres_database() as url:
+                _measure("PostgreSQL + Redis", tmp / "pg", url, fresh_redis_url(), table)
+        else:
+            table.rows.append(
+                ["PostgreSQL + Redis", "not run: set RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL",
+                 "", "", "", "", "", ""]  # fmt: skip
+            )

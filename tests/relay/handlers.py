@@ -1,0 +1,22 @@
+"""An event handler the test stacks install (RELAY_EVENT_HANDLERS): it fails the first
+processing of a pull request labelled ``test/fail-once`` and lets every later one through, the
+way a transient downstream outage would. Used to test redelivery after a failed processing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from relay.github.events import UpstreamEvent
+from relay.settings import Settings
+
+LABEL = "test/fail-once"
+
+
+def fail_once_when_labelled(event: UpstreamEvent, settings: Settings) -> None:
+    if LABEL not in event.labels:
+        return
+    marker = Path(os.environ["RELAY_TEST_MARKER_DIR"]) / event.delivery_id
+    if not marker.exists():
+        marker.write_text("failed once\n")
+        raise RuntimeError("injected transient failure (first processing of this delivery)")

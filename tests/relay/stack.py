@@ -1,0 +1,174 @@
+"""A running relay for tests: `relay up` (uvicorn + one real Celery worker process) in a
+subprocess, on a free loopback port, with its own database and broker.
+
+This is exactly what `make run` starts; tests drive it through real HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+
+from relay.db import session_scope
+from relay.github.signature import sign
+from relay.models import Delivery
+
+SECRETS = ["It's a Secret to Everybody", "rotated-second-secret"]
+UPSTREAM = "Codertocat/Hello-World"
+MAX_BODY = 200_000
+
+
+@dataclass
+class Stack:
+    base_url: str
+    database_url: str
+    broker_url: str
+    log_path: Path
+    proc: subprocess.Popen[bytes]
+    env: dict[str, str] = field(default_factory=dict)
+    log_file: Any = None
+
+    @property
+    def webhook(self) -> str:
+        return f"{self.base_url}/github/webhook"
+
+    def headers(
+        self, event: str, body: bytes, *, delivery_id: str | None = None, secret: str | None = SECRETS[0]
+    ) -> dict[str, str]:
+        h = {
+            "Content-Type": "application/json",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery_id or str(uuid.uuid4()),
+            "X-GitHub-Hook-ID": "4242",
+            "User-Agent": "GitHub-Hookshot/test",
+        }
+        if secret is not None:
+            h["X-Hub-Signature-256"] = sign(secret, body)
+        return h
+
+    def post(
+        self, event: str, body: bytes, *, delivery_id: str | None = None, secret: str | None = SECRETS[0]
+    ) -> httpx.Response:
+        return httpx.post(
+            self.webhook,
+            content=body,
+            headers=self.headers(event, body, delivery_id=delivery_id, secret=secret),
+            timeout=30,
+        )
+
+    def delivery(self, delivery_id: str) -> Delivery | None:
+        with session_scope(self.database_url) as session:
+            row = session.scalar(select(Delivery).where(Delivery.delivery_id == delivery_id))
+            if row is not None:
+                session.expunge(row)
+            return row
+
+    def wait_for(self, predicate: Callable[[], Any], *, timeout: float = 60, what: str = "") -> Any:
+        """Settle helper: poll until ``predicate()`` is truthy (or fail with the log tail)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            if self.proc.poll() is not None:
+                raise AssertionError(f"relay up exited ({self.proc.returncode}):\n{self.log_tail()}")
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what or predicate}:\n{self.log_tail()}")
+
+    def wait_state(self, delivery_id: str, states: set[str], *, timeout: float = 60) -> Delivery:
+        def done() -> Delivery | None:
+            row = self.delivery(delivery_id)
+            return row if row is not None and row.state in states else None
+
+        return self.wait_for(done, timeout=timeout, what=f"delivery {delivery_id} in {states}")
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+        return out
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.log_file is not None:
+            self.log_file.close()
+
+
+def start_stack(
+    *, tmp: Path, database_url: str, broker_url: str, port: int, extra_env: dict[str, str] | None = None
+) -> Stack:
+    env = {
+        **os.environ,
+        "RELAY_ENV": "development",
+        "RELAY_VAR_DIR": str(tmp),
+        "RELAY_DATABASE_URL": database_url,
+        "RELAY_BROKER_URL": broker_url,
+        "RELAY_UPSTREAM_REPO": UPSTREAM,
+        "RELAY_WEBHOOK_SECRETS": json.dumps(SECRETS),
+        "RELAY_MAX_BODY_BYTES": str(MAX_BODY),
+        "RELAY_EVENT_HANDLERS": json.dumps(["tests.relay.handlers:fail_once_when_labelled"]),
+        "RELAY_TEST_MARKER_DIR": str(tmp / "markers"),
+        "RELAY_LOG_JSON": "true",
+        **(extra_env or {}),
+    }
+    (tmp / "markers").mkdir(parents=True, exist_ok=True)
+    log_path = tmp / "relay-up.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - owned by the subprocess for its lifetime
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "relay", "up", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    stack = Stack(
+        base_url=f"http://127.0.0.1:{port}",
+        database_url=database_url,
+        broker_url=broker_url,
+        log_path=log_path,
+        proc=proc,
+        env=env,
+        log_file=log,
+    )
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{stack.base_url}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        stack.wait_for(ready, timeout=90, what="relay up to become ready")
+        # The worker logs "ready" once it consumes from the broker.
+        stack.wait_for(
+            lambda: b"ready." in log_path.read_bytes(), timeout=90, what="the Celery worker"
+        )
+    except BaseException:
+        stack.stop()
+        raise
+    return stack

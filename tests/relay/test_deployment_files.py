@@ -1,0 +1,57 @@
+"""docker-compose.yml, .env.example and openapi.json are artifacts: check them (no Docker engine
+here, so the compose file is validated by structure)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from relay.openapi_doc import render
+from relay.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_compose_services_and_environment() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"api", "worker", "beat", "redis", "postgres"} <= set(services)
+    for name in ("api", "worker", "beat", "migrate"):
+        env = services[name]["environment"]
+        assert env["RELAY_DATABASE_URL"].startswith("postgresql+psycopg://")
+        assert env["RELAY_DATABASE_URL"].split("@")[1].startswith("postgres:")
+        assert env["RELAY_BROKER_URL"].startswith("redis://redis:")
+        assert env["RELAY_ENV"] == "production"
+        assert "RELAY_WEBHOOK_SECRETS" in env
+        assert services[name]["build"] == "."
+        assert services[name]["depends_on"]["migrate" if name != "migrate" else "postgres"]
+    assert services["api"]["ports"] == ["8000:8000"]
+    assert "relay.app:app" in services["api"]["command"]
+    assert services["worker"]["command"][:2] == ["relay", "worker"]
+    assert "beat" in services["beat"]["command"]
+    assert services["migrate"]["command"] == ["relay", "db", "upgrade"]
+    for infra in ("redis", "postgres"):
+        assert "healthcheck" in services[infra]
+    assert (ROOT / "Dockerfile").exists()
+    for named in compose.get("volumes", {}):
+        assert any(
+            v.split(":")[0] == named for s in services.values() for v in s.get("volumes", [])
+        )
+
+
+def test_env_example_documents_every_setting() -> None:
+    documented = set(re.findall(r"^(RELAY_[A-Z_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    fields = {f"RELAY_{name.upper()}" for name in Settings.model_fields}
+    assert documented == fields
+    readme = (ROOT / "README.md").read_text()
+    assert all(name in readme for name in fields), sorted(n for n in fields if n not in readme)
+
+
+def test_openapi_json_is_fresh() -> None:
+    committed = (ROOT / "openapi.json").read_text()
+    assert committed == render(), "openapi.json is stale: run `make openapi`"
+    paths = json.loads(committed)["paths"]
+    assert {"/github/webhook", "/healthz", "/readyz", "/api/v1/deliveries"} <= set(paths)

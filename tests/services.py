@@ -1,0 +1,82 @@
+"""Real services for tests: fresh PostgreSQL databases and Redis databases from the servers that
+`.ci/run` starts (RELAY_TEST_POSTGRES_URL, RELAY_TEST_REDIS_URL).
+
+Outside CI a missing server skips the test with the reason; under CI (CI=true) it fails, so a
+broken CI set-up can never pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy.engine import make_url
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(REPO_ROOT), "shared")
+
+
+def _missing(name: str) -> None:
+    message = f"{name} is not set: run the suite through `bash .ci/run`, which starts the server"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def postgres_admin_url() -> str:
+    url = os.environ.get("RELAY_TEST_POSTGRES_URL")
+    if not url:
+        _missing("RELAY_TEST_POSTGRES_URL")
+    assert url
+    return url
+
+
+def redis_url() -> str:
+    url = os.environ.get("RELAY_TEST_REDIS_URL")
+    if not url:
+        _missing("RELAY_TEST_REDIS_URL")
+    assert url
+    return url
+
+
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """CREATE a uniquely named database for one test or module; DROP it afterwards."""
+    import psycopg
+
+    admin = make_url(postgres_admin_url())
+    name = f"relay_test_{uuid.uuid4().hex[:12]}"
+    dsn = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        from relay.db import dispose_engines
+
+        dispose_engines()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def fresh_redis_url() -> str:
+    """A Redis database index of its own (flushed) so runs never see each other's queues."""
+    import redis
+
+    base = make_url(redis_url())
+    index = uuid.uuid4().int % 14 + 1
+    url = base.set(database=str(index)).render_as_string(hide_password=False)
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return url
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
