@@ -39,9 +39,17 @@ def _write_specs(root: Path) -> list[str]:
             base = f"test_case_{j}"
             bases.append((i, base))
             mode = rnd.choice(["mandatory_success", "xfail", "xfail_strict", "skip"])
-            lines += [f"        - names: [TestSuite{i}::{base}]", f"          mode: {mode}", "          tags: [t]"]
+            lines += [
+                f"        - names: [TestSuite{i}::{base}]",
+                f"          mode: {mode}",
+                "          tags: [t]",
+            ]
             if j % 5 == 0:
-                lines += ["          edits:", "            dtypes:", "              include: [bfloat16]"]
+                lines += [
+                    "          edits:",
+                    "            dtypes:",
+                    "              include: [bfloat16]",
+                ]
         lines += [f'        - names: ["TestSuite{i}::test_regex_.*"]', "          mode: xfail"]
         if i == 0:
             lines += [
@@ -62,7 +70,9 @@ def _variants() -> list[tuple[str, str]]:
         base = f"test_case_{j}" if j < 40 else f"test_regex_{j}"
         op = rnd.choice(OPS)
         dtype = rnd.choice(DTYPES)
-        out.append((f"test/test_suite_{i}.py::TestSuite{i}PRIVATEUSE1::{base}_{op}_spyre_{dtype}", op))
+        out.append(
+            (f"test/test_suite_{i}.py::TestSuite{i}PRIVATEUSE1::{base}_{op}_spyre_{dtype}", op)
+        )
     return out
 
 
@@ -112,8 +122,15 @@ def run(report: Report) -> None:
             "(measured on 2,000 ids in the same run, scaled)."
         ),
     )
-    table.rows.append(["load + validate + merge", f"{load_s:.2f} s", f"{load_s / N_FILES * 1e3:.1f} ms/file", "-"])
+    table.rows.append(
+        ["load + validate + merge", f"{load_s:.2f} s", f"{load_s / N_FILES * 1e3:.1f} ms/file", "-"]
+    )
     table.rows.append(["compile (index, regexes)", f"{compile_s * 1e3:.1f} ms", "-", "-"])
     table.rows.append(
-        ["resolve", f"{ours:.2f} s", f"{per:.1f} us/decision", f"{naive / ours:.1f}x faster ({naive:.1f} s naive)"]
+        [
+            "resolve",
+            f"{ours:.2f} s",
+            f"{per:.1f} us/decision",
+            f"{naive / ours:.1f}x faster ({naive:.1f} s naive)",
+        ]
     )

@@ -23,6 +23,7 @@ from testspecs.errors import SourceLoc, SpecError, SpecIssue
 from testspecs.models import PATH_TOKENS, SpecDocument, did_you_mean
 
 _MAX_DEPTH = 64
+_COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAX_NODES = 200_000
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -140,7 +141,7 @@ class _TooBig(Exception):
 
 def _compose(text: str, marks: _Marks) -> tuple[Node | None, list[SpecIssue]]:
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader), []
+        return yaml.compose(text, Loader=_COMPOSER), []
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         msg = " ".join(p for p in (e.context, e.problem) if p) or "invalid YAML"
@@ -262,7 +263,9 @@ def _issue_from_error(err: Any, data: Any, marks: _Marks) -> SpecIssue:
 def _attach_locs(obj: Any, path: Path_, marks: _Marks) -> None:
     if isinstance(obj, BaseModel):
         obj._loc = marks.values.get(path)  # type: ignore[attr-defined]
-        for name, f in type(obj).model_fields.items():
+        fields = type(obj).model_fields
+        for name in obj.model_fields_set:  # defaults were written nowhere
+            f = fields[name]
             key = f.alias or name
             value = getattr(obj, name)
             if isinstance(value, BaseModel | list):

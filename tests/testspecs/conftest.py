@@ -1,0 +1,3 @@
+"""Fixture test files are data read by lint / new / the plugin tests, never collected here."""
+
+collect_ignore_glob = ["fixtures/*"]

@@ -1,0 +1,120 @@
+"""`relay specs` commands: validate, lint, new, explain, schema."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import yaml
+from typer.testing import CliRunner
+
+from relay.cli import build_app
+from testspecs.lint import lint
+from testspecs.loader import load_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LINT = FIXTURES / "lint"
+runner = CliRunner()
+
+
+def relay(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(build_app(), ["specs", *args])
+
+
+def test_validate_accepts_folder_of_torch_spyre_files() -> None:
+    result = relay("validate", str(FIXTURES / "valid"))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().endswith("5 spec file(s) valid")
+
+
+def test_validate_reports_every_error_and_fails(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "invalid" / "three_errors.yaml", tmp_path / "a.yaml")
+    shutil.copy(FIXTURES / "invalid" / "bad_mode.yaml", tmp_path / "b.yaml")
+    result = relay("validate", str(tmp_path))
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert lines[-1] == "5 error(s) in 2 file(s)"
+    assert lines[0].startswith(
+        f"{tmp_path / 'a.yaml'}:6:17: test_suite_config.files[0].tests[0].mode:"
+    )
+
+
+def test_lint_finds_planted_problems() -> None:
+    findings = lint([LINT / "specs"], tests_root=LINT / "torch", today=dt.date(2026, 6, 1))
+    got = sorted((f.kind, Path(f.loc.file).name, f.loc.line) for f in findings)
+    assert got == [
+        ("dead-pattern", "alpha.yaml", 9),
+        ("dead-pattern", "alpha.yaml", 11),
+        ("duplicate", "alpha_more.yaml", 5),
+        ("expired", "alpha.yaml", 6),
+        ("missing-file", "gamma.yaml", 7),
+        ("uncovered", "test_alpha.py", 7),
+        ("uncovered", "test_beta.py", 6),
+        ("variant-name", "alpha.yaml", 11),
+    ]
+    messages = {f.kind: f.message for f in findings}
+    assert messages["duplicate"].startswith(
+        "'TestAlpha::test_add' for ${TORCH_ROOT}/test/test_alpha.py is already listed at "
+    )
+    assert messages["expired"] == "xfail for ['TestAlpha::test_pow_.*'] expired on 2020-01-01"
+
+
+def test_lint_cli_exit_codes() -> None:
+    bad = relay("lint", str(LINT / "specs"), "--tests-root", str(LINT / "torch"))
+    assert bad.exit_code == 1 and "8 finding(s)" in bad.output
+    good = relay("lint", str(LINT / "specs" / "gamma.yaml"))
+    assert good.exit_code == 0 and good.output.strip() == "0 finding(s)"
+
+
+def test_lint_reports_load_errors() -> None:
+    findings = lint([FIXTURES / "invalid" / "bad_regex.yaml"])
+    assert [f.kind for f in findings] == ["error", "error"]
+
+
+def test_new_lists_device_generic_tests_and_validates(tmp_path: Path) -> None:
+    result = relay(
+        "new", str(LINT / "torch" / "test" / "test_alpha.py"), "--tests-root", str(LINT / "torch")
+    )
+    assert result.exit_code == 0, result.output
+    spec = load_text(result.output, "new.yaml")
+    entries = spec.document.files[0].tests
+    assert spec.document.files[0].path == "${TORCH_ROOT}/test/test_alpha.py"
+    assert [e.names[0] for e in entries] == [
+        "TestAlpha::test_add",
+        "TestAlpha::test_pow_tensor",
+        "TestAlpha::test_pow_scalar",
+        "TestAlpha::test_inherited",
+    ]
+    assert all(e.mode == "xfail" for e in entries) and result.output.count("TODO: decide") == 4
+
+
+def test_explain_cli() -> None:
+    result = relay(
+        "explain",
+        "test/test_alpha.py::TestAlphaPRIVATEUSE1::test_pow_tensor_spyre_float16",
+        "--spec",
+        str(LINT / "specs" / "alpha.yaml"),
+    )
+    assert result.exit_code == 0, result.output
+    assert "run as xfail" in result.output
+    assert (
+        "alpha.yaml:6:11: tests[1] ['TestAlpha::test_pow_.*'] (rule: rule 1: listed with a mode)"
+        in result.output
+    )
+
+
+def test_schema_cli_validates_fixtures(tmp_path: Path) -> None:
+    out = tmp_path / "schema.json"
+    assert relay("schema", "--output", str(out)).exit_code == 0
+    schema = json.loads(out.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in sorted((FIXTURES / "valid").glob("*.yaml")):
+        as_json = json.loads(json.dumps(yaml.safe_load(path.read_text()), default=str))
+        errors = [e.message for e in validator.iter_errors(as_json)]
+        assert errors == [], path
+    bad = yaml.safe_load((FIXTURES / "invalid" / "unknown_key.yaml").read_text())
+    assert any("unlisted_test_mod" in e.message for e in validator.iter_errors(bad))
