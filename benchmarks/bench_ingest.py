@@ -70,8 +70,16 @@ def _measure(name: str, tmp: Path, database_url: str, broker_url: str, table: ob
 def run(report: Report) -> None:
     table = report.table(
         "Webhook ingest (relay up, loopback, 16 concurrent connections)",
-        ["backend", "requests", "req/s", "p50 ms", "p99 ms", "healthz req/s (baseline)",
-         "ingest / baseline", "non-202"],  # fmt: skip
+        [
+            "backend",
+            "requests",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "healthz req/s (baseline)",
+            "ingest / baseline",
+            "non-202",
+        ],
         note="Load from a second process; each request is a signed pull_request delivery with a "
         "new delivery id (verify, store, enqueue). Baseline: GET /healthz on the same server.",
     )
@@ -93,6 +101,14 @@ def run(report: Report) -> None:
                 _measure("PostgreSQL + Redis", tmp / "pg", url, fresh_redis_url(), table)
         else:
             table.rows.append(
-                ["PostgreSQL + Redis", "not run: set RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL",
-                 "", "", "", "", "", ""]  # fmt: skip
+                [
+                    "PostgreSQL + Redis",
+                    "not run: set RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
             )

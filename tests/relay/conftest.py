@@ -10,7 +10,9 @@ from tests.services import free_port, fresh_postgres_database, fresh_redis_url
 
 
 @pytest.fixture(scope="module", params=["sqlite+embedded", "postgres+redis"])
-def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     """`relay up` against SQLite and the embedded broker, then against PostgreSQL and Redis."""
     tmp: Path = tmp_path_factory.mktemp(request.param.replace("+", "-"))
     if request.param == "sqlite+embedded":

@@ -6,6 +6,7 @@ This is exactly what `make run` starts; tests drive it through real HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -45,7 +46,12 @@ class Stack:
         return f"{self.base_url}/github/webhook"
 
     def headers(
-        self, event: str, body: bytes, *, delivery_id: str | None = None, secret: str | None = SECRETS[0]
+        self,
+        event: str,
+        body: bytes,
+        *,
+        delivery_id: str | None = None,
+        secret: str | None = SECRETS[0],
     ) -> dict[str, str]:
         h = {
             "Content-Type": "application/json",
@@ -59,7 +65,12 @@ class Stack:
         return h
 
     def post(
-        self, event: str, body: bytes, *, delivery_id: str | None = None, secret: str | None = SECRETS[0]
+        self,
+        event: str,
+        body: bytes,
+        *,
+        delivery_id: str | None = None,
+        secret: str | None = SECRETS[0],
     ) -> httpx.Response:
         return httpx.post(
             self.webhook,
@@ -83,7 +94,9 @@ class Stack:
             if value:
                 return value
             if self.proc.poll() is not None:
-                raise AssertionError(f"relay up exited ({self.proc.returncode}):\n{self.log_tail()}")
+                raise AssertionError(
+                    f"relay up exited ({self.proc.returncode}):\n{self.log_tail()}"
+                )
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what or predicate}:\n{self.log_tail()}")
 
@@ -98,10 +111,8 @@ class Stack:
         out = []
         for line in self.log_path.read_text(errors="replace").splitlines():
             if line.startswith("{"):
-                try:
+                with contextlib.suppress(json.JSONDecodeError):
                     out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
         return out
 
     def log_tail(self, n: int = 40) -> str:
@@ -120,7 +131,12 @@ class Stack:
 
 
 def start_stack(
-    *, tmp: Path, database_url: str, broker_url: str, port: int, extra_env: dict[str, str] | None = None
+    *,
+    tmp: Path,
+    database_url: str,
+    broker_url: str,
+    port: int,
+    extra_env: dict[str, str] | None = None,
 ) -> Stack:
     env = {
         **os.environ,

@@ -27,7 +27,12 @@ FIXTURE_CASES = [
     ("push", "push/with-new-branch.payload.json", 202, None),
     ("check_run", "check_run/rerequested.payload.json", 200, "is not the configured upstream"),
     ("ping", "ping/payload.json", 200, None),
-    ("repository_dispatch", "repository_dispatch/payload.json", 200, "without a CRCR client_payload"),
+    (
+        "repository_dispatch",
+        "repository_dispatch/payload.json",
+        200,
+        "without a CRCR client_payload",
+    ),
 ]
 
 
@@ -36,14 +41,22 @@ def test_fixture_set_is_complete() -> None:
     assert on_disk == {case[1] for case in FIXTURE_CASES}
 
 
-@pytest.mark.parametrize(("event", "path", "status", "reason"), FIXTURE_CASES, ids=[c[1] for c in FIXTURE_CASES])
-def test_shared_fixture(stack: Stack, event: str, path: str, status: int, reason: str | None) -> None:
+@pytest.mark.parametrize(
+    ("event", "path", "status", "reason"), FIXTURE_CASES, ids=[c[1] for c in FIXTURE_CASES]
+)
+def test_shared_fixture(
+    stack: Stack, event: str, path: str, status: int, reason: str | None
+) -> None:
     body = (FIXTURES / path).read_bytes()
     delivery_id = str(uuid.uuid4())
     response = stack.post(event, body, delivery_id=delivery_id)
     assert response.status_code == status, response.text
     if status == 202:
-        assert response.json() == {"accepted": True, "delivery_id": delivery_id, "redelivery": False}
+        assert response.json() == {
+            "accepted": True,
+            "delivery_id": delivery_id,
+            "redelivery": False,
+        }
         row = stack.wait_state(delivery_id, {"processed"})
         assert row.raw_body == body  # byte-exact
         assert row.attempts == 1
@@ -144,14 +157,18 @@ def test_oversized_chunked_body_without_length_is_413(stack: Stack) -> None:
 
 
 def test_unsupported_event_is_ignored(stack: Stack) -> None:
-    response = stack.post("issues", json.dumps({"action": "opened", "repository": {"full_name": UPSTREAM}}).encode())
+    response = stack.post(
+        "issues", json.dumps({"action": "opened", "repository": {"full_name": UPSTREAM}}).encode()
+    )
     assert response.status_code == 200
     assert response.json() == {"ignored": True, "reason": "event 'issues' is not handled"}
 
 
 def test_other_repository_is_ignored(stack: Stack) -> None:
     delivery_id = str(uuid.uuid4())
-    response = stack.post("pull_request", _opened(repository__full_name="someone/else"), delivery_id=delivery_id)
+    response = stack.post(
+        "pull_request", _opened(repository__full_name="someone/else"), delivery_id=delivery_id
+    )
     assert response.status_code == 200
     assert response.json()["ignored"] is True
     assert "'someone/else'" in response.json()["reason"]
@@ -165,14 +182,22 @@ def test_crcr_repository_dispatch_is_stored_as_the_inner_event(stack: Stack) -> 
         {
             "action": "pull_request",
             "branch": "main",
-            "client_payload": {"event_type": "pull_request", "delivery_id": upstream_id, "payload": inner},
+            "client_payload": {
+                "event_type": "pull_request",
+                "delivery_id": upstream_id,
+                "payload": inner,
+            },
             "repository": {"full_name": "downstream/spyre"},
         }
     ).encode()
     delivery_id = str(uuid.uuid4())
     assert stack.post("repository_dispatch", body, delivery_id=delivery_id).status_code == 202
     row = stack.wait_state(delivery_id, {"processed"})
-    assert (row.event, row.source, row.upstream_delivery_id) == ("pull_request", "repository_dispatch", upstream_id)
+    assert (row.event, row.source, row.upstream_delivery_id) == (
+        "pull_request",
+        "repository_dispatch",
+        upstream_id,
+    )
     assert row.raw_body == body
     assert row.normalized is not None
     assert row.normalized["upstream_delivery_id"] == upstream_id
@@ -184,7 +209,10 @@ def test_check_run_rerequest_of_the_upstream(stack: Stack) -> None:
     payload["repository"]["full_name"] = UPSTREAM
     payload["check_run"]["name"] = "crcr/org/spyre/ci/test"
     delivery_id = str(uuid.uuid4())
-    assert stack.post("check_run", json.dumps(payload).encode(), delivery_id=delivery_id).status_code == 202
+    assert (
+        stack.post("check_run", json.dumps(payload).encode(), delivery_id=delivery_id).status_code
+        == 202
+    )
     row = stack.wait_state(delivery_id, {"processed"})
     assert row.normalized is not None
     assert row.normalized["actionable"] is True
@@ -206,15 +234,23 @@ def test_fifty_concurrent_duplicates_are_processed_once(stack: Stack) -> None:
     responses = asyncio.run(burst())
     statuses = sorted(r.status_code for r in responses)
     assert statuses == [200] * 49 + [202], statuses
-    assert all(r.json() == {"duplicate": True, "delivery_id": delivery_id} for r in responses if r.status_code == 200)
+    assert all(
+        r.json() == {"duplicate": True, "delivery_id": delivery_id}
+        for r in responses
+        if r.status_code == 200
+    )
     row = stack.wait_state(delivery_id, {"processed"})
     # Let any stray second task run before judging "exactly once".
-    stack.wait_for(lambda: any(
-        line.get("delivery_id") == delivery_id and line.get("event") == "delivery processed"
-        for line in stack.log_lines()
-    ), what="the worker's log line")
+    stack.wait_for(
+        lambda: any(
+            line.get("delivery_id") == delivery_id and line.get("event") == "delivery processed"
+            for line in stack.log_lines()
+        ),
+        what="the worker's log line",
+    )
     processed = [
-        line for line in stack.log_lines()
+        line
+        for line in stack.log_lines()
         if line.get("delivery_id") == delivery_id and line.get("event") == "delivery processed"
     ]
     assert len(processed) == 1
@@ -247,12 +283,14 @@ def test_logs_carry_the_delivery_id_from_request_to_worker(stack: Stack) -> None
     assert stack.post("pull_request", _opened(), delivery_id=delivery_id).status_code == 202
     stack.wait_state(delivery_id, {"processed"})
     events = stack.wait_for(
-        lambda: {
-            (line.get("logger"), line.get("event"))
-            for line in stack.log_lines()
-            if line.get("delivery_id") == delivery_id
-        }
-        >= {("relay.ingress", "delivery stored"), ("workers.tasks", "delivery processed")},
+        lambda: (
+            {
+                (line.get("logger"), line.get("event"))
+                for line in stack.log_lines()
+                if line.get("delivery_id") == delivery_id
+            }
+            >= {("relay.ingress", "delivery stored"), ("workers.tasks", "delivery processed")}
+        ),
         what="both log lines",
     )
     assert events

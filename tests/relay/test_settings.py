@@ -7,7 +7,13 @@ from relay.settings import DEVELOPMENT_WEBHOOK_SECRET, Settings
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("RELAY_DATABASE_URL", "RELAY_BROKER_URL", "RELAY_ENV", "RELAY_WEBHOOK_SECRETS", "RELAY_VAR_DIR"):
+    for name in (
+        "RELAY_DATABASE_URL",
+        "RELAY_BROKER_URL",
+        "RELAY_ENV",
+        "RELAY_WEBHOOK_SECRETS",
+        "RELAY_VAR_DIR",
+    ):
         monkeypatch.delenv(name, raising=False)
     s = Settings()
     assert s.env == "development"
@@ -31,7 +37,9 @@ def test_secrets_not_json_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 @pytest.mark.parametrize("secrets", ["[]", f'["{DEVELOPMENT_WEBHOOK_SECRET}"]', '["changeme"]'])
-def test_production_refuses_empty_or_placeholder_secrets(monkeypatch: pytest.MonkeyPatch, secrets: str) -> None:
+def test_production_refuses_empty_or_placeholder_secrets(
+    monkeypatch: pytest.MonkeyPatch, secrets: str
+) -> None:
     monkeypatch.setenv("RELAY_ENV", "production")
     monkeypatch.setenv("RELAY_WEBHOOK_SECRETS", secrets)
     with pytest.raises(ValidationError, match="RELAY_WEBHOOK_SECRETS"):

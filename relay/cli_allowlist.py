@@ -1,0 +1,54 @@
+"""`relay allowlist check|sync`: read the CRCR allowlist and load it into the downstream table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from relay import allowlist
+from relay.settings import get_settings
+
+app = typer.Typer(
+    help="The CRCR allowlist of downstream repositories (levels L1-L4).", no_args_is_help=True
+)
+
+
+def _path(path: Path | None) -> Path:
+    chosen = path or get_settings().allowlist_path
+    if chosen is None:
+        raise typer.BadParameter("give a PATH or set RELAY_ALLOWLIST_PATH")
+    return chosen
+
+
+@app.command()
+def check(path: Path = typer.Argument(None, help="default: RELAY_ALLOWLIST_PATH")) -> None:
+    """Validate the file and print its entries; exit 1 listing every problem."""
+    try:
+        entries = allowlist.load(_path(path))
+    except allowlist.AllowlistError as exc:
+        for problem in exc.problems:
+            typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(1) from exc
+    for e in entries:
+        events = ",".join(e.events) if e.events is not None else "all"
+        typer.echo(
+            f"{e.level.value} {e.repo} device={e.device or '-'} events={events} oncalls={','.join(e.oncalls) or '-'}"
+        )
+    typer.echo(f"{len(entries)} downstream repositories")
+
+
+@app.command()
+def sync(path: Path = typer.Argument(None, help="default: RELAY_ALLOWLIST_PATH")) -> None:
+    """Load the allowlist into the database (adds, updates, disables repos no longer listed)."""
+    from relay.db import session_scope
+
+    try:
+        entries = allowlist.load(_path(path))
+    except allowlist.AllowlistError as exc:
+        for problem in exc.problems:
+            typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(1) from exc
+    with session_scope(get_settings().database_url) as session:
+        counts = allowlist.sync(session, entries=entries)
+    typer.echo(", ".join(f"{k} {v}" for k, v in counts.items()))
