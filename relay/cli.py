@@ -8,6 +8,7 @@ not import torch.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import typer
 
@@ -42,7 +43,7 @@ def build_app() -> typer.Typer:
     return app
 
 
-def _load(target: str):  # type: ignore[no-untyped-def]
+def _load(target: str) -> Any:
     module_name, _, attr = target.partition(":")
     return getattr(importlib.import_module(module_name), attr)
 

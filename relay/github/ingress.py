@@ -152,9 +152,8 @@ def _classify(
     )
     if repo != upstream:
         return f"repository {repo!r} is not the configured upstream {upstream!r}"
-    pr = inner.get("pull_request") if isinstance(inner.get("pull_request"), dict) else {}
-    head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
-    base = pr.get("base") if isinstance(pr.get("base"), dict) else {}
+    pr = _dict(inner.get("pull_request"))
+    head, base = _dict(pr.get("head")), _dict(pr.get("base"))
     number = inner.get("number")
     return DeliveryCreate(
         delivery_id=delivery_id,
@@ -169,6 +168,10 @@ def _classify(
         base_sha=_str(base.get("sha")) or _str(inner.get("before")),
         pr_number=number if isinstance(number, int) else None,
     )
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _str(value: object) -> str | None:
