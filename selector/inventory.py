@@ -1,0 +1,377 @@
+"""The test inventory: every collectable variant for a revision, a backend and a set of specs.
+
+Each :class:`Variant` carries its test id, file, class, base test name, op or module, dtype, the
+spec decision (from :mod:`testspecs`), tags and the last known duration with where it came from.
+
+Collection (a pytest ``--collect-only`` subprocess with :mod:`selector.inventory_collect`) is the
+slow part, so the result is cached under ``var/inventory``:
+
+* the collection is keyed by (revision, torch build, backend version, source selection);
+* the spec decisions by that key plus the specs hash.
+
+Changing a spec re-resolves decisions from the cached collection; changing a test file, torch or
+the backend re-collects. Durations are applied on every load (our history first, then PyTorch's
+public per-file test times where a checkout is used), since they change between runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from selector.inventory_sources import (
+    PROJECT_ROOT,
+    Backend,
+    BundledSuites,
+    CheckoutTests,
+    InventoryError,
+    ci_file_key,
+    get_backend,
+    hash_files,
+    torch_build,
+)
+
+log = logging.getLogger(__name__)
+
+# Bump when the stored shape or the collection method changes: old cache entries are ignored.
+INVENTORY_VERSION = 1
+DEFAULT_CACHE_DIR = Path("var/inventory")
+DEFAULT_TEST_TIMES = (
+    PROJECT_ROOT.parent / "shared" / "data" / "pytorch-ci-stats" / "test-times.json"
+)
+
+Source = BundledSuites | CheckoutTests
+
+
+@dataclass(frozen=True)
+class InventoryKey:
+    revision: str
+    torch_build: str
+    specs_hash: str
+    backend_version: str
+    source: str
+
+    def collection_id(self) -> str:
+        import hashlib
+
+        text = json.dumps(
+            [INVENTORY_VERSION, self.revision, self.torch_build, self.backend_version, self.source]
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@dataclass
+class Variant:
+    test_id: str
+    file: str
+    cls: str | None
+    name: str
+    base: str
+    suite: str
+    op: str | None = None
+    module: str | None = None
+    dtype: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    marks: list[str] = field(default_factory=list)
+    static_skip: str | None = None
+    decision: str | None = None  # spec mode; "skip" = not run; None = no spec given
+    rule: str | None = None
+    tags: list[str] = field(default_factory=list)
+    duration: float | None = None
+    duration_source: str | None = None
+
+
+@dataclass
+class Inventory:
+    key: InventoryKey
+    backend: str
+    variants: list[Variant]
+    errors: list[dict[str, str]]
+    collect_seconds: float
+    cached: bool
+    specs: list[str] = field(default_factory=list)
+
+    def select(self, *, suites: Iterable[str] = ()) -> list[Variant]:
+        wanted = set(suites)
+        return [v for v in self.variants if not wanted or v.suite in wanted]
+
+    def count_by(self, attr: str, variants: list[Variant] | None = None) -> Counter[str]:
+        rows = self.variants if variants is None else variants
+        return Counter(str(getattr(v, attr) if getattr(v, attr) is not None else "-") for v in rows)
+
+    def runnable(self) -> list[Variant]:
+        return [v for v in self.variants if v.decision != "skip"]
+
+
+# ----------------------------------------------------------------------------- collection
+
+
+def collect(
+    source: Source, backend: Backend, *, python: str | None = None, timeout: float = 3600
+) -> tuple[list[dict[str, Any]], list[dict[str, str]], float]:
+    """Run pytest --collect-only for ``source`` on ``backend``; return records, errors, seconds."""
+    with tempfile.TemporaryDirectory(prefix="relay-inventory-") as tmp:
+        out = Path(tmp) / "variants.jsonl"
+        cmd = [python or sys.executable, "-P", "-m", "pytest", "--collect-only", "-q"]
+        cmd += ["-p", "no:cacheprovider", "-p", "no:warnings", "-p", "selector.inventory_collect"]
+        for plugin in backend.plugins:
+            cmd += ["-p", plugin]
+        cmd += ["--continue-on-collection-errors", "--inventory-out", str(out)]
+        cmd += ["--rootdir", str(source.root), *source.targets()]
+        env = {**os.environ, **backend.env}
+        start = time.perf_counter()
+        proc = subprocess.run(
+            cmd, cwd=source.root, env=env, capture_output=True, text=True, timeout=timeout
+        )
+        seconds = time.perf_counter() - start
+        if not out.exists():
+            tail = (proc.stdout + proc.stderr)[-3000:]
+            raise InventoryError(f"collection of {source.describe()} failed:\n{tail}")
+        records, errors = [], []
+        for line in out.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            (errors if "error" in row else records).append(row)
+    return records, errors, seconds
+
+
+# ----------------------------------------------------------------------------- spec decisions
+
+
+def specs_hash(paths: Iterable[Path]) -> str:
+    files = _spec_files(paths)
+    return hash_files(files)[:16] if files else "none"
+
+
+def _spec_files(paths: Iterable[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out += sorted(q for q in p.rglob("*") if q.suffix in {".yaml", ".yml"} and q.is_file())
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise InventoryError(f"spec path {p} does not exist")
+    return out
+
+
+Resolver = Callable[[Variant], tuple[str, str, list[str]]]
+
+
+def spec_resolver(
+    spec_paths: Iterable[Path], *, backend: str, torch_root: Path | None
+) -> Resolver | None:
+    """A function variant -> (mode, rule, tags) built from the spec files, or None without specs.
+
+    testspecs is imported here, lazily: the inventory itself does not need it.
+    """
+    files = _spec_files(spec_paths)
+    if not files:
+        return None
+    from testspecs.loader import load_files
+    from testspecs.merge import merge
+    from testspecs.resolve import compile_spec, resolve
+
+    merged = merge(load_files(files))
+    compiled = compile_spec(
+        merged.document,
+        device=backend,
+        torch_root=str(torch_root) if torch_root else None,
+        device_root=str(PROJECT_ROOT),
+    )
+
+    def decide(v: Variant) -> tuple[str, str, list[str]]:
+        generic = _generic_class(v.cls, backend)
+        base = f"{generic}::{v.base}" if generic else v.base
+        variant_id = f"{v.file}::{v.cls}::{v.name}" if v.cls else f"{v.file}::{v.name}"
+        d = resolve(compiled, variant_id, op=v.op, dtype=v.dtype, module=v.module, base=base)
+        return d.mode, d.rule, list(d.tags)
+
+    return decide
+
+
+def _generic_class(cls: str | None, backend: str) -> str | None:
+    if cls is None:
+        return None
+    for suffix in ("PRIVATEUSE1", backend.upper()):
+        if cls.endswith(suffix) and len(cls) > len(suffix):
+            return cls[: -len(suffix)]
+    return cls
+
+
+# ----------------------------------------------------------------------------- durations
+
+
+def load_history(path: Path | None) -> dict[str, float]:
+    """Our own durations: a JSON object {test id: seconds} (for example exported from runs)."""
+    if path is None:
+        return {}
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return {str(k): float(v) for k, v in data.items()}
+
+
+def ci_file_times(
+    path: Path | None, *, job: str = "default", config: str = "default"
+) -> dict[str, float]:
+    """PyTorch's public per-file test times for one CI job and config ("default" fallbacks)."""
+    if path is None or not Path(path).is_file():
+        return {}
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    by_job = data.get(job) or data.get("default") or {}
+    table = by_job.get(config) or by_job.get("default") or {}
+    return {str(k): float(v) for k, v in table.items()}
+
+
+def apply_durations(
+    variants: list[Variant],
+    *,
+    history: Mapping[str, float],
+    file_times: Mapping[str, float],
+    checkout: bool,
+) -> None:
+    per_file = Counter(v.file for v in variants)
+    for v in variants:
+        if v.test_id in history:
+            v.duration, v.duration_source = history[v.test_id], "history"
+            continue
+        seconds = file_times.get(ci_file_key(v.file)) if checkout else None
+        if seconds is not None:
+            v.duration = seconds / per_file[v.file]
+            v.duration_source = "pytorch-ci-file-prior"
+        else:
+            v.duration, v.duration_source = None, None
+
+
+# ----------------------------------------------------------------------------- build and cache
+
+
+def build_inventory(
+    source: Source,
+    *,
+    backend: str = "spyre",
+    specs: Iterable[Path] = (),
+    history: Path | Mapping[str, float] | None = None,
+    test_times: Path | None = DEFAULT_TEST_TIMES,
+    cache_dir: Path | None = DEFAULT_CACHE_DIR,
+    refresh: bool = False,
+) -> Inventory:
+    """The inventory for ``source`` on ``backend`` with ``specs``, from the cache when current."""
+    be = get_backend(backend)
+    spec_paths = [Path(p) for p in specs]
+    key = InventoryKey(
+        revision=source.revision(),
+        torch_build=torch_build(),
+        specs_hash=specs_hash(spec_paths),
+        backend_version=be.version(),
+        source=f"{source.kind}:{','.join(source.targets())}",
+    )
+    collection = _load(cache_dir, key) if (cache_dir and not refresh) else None
+    cached = collection is not None
+    if collection is None:
+        records, errors, seconds = collect(source, be)
+        collection = {"records": records, "errors": errors, "collect_seconds": seconds}
+        if cache_dir:
+            _store(cache_dir, key, collection)
+    variants = [_variant(r, source) for r in collection["records"]]
+
+    decisions = _load_decisions(cache_dir, key) if (cache_dir and not refresh) else None
+    if decisions is None or len(decisions) != len(variants):
+        torch_root = Path(source.root) if isinstance(source, CheckoutTests) else None
+        decide = spec_resolver(spec_paths, backend=be.name, torch_root=torch_root)
+        decisions = [list(decide(v)) if decide else [None, None, []] for v in variants]
+        if cache_dir:
+            _store_decisions(cache_dir, key, decisions)
+    for v, (mode, rule, tags) in zip(variants, decisions, strict=True):
+        v.decision, v.rule, v.tags = mode, rule, list(tags)
+
+    hist = history if isinstance(history, Mapping) else load_history(history)
+    apply_durations(
+        variants,
+        history=hist,
+        file_times=ci_file_times(test_times) if isinstance(source, CheckoutTests) else {},
+        checkout=isinstance(source, CheckoutTests),
+    )
+    return Inventory(
+        key=key,
+        backend=be.name,
+        variants=variants,
+        errors=collection["errors"],
+        collect_seconds=float(collection["collect_seconds"]),
+        cached=cached,
+        specs=[str(p) for p in spec_paths],
+    )
+
+
+def _variant(record: dict[str, Any], source: Source) -> Variant:
+    return Variant(
+        test_id=record["test_id"],
+        file=record["file"],
+        cls=record.get("cls"),
+        name=record["name"],
+        base=record["base"],
+        suite=source.suite_of(record["file"]),
+        op=record.get("op"),
+        module=record.get("module"),
+        dtype=record.get("dtype"),
+        params=record.get("params") or {},
+        marks=record.get("marks") or [],
+        static_skip=record.get("static_skip"),
+    )
+
+
+def _paths(cache_dir: Path, key: InventoryKey) -> tuple[Path, Path]:
+    cid = key.collection_id()
+    return cache_dir / f"collect-{cid}.json", cache_dir / f"decisions-{cid}-{key.specs_hash}.json"
+
+
+def _load(cache_dir: Path, key: InventoryKey) -> dict[str, Any] | None:
+    path, _ = _paths(cache_dir, key)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    stored = dict(data.get("key") or {})
+    wanted = asdict(key)
+    stored.pop("specs_hash", None)
+    wanted.pop("specs_hash")
+    if data.get("version") != INVENTORY_VERSION or stored != wanted:
+        return None
+    return data
+
+
+def _store(cache_dir: Path, key: InventoryKey, collection: dict[str, Any]) -> None:
+    path, _ = _paths(cache_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(
+        json.dumps({"version": INVENTORY_VERSION, "key": asdict(key), **collection}),
+        encoding="utf-8",
+    )
+    tmp.replace(path)
+
+
+def _load_decisions(cache_dir: Path, key: InventoryKey) -> list[Any] | None:
+    _, path = _paths(cache_dir, key)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("decisions") if data.get("key") == asdict(key) else None
+
+
+def _store_decisions(cache_dir: Path, key: InventoryKey, decisions: list[Any]) -> None:
+    _, path = _paths(cache_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"key": asdict(key), "decisions": decisions}), encoding="utf-8")
+    tmp.replace(path)
