@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "db": "relay.cli_db:app",
     "allowlist": "relay.cli_allowlist:app",
     "specs": "testspecs.cli:app",
+    "tests": "selector.cli_tests:app",
 }
 
 # name -> "module:attribute" of a plain function registered as a top-level command.
