@@ -143,6 +143,7 @@ def count_tests(
         "by_dtype": dict(inv.count_by("dtype", rows).most_common()),
         "by_op": dict(by_target.most_common()),
         "without_op_or_module": sum(1 for v in rows if not v.op and not v.module),
+        "restricted": inv.restricted,
     }
     if as_json:
         typer.echo(json.dumps(breakdown, indent=2, sort_keys=True))
@@ -157,4 +158,9 @@ def count_tests(
     lines += _table(title, ops, total)
     if inv.errors:
         lines.append(f"\n{len(inv.errors)} collection error(s): see `relay tests list`")
+    for r in inv.restricted:
+        lines.append(
+            f"\nnot collectable: {r['file']}::{r['cls']} ({r['tests']} tests) is restricted "
+            f"with only_for={r['only_for']}; it needs a wrapper module"
+        )
     typer.echo("\n".join(lines))

@@ -100,6 +100,9 @@ class Inventory:
     collect_seconds: float
     cached: bool
     specs: list[str] = field(default_factory=list)
+    # classes the file restricts with only_for to other devices: not collectable for the backend
+    # without a generated wrapper module (see restricted_classes)
+    restricted: list[dict[str, Any]] = field(default_factory=list)
 
     def select(self, *, suites: Iterable[str] = ()) -> list[Variant]:
         wanted = set(suites)
@@ -252,6 +255,31 @@ def apply_durations(
             v.duration, v.duration_source = None, None
 
 
+# ----------------------------------------------------------------------------- only_for
+
+
+def restricted_classes(files: Mapping[str, Path], *, device_type: str) -> list[dict[str, Any]]:
+    """Classes a file instantiates with ``only_for`` that excludes ``device_type``.
+
+    Read from the source (testspecs.collect, no import): upstream restricts some classes to
+    ``cpu``/``cuda``; they are not collectable for the backend unless a wrapper module
+    instantiates them for it.
+    """
+    from testspecs.collect import collect_file
+
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in files.values():
+        for test in collect_file(path):
+            if test.only_for is None or device_type in {d.lower() for d in test.only_for}:
+                continue
+            row = found.setdefault(
+                (str(path), test.cls),
+                {"file": str(path), "cls": test.cls, "only_for": list(test.only_for), "tests": 0},
+            )
+            row["tests"] += 1
+    return list(found.values())
+
+
 # ----------------------------------------------------------------------------- build and cache
 
 
@@ -309,6 +337,9 @@ def build_inventory(
         collect_seconds=float(collection["collect_seconds"]),
         cached=cached,
         specs=[str(p) for p in spec_paths],
+        restricted=restricted_classes(
+            source.files(), device_type=be.env.get("PYTORCH_TESTING_DEVICE_ONLY_FOR", be.name)
+        ),
     )
 
 
