@@ -14,6 +14,7 @@ import typer
 
 # name -> "module:attribute" of a typer.Typer owned by the package that implements it.
 SUBCOMMANDS: dict[str, str] = {
+    "device": "spyre_stack.cli:app",
     "db": "relay.cli_db:app",
     "allowlist": "relay.cli_allowlist:app",
     "specs": "testspecs.cli:app",

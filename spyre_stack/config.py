@@ -1,0 +1,70 @@
+"""Configuration of the simulated Spyre stack, read from the environment in one place.
+
+Every ``SPYRE_*`` variable is read here and nowhere else; the values are built on demand (never at
+import time) so tests can change the environment before :func:`spyre_stack.register` runs.
+
+=====================================  =========================================================
+variable                               meaning (default)
+=====================================  =========================================================
+``SPYRE_DEVICE_COUNT``                 number of simulated cards (2)
+``SPYRE_MEMORY_BYTES``                 device-memory capacity per card in bytes (128 GiB)
+``SPYRE_OP_POLICY``                    ``permissive`` (ops not in the table fall back to the
+                                       host) or ``strict`` (ops not in the table raise)
+``SPYRE_SILENCE_DOWNCAST_WARNING``     ``1`` silences the one-time fp32 -> fp16 warning
+``SPYRE_EXTENSIONS_DIR``               build cache of the C++ core (``<repo>/var/torch_extensions``
+                                       when the repo's ``var/`` is writable, else
+                                       ``~/.cache/spyre_stack/torch_extensions``)
+``SPYRE_BACKENDS_ENTRY_POINT``         ``1`` also installs ``torch.backends.spyre`` (off)
+=====================================  =========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+GIB = 1024**3
+DEFAULT_MEMORY_BYTES = 128 * GIB
+POLICIES = ("permissive", "strict")
+
+
+@dataclass(frozen=True)
+class SpyreConfig:
+    device_count: int = 2
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
+    op_policy: str = "permissive"
+    silence_downcast_warning: bool = False
+    extensions_dir: Path = Path("var/torch_extensions")
+    backends_entry_point: bool = False
+
+    @classmethod
+    def from_env(cls) -> SpyreConfig:
+        env = os.environ
+        policy = env.get("SPYRE_OP_POLICY", "permissive").strip().lower()
+        if policy not in POLICIES:
+            raise ValueError(f"SPYRE_OP_POLICY must be one of {POLICIES}, got {policy!r}")
+        count = int(env.get("SPYRE_DEVICE_COUNT", "2"))
+        if not 1 <= count <= 64:
+            raise ValueError(f"SPYRE_DEVICE_COUNT must be in [1, 64], got {count}")
+        return cls(
+            device_count=count,
+            memory_bytes=int(env.get("SPYRE_MEMORY_BYTES", str(DEFAULT_MEMORY_BYTES))),
+            op_policy=policy,
+            silence_downcast_warning=_truthy(env.get("SPYRE_SILENCE_DOWNCAST_WARNING")),
+            extensions_dir=Path(env["SPYRE_EXTENSIONS_DIR"])
+            if env.get("SPYRE_EXTENSIONS_DIR")
+            else default_extensions_dir(),
+            backends_entry_point=_truthy(env.get("SPYRE_BACKENDS_ENTRY_POINT")),
+        )
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def default_extensions_dir() -> Path:
+    repo_var = Path(__file__).resolve().parent.parent / "var"
+    if repo_var.is_dir() and os.access(repo_var, os.W_OK):
+        return repo_var / "torch_extensions"
+    return Path.home() / ".cache" / "spyre_stack" / "torch_extensions"

@@ -1,0 +1,65 @@
+"""``SpyreTestBase``: the device-generic test base for the simulated Spyre card.
+
+It is upstream's ``PrivateUse1TestBase`` (``device_type`` "privateuse1", renamed to "spyre" by
+``setUpClass``) plus a few hooks, so ``instantiate_device_type_tests(Cls, globals())`` with
+``PYTORCH_TESTING_DEVICE_ONLY_FOR=privateuse1`` creates ``ClsPRIVATEUSE1`` classes whose tests are
+named ``test_x_spyre_float16`` and run on ``spyre:0``.
+
+Hooks for subclasses (the testspecs plugin subclasses this class to apply YAML specs):
+
+* ``instantiate_test(name, test, *, generic_cls=None)`` - upstream's classmethod that adds the
+  variants of one generic test to the device class. Override it, call ``super()``, then inspect or
+  decorate the new attributes (every attribute added to ``cls`` by the call is a variant); or
+  filter before calling ``super()``.
+* ``spyre_variant_added(cls, variant_name, test_fn)`` - classmethod called once per variant this
+  base instantiates, after upstream's code added it; return a replacement function (for example
+  wrapped with ``unittest.skip(reason)`` or ``unittest.expectedFailure``) or ``None`` to keep it.
+* ``set_test_configs(op_overrides=..., op_allowlist=..., test_exclusions=...)`` - upstream's
+  per-class configuration (from torch 2.13), left intact.
+* ``spyre_policy`` - class attribute, the op-table policy the class expects (informational).
+
+``setUpClass`` registers the backend (idempotent) before upstream's setup runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch.testing._internal.common_device_type import PrivateUse1TestBase
+
+
+class SpyreTestBase(PrivateUse1TestBase):
+    device_type = "privateuse1"
+    spyre_policy = "permissive"
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        import spyre_stack
+
+        spyre_stack.register()
+        super().setUpClass()
+
+    @classmethod
+    def instantiate_test(
+        cls, name: str, test: Callable[..., Any], *, generic_cls: Any = None
+    ) -> None:
+        import spyre_stack
+
+        spyre_stack.register()
+        before = set(vars(cls))
+        super().instantiate_test(name, test, generic_cls=generic_cls)
+        for variant in sorted(set(vars(cls)) - before):
+            fn = vars(cls)[variant]
+            if not callable(fn):
+                continue
+            replacement = cls.spyre_variant_added(variant, fn)
+            if replacement is not None:
+                setattr(cls, variant, replacement)
+
+    @classmethod
+    def spyre_variant_added(
+        cls, variant_name: str, test_fn: Callable[..., Any]
+    ) -> Callable[..., Any] | None:
+        """Called for every instantiated variant; return a replacement or None (keep)."""
+        return None
