@@ -1,0 +1,155 @@
+"""The shard harness against real pytest child processes: crashes and hangs are recorded and the
+rest of the shard continues in a fresh process; nothing finished is lost or run twice."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from workers.harness.launchers import FreshProcessLauncher, Launcher, WarmPool
+from workers.harness.runner import TestOutcome, run_shard
+
+MODULE = textwrap.dedent(
+    """
+    import os, signal, time, unittest
+    import pytest
+
+    COUNTER = os.environ["HARNESS_COUNTER"]
+
+    def _count(name):
+        with open(COUNTER, "a") as f:
+            f.write(name + "\\n")
+
+    def test_a_passes():
+        _count("a")
+
+    def test_b_fails():
+        _count("b")
+        assert 1 == 2, "one is not two"
+
+    def test_c_segfaults():
+        _count("c")
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    def test_d_passes_after_crash():
+        _count("d")
+
+    def test_e_hangs():
+        _count("e")
+        time.sleep(600)
+
+    def test_f_passes_after_hang():
+        _count("f")
+
+    @pytest.mark.skip(reason="not on this device")
+    def test_g_skipped():
+        pass
+
+    @pytest.mark.xfail(reason="known bug", strict=False)
+    def test_h_xfails():
+        assert False
+
+    def test_i_exits_hard():
+        _count("i")
+        os._exit(7)
+
+    class TestStyle(unittest.TestCase):
+        def test_j_unittest_passes(self):
+            _count("j")
+
+    @pytest.fixture
+    def broken():
+        raise RuntimeError("fixture broke")
+
+    def test_k_setup_error(broken):
+        pass
+    """
+)
+
+EXPECTED = {
+    "test_a_passes": "passed",
+    "test_b_fails": "failed",
+    "test_c_segfaults": "crashed",
+    "test_d_passes_after_crash": "passed",
+    "test_e_hangs": "timeout",
+    "test_f_passes_after_hang": "passed",
+    "test_g_skipped": "skipped",
+    "test_h_xfails": "xfailed",
+    "test_i_exits_hard": "crashed",
+    "TestStyle::test_j_unittest_passes": "passed",
+    "test_k_setup_error": "error",
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "test_shard_sample.py").write_text(MODULE)
+    return tmp_path
+
+
+@pytest.fixture(params=["fresh", "warm"])
+def launcher(request: pytest.FixtureRequest, project: Path) -> Iterator[Launcher]:
+    env = {
+        **os.environ,
+        "HARNESS_COUNTER": str(project / "counter.txt"),
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "OMP_NUM_THREADS": "1",
+    }
+    made: Launcher
+    if request.param == "fresh":
+        made = FreshProcessLauncher(cwd=project, env=env)
+    else:
+        made = WarmPool(cwd=project, env=env, preload=["json", "pytest"])
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_crash_and_hang_do_not_lose_results(project: Path, launcher: Launcher) -> None:
+    ids = [f"test_shard_sample.py::{name}" for name in EXPECTED]
+    seen: list[TestOutcome] = []
+    run = run_shard(
+        ids,
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=5,
+        workdir=project / "work",
+        on_result=seen.append,
+    )
+    got = {r.test_id.split("::", 1)[1]: r.outcome for r in run.results}
+    assert got == EXPECTED
+    # one child for the start, one after each crash (2) and after the hang (1)
+    assert run.children == 4
+    # every test body ran exactly once: nothing finished was re-run after a crash
+    ran = (project / "counter.txt").read_text().split()
+    assert sorted(ran) == sorted(["a", "b", "c", "d", "e", "f", "i", "j"])
+    # results were streamed as they finished, each exactly once
+    assert sorted(r.test_id for r in seen) == sorted(ids)
+    by_name = {r.test_id.split("::", 1)[1]: r for r in run.results}
+    assert "one is not two" in (by_name["test_b_fails"].message or "")
+    assert (
+        by_name["test_b_fails"].artifact_path
+        and Path(by_name["test_b_fails"].artifact_path).read_text().count("one is not two") >= 1
+    )
+    assert "SIGSEGV" in (by_name["test_c_segfaults"].message or "")
+    assert "exit code 7" in (by_name["test_i_exits_hard"].message or "")
+    assert "per-test timeout of 5 s" in (by_name["test_e_hangs"].message or "")
+    assert by_name["test_g_skipped"].message == "not on this device"
+
+
+def test_unknown_test_ids_are_reported_not_run(project: Path, launcher: Launcher) -> None:
+    run = run_shard(
+        ["test_shard_sample.py::test_does_not_exist"],
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30,
+        workdir=project / "work2",
+    )
+    assert [r.outcome for r in run.results] == ["not_run"]
+    assert "test_does_not_exist" in (run.results[0].message or "")

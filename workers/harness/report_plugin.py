@@ -1,0 +1,143 @@
+"""pytest plugin (``-p workers.harness.report_plugin --relay-events PATH``): one JSON line per event.
+
+``{"kind": "start", "nodeid"}`` before a test runs, ``{"kind": "result", ...}`` when it finished
+(outcome after other plugins rewrote it, duration, simulated device time, truncated message,
+the full failure text as an artifact, user properties such as spec mode and tags) and
+``{"kind": "collect_error", ...}`` for modules that failed to import. Lines are flushed at once:
+if the process dies, everything before the line that was running is on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MESSAGE_LIMIT = 2000
+
+_OPTION = "--relay-events"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("relay")
+    group.addoption(
+        _OPTION, dest="relay_events", default=None, help="write JSON-lines test events here"
+    )
+    group.addoption(
+        "--relay-artifacts",
+        dest="relay_artifacts",
+        default=None,
+        help="folder for full failure texts",
+    )
+
+
+class _Writer:
+    def __init__(self, path: str, artifacts: str | None) -> None:
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the session
+        self._artifacts = Path(artifacts) if artifacts else None
+        self._reports: dict[str, list[pytest.TestReport]] = {}
+        self._device_us: dict[str, float] = {}
+
+    def emit(self, **record: Any) -> None:
+        self._file.write(json.dumps(record, default=str) + "\n")
+        self._file.flush()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.emit(kind="start", nodeid=nodeid, t=time.time(), pid=os.getpid())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        tracer = _device_tracer()
+        if tracer is None:
+            yield
+            return
+        with tracer() as trace:
+            yield
+        self._device_us[item.nodeid] = float(trace.device_us)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._reports.setdefault(report.nodeid, []).append(report)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        reports = self._reports.pop(nodeid, [])
+        outcome, message, longrepr = _summarize(reports)
+        artifact = None
+        if longrepr and self._artifacts is not None:
+            self._artifacts.mkdir(parents=True, exist_ok=True)
+            artifact = self._artifacts / (hashlib.sha1(nodeid.encode()).hexdigest()[:16] + ".txt")
+            artifact.write_text(f"{nodeid}\n\n{longrepr}\n")
+        properties: dict[str, Any] = {}
+        for rep in reports:
+            for key, value in rep.user_properties:
+                properties[key] = value
+        self.emit(
+            kind="result",
+            nodeid=nodeid,
+            outcome=outcome,
+            duration=sum(r.duration for r in reports),
+            device_us=self._device_us.pop(nodeid, None),
+            message=message,
+            artifact=str(artifact) if artifact else None,
+            properties=properties,
+        )
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.emit(
+                kind="collect_error",
+                nodeid=report.nodeid,
+                message=str(report.longrepr)[:MESSAGE_LIMIT],
+            )
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _device_tracer() -> Any:
+    """spyre_stack.trace when the backend is registered in this process, else None."""
+    try:
+        import spyre_stack
+    except ImportError:
+        return None
+    return spyre_stack.trace if spyre_stack.is_registered() else None
+
+
+def _summarize(reports: list[pytest.TestReport]) -> tuple[str, str | None, str | None]:
+    """Final outcome of one test from its setup/call/teardown reports."""
+    outcome = "passed"
+    failed = None
+    for rep in reports:
+        wasxfail = hasattr(rep, "wasxfail")
+        if rep.failed:
+            if rep.when == "call":
+                outcome = "failed"
+            elif outcome != "failed":
+                outcome = "error"
+            failed = failed or rep
+        elif rep.skipped and rep.when in ("setup", "call"):
+            outcome = "xfailed" if wasxfail else "skipped"
+            if not wasxfail and isinstance(rep.longrepr, tuple):
+                failed = failed or rep
+        elif rep.passed and rep.when == "call" and wasxfail:
+            outcome = "xpassed"
+    if failed is None:
+        return outcome, None, None
+    if isinstance(failed.longrepr, tuple):  # skip: (path, line, reason)
+        return outcome, str(failed.longrepr[2]).removeprefix("Skipped: ")[:MESSAGE_LIMIT], None
+    text = str(failed.longrepr)
+    crash = getattr(getattr(failed.longrepr, "reprcrash", None), "message", None)
+    return outcome, (crash or text)[:MESSAGE_LIMIT], text
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("relay_events")
+    if path:
+        writer = _Writer(path, config.getoption("relay_artifacts"))
+        config.pluginmanager.register(writer, "relay-events-writer")
+        config.add_cleanup(writer.close)

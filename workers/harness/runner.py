@@ -1,0 +1,217 @@
+"""Run one shard's test ids to completion, whatever the tests do.
+
+The shard runs in a child pytest process that streams one JSON event per test. When the child
+dies in the middle of a test (a signal, ``os._exit``) that test is recorded as ``crashed``; when a
+test runs past the per-test timeout the child is killed and the test is recorded as ``timeout``.
+Either way the tests not yet run continue in a fresh child; tests already finished are neither
+lost nor run again.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.harness.launchers import Child, Launcher
+
+#: Outcomes the harness can record (pytest's plus the ones only a supervisor can see).
+OUTCOMES = (
+    "passed",
+    "failed",
+    "error",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "crashed",
+    "timeout",
+    "not_run",
+)
+
+
+@dataclass
+class TestOutcome:
+    __test__ = False
+
+    test_id: str
+    outcome: str
+    duration_s: float = 0.0
+    device_time_us: float | None = None
+    message: str | None = None
+    artifact_path: str | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ShardRun:
+    results: list[TestOutcome]
+    children: int  # processes used (1 + one per crash or timeout)
+    seconds: float
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class _EventTail:
+    """Reads whole new lines of a growing JSON-lines file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = lines.pop()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def run_shard(
+    test_ids: Iterable[str],
+    *,
+    launcher: Launcher,
+    pytest_args: list[str],
+    per_test_timeout: float,
+    workdir: Path | None = None,
+    on_result: Callable[[TestOutcome], None] | None = None,
+    poll_interval: float = 0.05,
+) -> ShardRun:
+    """Run ``test_ids`` (pytest node ids) and return one outcome per id, in the given order.
+
+    ``on_result`` is called as each test finishes (to store results while the shard runs).
+    """
+    ids = list(dict.fromkeys(test_ids))
+    began = time.perf_counter()
+    results: dict[str, TestOutcome] = {}
+    own_tmp = None
+    if workdir is None:
+        own_tmp = tempfile.TemporaryDirectory(prefix="relay-shard-")
+        workdir = Path(own_tmp.name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    artifacts = workdir / "artifacts"
+    children = 0
+
+    def record(outcome: TestOutcome) -> None:
+        if outcome.test_id in results:
+            return
+        results[outcome.test_id] = outcome
+        if on_result is not None:
+            on_result(outcome)
+
+    try:
+        while True:
+            remaining = [t for t in ids if t not in results]
+            if not remaining:
+                break
+            children += 1
+            events = workdir / f"events-{children}.jsonl"
+            argsfile = workdir / f"args-{children}.txt"
+            argsfile.write_text("\n".join(remaining) + "\n")
+            args = [
+                *pytest_args,
+                "-p", "workers.harness.report_plugin",
+                "--relay-events", str(events),
+                "--relay-artifacts", str(artifacts),
+                "-q", "-p", "no:cacheprovider",
+                f"@{argsfile}",
+            ]  # fmt: skip
+            log = workdir / f"child-{children}.log"
+            child = launcher.start(args, log=log)
+            before = len(results)
+            _supervise(child, _EventTail(events), record, per_test_timeout, poll_interval, log)
+            if len(results) == before:
+                # The child finished without running anything it was given: collection failed.
+                tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+                for test_id in remaining:
+                    record(TestOutcome(test_id, "not_run", message=f"runner ran nothing: {tail}"))
+    finally:
+        launcher_cleanup = own_tmp
+        if launcher_cleanup is not None:
+            launcher_cleanup.cleanup()
+    return ShardRun([results[t] for t in ids], children, time.perf_counter() - began)
+
+
+def _supervise(
+    child: Child,
+    tail: _EventTail,
+    record: Callable[[TestOutcome], None],
+    per_test_timeout: float,
+    poll_interval: float,
+    log: Path,
+) -> None:
+    current: str | None = None
+    started = 0.0
+    collect_errors: list[dict[str, Any]] = []
+
+    def consume() -> None:
+        nonlocal current, started
+        for ev in tail.read():
+            if ev["kind"] == "start":
+                current, started = ev["nodeid"], time.monotonic()
+            elif ev["kind"] == "result":
+                record(
+                    TestOutcome(
+                        test_id=ev["nodeid"],
+                        outcome=ev["outcome"],
+                        duration_s=float(ev.get("duration") or 0.0),
+                        device_time_us=ev.get("device_us"),
+                        message=ev.get("message"),
+                        artifact_path=ev.get("artifact"),
+                        properties=ev.get("properties") or {},
+                    )
+                )
+                if ev["nodeid"] == current:
+                    current = None
+            elif ev["kind"] == "collect_error":
+                collect_errors.append(ev)
+
+    while True:
+        consume()
+        code = child.poll()
+        if code is not None:
+            break
+        if current is not None and time.monotonic() - started > per_test_timeout:
+            child.kill()
+            consume()
+            if current is not None:
+                record(
+                    TestOutcome(
+                        current,
+                        "timeout",
+                        duration_s=time.monotonic() - started,
+                        message=f"test ran past the per-test timeout of {per_test_timeout:g} s; process killed",
+                    )
+                )
+            return
+        time.sleep(poll_interval)
+    consume()
+    if current is not None:
+        how = _signal_name(code) if code < 0 else f"exit code {code}"
+        record(
+            TestOutcome(
+                current,
+                "crashed",
+                duration_s=time.monotonic() - started,
+                message=f"the test process died during this test ({how})",
+            )
+        )

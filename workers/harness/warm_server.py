@@ -1,0 +1,86 @@
+"""The warm pool's fork server: ``python -m workers.harness.warm_server MODULE...``.
+
+Imports the given modules once (``spyre_stack:register`` style entries call a function), prints
+``{"ready": seconds}``, then for every request line ``{"args": [...], "log": path}`` on stdin
+forks a child that runs ``pytest.main(args)`` with stdout/stderr sent to ``log``, prints
+``{"pid": n}``, and later ``{"pid": n, "exit": code}`` (negative code: killed by that signal).
+Children run single-threaded (OMP_NUM_THREADS=1 is expected in the environment): forking a
+process whose OpenMP pool is running is not safe.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+
+_out_lock = threading.Lock()
+
+
+def _say(**msg: object) -> None:
+    with _out_lock:
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+
+
+def _preload(entries: list[str]) -> None:
+    for entry in entries:
+        module, _, func = entry.partition(":")
+        mod = importlib.import_module(module)
+        if func:
+            getattr(mod, func)()
+
+
+def _child(args: list[str], log: str) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    code = 3
+    try:
+        import pytest
+
+        code = int(pytest.main(args))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _wait(pid: int) -> None:
+    _, status = os.waitpid(pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    _say(pid=pid, exit=code)
+
+
+def main(entries: list[str]) -> None:
+    start = time.perf_counter()
+    try:
+        _preload(entries)
+    except Exception as exc:
+        _say(error=f"{type(exc).__name__}: {exc}")
+        sys.exit(1)
+    _say(ready=time.perf_counter() - start)
+    for line in sys.stdin:
+        request = json.loads(line)
+        with _out_lock:  # no thread may hold the lock across fork
+            pid = os.fork()
+        if pid == 0:
+            _child(list(request["args"]), str(request["log"]))
+        _say(pid=pid)
+        threading.Thread(target=_wait, args=(pid,), daemon=True).start()
+    # stdin closed: let running children finish
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
