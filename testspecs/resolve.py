@@ -145,8 +145,8 @@ class _CEntry:
         self.restricted = e.is_dtype_restricted()
         self.op_include = {norm_op(o.name): o for o in e.ops.include}
         self.op_exclude = frozenset(norm_op(o.name) for o in e.ops.exclude)
-        self.mod_include = frozenset(m.name for m in e.modules.include)
-        self.mod_exclude = frozenset(m.name for m in e.modules.exclude)
+        self.mod_include = frozenset(m.name.rsplit(".", 1)[-1] for m in e.modules.include)
+        self.mod_exclude = frozenset(m.name.rsplit(".", 1)[-1] for m in e.modules.exclude)
         self.cpu_move = tuple(e.cpu_move_functions())
         self.ref = EntryRef(file.path, index, tuple(entry.names), entry.loc)
 
@@ -238,11 +238,11 @@ class CompiledSpec:
     def module_config(self, module: str) -> SupportedModule | None:
         if self.modules is None:
             return None
-        return (
-            self.modules.get(module)
-            or self.modules.get(module.rsplit(".", 1)[-1])
-            or next((m for n, m in self.modules.items() if n.rsplit(".", 1)[-1] == module), None)
-        )
+        hit = self.modules.get(module)
+        if hit is None:  # torch.nn.Linear, nn.Linear and Linear name the same module
+            short = module.rsplit(".", 1)[-1]
+            hit = next((m for n, m in self.modules.items() if n.rsplit(".", 1)[-1] == short), None)
+        return hit
 
 
 def compile_spec(spec: Any, **kwargs: Any) -> CompiledSpec:
@@ -391,9 +391,10 @@ def resolve(
         if cs.ops is not None and op_cfg is None and not included:
             return decision(False, "skip", f"op {op} is not in global.supported_ops")
     if module is not None:
-        if ce is not None and module in ce.mod_exclude:
+        short = module.rsplit(".", 1)[-1]
+        if ce is not None and short in ce.mod_exclude:
             return decision(False, "skip", f"edits.modules.exclude removes {module}")
-        mod_included = ce is not None and module in ce.mod_include
+        mod_included = ce is not None and short in ce.mod_include
         if cs.modules is not None and cs.module_config(module) is None and not mod_included:
             return decision(False, "skip", f"module {module} is not in global.supported_modules")
     if dtype is not None and not _contains(base_dtypes, ce, dtype):
