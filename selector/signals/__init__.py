@@ -1,0 +1,39 @@
+"""Stage-2 impact signals: one class each behind :class:`ImpactSignal`, registered in SIGNALS.
+
+Signals run in the registry's order; coarse ones (``only_unexplained``) only see the units the
+ones before them left unexplained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from selector.signals.base import (
+    DEFAULT_PROFILING_MAP,
+    ImpactSignal,
+    SignalConfig,
+    SignalContext,
+    SignalResult,
+)
+from selector.signals.coverage import CoverageMap
+from selector.signals.dbentries import DatabaseEntries
+from selector.signals.edited import EditedTests
+from selector.signals.operators import Operators
+from selector.signals.paths import PathRules
+
+SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
+    "edited-tests": EditedTests,
+    "opinfo-moduleinfo": DatabaseEntries,
+    "operators": Operators,
+    "coverage": CoverageMap,
+    "path-rules": PathRules,
+}
+
+__all__ = [
+    "DEFAULT_PROFILING_MAP",
+    "SIGNALS",
+    "ImpactSignal",
+    "SignalConfig",
+    "SignalContext",
+    "SignalResult",
+]

@@ -1,0 +1,113 @@
+"""Signal: tests parametrized by a changed OpInfo / ModuleInfo entry, across every dtype.
+
+The change facts list the database entries whose call, sample-input function, reference or
+helper changed. Every symbol of a database file is accounted for here: test variants only see
+those files through the entries (``op_db``, ``module_db``), so a function no entry uses reaches
+no variant, and a changed ``*Info`` class reaches every entry built with it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from selector.changes.opinfo import is_db_file
+from selector.signals.base import SignalContext, SignalResult
+from selector.stages.model import module_key
+
+
+class DatabaseEntries:
+    name = "opinfo-moduleinfo"
+    closeness = 0.9
+    only_unexplained = False
+
+    def map(self, ctx: SignalContext) -> SignalResult:
+        result = SignalResult()
+        uni = ctx.universe
+        entry_users: dict[str, list[str]] = {}
+        for d in ctx.facts.db_entries:
+            name = d.name.split("#", 1)[0]
+            unit = f"{d.kind}:{d.name}"
+            if d.kind == "opinfo":
+                variants = uni.by_op.get(name, [])
+            else:
+                variants = uni.by_module.get(module_key(name), [])
+            why = "; ".join(d.reasons) or d.status
+            result.add((v.test_id for v in variants), f"{d.kind} {name} {d.status}: {why}")
+            dtypes = sorted({v.dtype or "-" for v in variants})
+            result.explained[unit] = (
+                f"{len(variants)} variant(s) over dtypes {', '.join(dtypes)}" if variants
+                else "entry has no variant in the universe"
+            )
+            for reason in d.reasons:
+                for word in reason.replace(",", " ").split():
+                    entry_users.setdefault(word, []).append(name)
+        info_classes: dict[str, list[str]] | None = None
+        for unit in ctx.units:
+            if unit.kind != "symbol" or not is_db_file(unit.path):
+                continue
+            qual = unit.key.split("::", 1)[1]
+            top = qual.split(".", 1)[0]
+            if top.endswith("Info") and top[:1].isupper():
+                if info_classes is None:
+                    info_classes = _entries_by_class(ctx)
+                names = info_classes.get(top, [])
+                variants = [v for n in names for v in uni.by_op.get(n, [])]
+                variants += [v for n in names for v in uni.by_module.get(module_key(n), [])]
+                result.add((v.test_id for v in variants), f"{top} class changed ({qual})")
+                result.explained[unit.key] = f"{len(names)} {top} entries, {len(variants)} variant(s)"
+            elif top in entry_users:
+                result.explained[unit.key] = (
+                    f"reaches entries {', '.join(sorted(set(entry_users[top]))[:5])}"
+                )
+            elif top in ("<module>", "*"):
+                result.explained[unit.key] = "database lists: entry-level changes listed separately"
+            else:
+                result.explained[unit.key] = "no database entry uses it (directly or via a helper)"
+        return result
+
+
+def _entries_by_class(ctx: SignalContext) -> dict[str, list[str]]:
+    """Info class -> entry names at head, read from the database files the source has."""
+    files = sorted({u.path for u in ctx.units if is_db_file(u.path)} | set(_db_files(ctx)))
+    out: dict[str, list[str]] = {}
+    for path in files:
+        tree = ctx.tree(path)
+        if tree is None:
+            continue
+        for cls, name in entry_calls(tree):
+            out.setdefault(cls, []).append(name)
+    return out
+
+
+def _db_files(ctx: SignalContext) -> Iterable[str]:
+    return [
+        "torch/testing/_internal/common_methods_invocations.py",
+        "torch/testing/_internal/common_modules.py",
+    ]
+
+
+def entry_calls(tree: ast.Module) -> Iterable[tuple[str, str]]:
+    """(info class, entry name) for ``XxxInfo(...)`` calls outside functions and classes."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for node in ast.walk(stmt):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            cls = func.id if isinstance(func, ast.Name) else (
+                func.attr if isinstance(func, ast.Attribute) else "")
+            if not cls.endswith("Info") or cls in ("DecorateInfo", "AliasInfo"):
+                continue
+            first = node.args[0] if node.args else None
+            variant = ""
+            for kw in node.keywords:
+                if kw.arg in ("name", "module_cls") and first is None:
+                    first = kw.value
+                elif kw.arg == "variant_test_name" and isinstance(kw.value, ast.Constant):
+                    variant = str(kw.value.value)
+            if first is None:
+                continue
+            base = str(first.value) if isinstance(first, ast.Constant) else ast.unparse(first)
+            yield cls, f"{base}.{variant}" if variant else base

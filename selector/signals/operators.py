@@ -1,0 +1,265 @@
+"""Signal: tests of operators whose schema, derivative, kernel, decomposition, reference or meta
+function changed.
+
+Sources of the mapping, all static:
+
+* ``native_functions.yaml`` / ``derivatives.yaml`` entries: the entry's operator;
+* Python symbols, through the AST of the file at head: functions registered for aten ops by a
+  decorator (``register_decomposition(aten.gelu)``, ``register_meta([aten.add.Tensor])``...),
+  functions whose name is the op in the reference / functional modules (``torch/_refs``,
+  ``torch/nn/functional.py``, ``torch/functional.py``, ``Tensor`` methods), and nn module
+  classes (``torch/nn/modules``) for ModuleInfo tests; a changed helper reaches every such
+  function that calls it, transitively, within the file;
+* C++ kernel sources under ``aten/src/ATen/native``: the kernel names the head's
+  ``native_functions.yaml`` dispatches to, found as identifiers in the changed file.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from selector.changes.opinfo import is_db_file
+from selector.changes.yaml_entries import load_entries
+from selector.signals.base import SignalContext, SignalResult
+from selector.stages.model import ChangeUnit, Universe, aten_key, module_key
+
+# files whose top-level function names are operator names (prefix for the OpInfo name)
+NAMED_BY_FUNCTION = {
+    "torch/nn/functional.py": "nn.functional.",
+    "torch/functional.py": "",
+    "torch/_refs/__init__.py": "",
+    "torch/_refs/nn/functional/__init__.py": "nn.functional.",
+    "torch/_refs/special/__init__.py": "special.",
+    "torch/_refs/linalg/__init__.py": "linalg.",
+    "torch/_refs/fft.py": "fft.",
+    "torch/_tensor.py": "",
+}
+REGISTRATION_HINTS = ("register", "impl", "decomp", "meta", "lowering", "ref")
+KERNEL_DIR = "aten/src/ATen/native/"
+YAML_FILES = ("native/native_functions.yaml", "autograd/derivatives.yaml")
+_IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Operators:
+    name = "operators"
+    closeness = 0.8
+    only_unexplained = False
+
+    def map(self, ctx: SignalContext) -> SignalResult:
+        result = SignalResult()
+        uni = ctx.universe
+        for e in ctx.facts.native_functions:
+            fields = f" ({', '.join(e.fields)})" if e.fields else ""
+            _select_op(result, uni, e.op, f"native_functions:{e.name}",
+                       f"schema/dispatch of {e.name} {e.status}{fields}")
+        for e in ctx.facts.derivatives:
+            _select_op(result, uni, e.op, f"derivatives:{e.name}",
+                       f"derivative of {e.name} {e.status}")
+        by_file: dict[str, list[ChangeUnit]] = {}
+        for unit in ctx.units:
+            if unit.kind == "symbol" and unit.path.endswith(".py") and not is_db_file(unit.path):
+                if unit.path.startswith("torch/"):
+                    by_file.setdefault(unit.path, []).append(unit)
+            elif unit.kind == "file" and unit.path.endswith(YAML_FILES):
+                n = len(ctx.facts.native_functions) + len(ctx.facts.derivatives)
+                result.explained[unit.key] = f"{n} changed entries, each mapped to its operator"
+            elif unit.kind == "file" and unit.path.startswith(KERNEL_DIR):
+                self._kernel_file(ctx, unit, result)
+        for path, units in by_file.items():
+            self._python_file(ctx, path, units, result)
+        return result
+
+    # -- Python: registrations and op-named functions ----------------------------------
+
+    def _python_file(self, ctx: SignalContext, path: str, units: list[ChangeUnit],
+                     result: SignalResult) -> None:
+        for at_base in (False, True):
+            todo = [u for u in units if (u.status == "removed") == at_base]
+            if not todo:
+                continue
+            tree = ctx.tree(path, at_base=at_base)
+            if tree is None:
+                continue
+            targets = op_targets(path, tree)
+            if not targets:
+                continue
+            functions = used_names(tree)
+            for unit in todo:
+                qual = unit.key.split("::", 1)[1]
+                top = qual if qual in targets else qual.split(".", 1)[0]
+                why = callers_of(functions, top)
+                hit = {name: origin for name, origin in why.items() if name in targets}
+                if not hit:
+                    continue
+                parts = []
+                for name in sorted(hit):
+                    kind, ops = targets[name]
+                    via = "" if name == top else f" (calls changed {top})"
+                    for op in ops:
+                        n = _select(result, uni=ctx.universe, key=op,
+                                    reason=f"{kind} {name} {unit.status}{via} -> {op}")
+                        parts.append(f"{op}:{n}")
+                result.explained[unit.key] = "ops " + ", ".join(parts[:8]) + (
+                    f" (+{len(parts) - 8})" if len(parts) > 8 else "")
+
+    # -- C++ kernels ---------------------------------------------------------------------
+
+    def _kernel_file(self, ctx: SignalContext, unit: ChangeUnit, result: SignalResult) -> None:
+        kernels = _kernel_table(ctx)
+        if not kernels:
+            return
+        texts = [t for t in (ctx.read(unit.path), ctx.read(unit.path, at_base=True)) if t]
+        idents = {m.decode() for t in texts for m in _IDENT.findall(t)}
+        ops = sorted({op for ident in idents & kernels.keys() for op in kernels[ident]})
+        if not ops:
+            return
+        counts = [f"{op}:{_select_op(result, ctx.universe, op, None, f'kernel source {unit.path} {unit.status} -> {op}')}" for op in ops]
+        result.explained[unit.key] = "kernels of " + ", ".join(counts[:8]) + (
+            f" (+{len(counts) - 8})" if len(counts) > 8 else "")
+
+
+def used_names(tree: ast.Module) -> dict[str, set[str]]:
+    """Top-level function / class (and ``Tensor.method``) -> the plain names and attributes its
+    code refers to."""
+    out: dict[str, set[str]] = {}
+
+    def names(node: ast.AST) -> set[str]:
+        return {n.id if isinstance(n, ast.Name) else n.attr
+                for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)}
+
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out[stmt.name] = names(stmt)
+            if isinstance(stmt, ast.ClassDef):
+                for item in stmt.body:
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                        out[f"{stmt.name}.{item.name}"] = names(item)
+    return out
+
+
+def callers_of(functions: dict[str, set[str]], changed: str) -> dict[str, str]:
+    """Function -> ``changed`` for it and every function that calls it, transitively."""
+    callers: dict[str, set[str]] = {}
+    for name, used in functions.items():
+        for callee in used:
+            callers.setdefault(callee.rsplit(".", 1)[-1], set()).add(name)
+    found = {changed: changed}
+    todo = [changed]
+    while todo:
+        for caller in sorted(callers.get(todo.pop(), ())):
+            if caller not in found and caller != "<module>":
+                found[caller] = changed
+                todo.append(caller)
+    return found
+
+
+def _select(result: SignalResult, *, uni: Universe, key: str, reason: str) -> int:
+    if key.startswith("module:"):
+        variants = uni.by_module.get(key.removeprefix("module:"), [])
+    else:
+        variants = uni.by_op.get(key) or uni.by_op_key.get(aten_key(key), [])
+    result.add((v.test_id for v in variants), reason)
+    return len(variants)
+
+
+def _select_op(result: SignalResult, uni: Universe, op: str, unit_key: str | None,
+               reason: str) -> int:
+    n = _select(result, uni=uni, key=op, reason=reason)
+    if unit_key is not None:
+        result.explained[unit_key] = f"{n} variant(s) of {aten_key(op)}"
+    return n
+
+
+def op_targets(path: str, tree: ast.Module) -> dict[str, tuple[str, list[str]]]:
+    """Top-level function (or ``Tensor.method`` / nn module class) -> (kind, op keys)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    prefix = NAMED_BY_FUNCTION.get(path)
+    in_refs = path.startswith("torch/_refs/")
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            ops = registered_ops(stmt.decorator_list)
+            if ops:
+                found[stmt.name] = (_kind(path, stmt.decorator_list), ops)
+            elif prefix is not None and not stmt.name.startswith("_"):
+                kind = "reference" if in_refs else "python implementation"
+                found[stmt.name] = (kind, [f"{prefix}{stmt.name}", stmt.name])
+        elif isinstance(stmt, ast.ClassDef):
+            if path == "torch/_tensor.py" and stmt.name == "Tensor":
+                for item in stmt.body:
+                    if isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
+                        found[f"Tensor.{item.name}"] = ("Tensor method", [item.name.rstrip("_")])
+            elif path.startswith("torch/nn/modules/") and not stmt.name.startswith("_"):
+                found[stmt.name] = ("nn module", [f"module:{module_key('nn.' + stmt.name)}"])
+    return found
+
+
+def _kind(path: str, decorators: Iterable[ast.expr]) -> str:
+    text = " ".join(ast.unparse(d) for d in decorators).lower()
+    if "meta" in text or "meta" in path:
+        return "meta function"
+    if "decomp" in text or "_decomp" in path:
+        return "decomposition"
+    if "lowering" in text:
+        return "lowering"
+    if "_refs" in path or "ref" in text:
+        return "reference"
+    return "registration"
+
+
+def registered_ops(decorators: Iterable[ast.expr]) -> list[str]:
+    """aten ops named in registration decorators: ``aten.gelu``, ``torch.ops.aten.add.Tensor``."""
+    ops: list[str] = []
+    for dec in decorators:
+        if not isinstance(dec, ast.Call):
+            continue
+        callee = ast.unparse(dec.func).lower()
+        if not any(h in callee for h in REGISTRATION_HINTS):
+            continue
+        for node in ast.walk(dec):
+            if isinstance(node, ast.Attribute):
+                chain = _chain(node)
+                if "aten" in chain[:-1] or "prims" in chain[:-1]:
+                    root = "aten" if "aten" in chain else "prims"
+                    rest = chain[chain.index(root) + 1:]
+                    if rest:
+                        ops.append(aten_key(rest[0]))
+    return list(dict.fromkeys(ops))
+
+
+def _chain(node: ast.expr) -> list[str]:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return list(reversed(parts))
+
+
+def _kernel_table(ctx: SignalContext) -> dict[str, set[str]]:
+    """kernel function name -> base ops, from the head's native_functions.yaml dispatch."""
+    cache = getattr(ctx, "_kernel_cache", None)
+    if cache is not None:
+        return cache  # type: ignore[no-any-return]
+    data = ctx.read(_layout_path(ctx))
+    table: dict[str, set[str]] = {}
+    try:
+        entries = load_entries(data, "func") if data else {}
+    except ValueError:
+        entries = {}
+    for name, entry in entries.items():
+        dispatch = entry.get("dispatch")
+        if isinstance(dispatch, dict):
+            for kernel in dispatch.values():
+                table.setdefault(str(kernel), set()).add(aten_key(name))
+        if entry.get("structured"):
+            table.setdefault(f"{name.replace('.', '_')}", set()).add(aten_key(name))
+    ctx._kernel_cache = table  # type: ignore[attr-defined]
+    return table
+
+
+def _layout_path(ctx: SignalContext) -> str:
+    return ("torchgen/packaged/ATen/native/native_functions.yaml"
+            if ctx.facts.source_kind == "wheels" else "aten/src/ATen/native/native_functions.yaml")

@@ -1,0 +1,137 @@
+"""Stage 4, ``budget``: rank by risk, cut to a budget in device-seconds, shard longest-first.
+
+Risk = the closest signal's weight + failure rate and flakiness from history + a bonus for
+variants new at head (and for tests never run). Ties break on the test id, so the order is
+stable. Durations come from history, else the simulator's estimate. Everything past the budget
+is listed with its rank and the reason. An optional :class:`TriageHook` may re-rank; none is
+registered by default and the selector makes no network calls.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from selector.stages.costs import History, SimulatorEstimate
+from selector.stages.model import (
+    NEW_AT_HEAD,
+    Applicable,
+    BudgetResult,
+    Cut,
+    Ranked,
+    StageRecord,
+    Universe,
+)
+
+NEW_BONUS = 0.5
+FAILURE_WEIGHT = 1.0
+FLAKY_BONUS = 0.3
+NEVER_RUN_BONUS = 0.05
+
+
+@runtime_checkable
+class TriageHook(Protocol):
+    """Re-ranks the ranked list (or proposes spec modes through the reasons). Offline only
+    unless a deployment registers one that is not."""
+
+    name: str
+
+    def rerank(self, ranked: Sequence[Ranked]) -> list[Ranked]: ...
+
+
+# name -> factory; empty by default: no triage, no network
+TRIAGE_HOOKS: dict[str, Callable[[], TriageHook]] = {}
+
+
+def risk_of(item: Applicable, history: History) -> tuple[float, list[str]]:
+    risk = item.closeness
+    why = [f"closeness {item.closeness:.2f}"]
+    h = history.get(item.test_id)
+    if item.flag == NEW_AT_HEAD:
+        risk += NEW_BONUS
+        why.append("new at head")
+    if h is None or h.runs == 0:
+        risk += NEVER_RUN_BONUS
+    else:
+        if h.failures:
+            rate = h.failures / max(h.runs, 1)
+            risk += FAILURE_WEIGHT * rate
+            why.append(f"failed {h.failures}/{h.runs}")
+        if h.flaky:
+            risk += FLAKY_BONUS
+            why.append("flaky")
+    return round(risk, 6), why
+
+
+def budget_stage(
+    kept: Sequence[Applicable],
+    universe: Universe,
+    *,
+    budget_seconds: float | None = None,
+    workers: int = 1,
+    history: History | None = None,
+    estimator: SimulatorEstimate | None = None,
+    triage: TriageHook | None = None,
+) -> BudgetResult:
+    start = time.perf_counter()
+    history = history or History()
+    estimator = estimator or SimulatorEstimate()
+    by_id = universe.by_id
+    rows = []
+    for item in kept:
+        risk, why = risk_of(item, history)
+        h = history.get(item.test_id)
+        if h is not None and h.seconds is not None:
+            seconds, source = h.seconds, "history"
+        else:
+            seconds, source = estimator.seconds(by_id[item.test_id]), estimator.source
+        rows.append((-risk, item.test_id, risk, seconds, source, item, why))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    ranked = [
+        Ranked(test_id=tid, rank=i + 1, risk=risk, seconds=seconds, seconds_source=source,
+               mode=item.mode, gating=item.gating, reasons=(*item.reasons, "; ".join(why)),
+               signals=item.signals, flag=item.flag)
+        for i, (_, tid, risk, seconds, source, item, why) in enumerate(rows)
+    ]
+    if triage is not None:
+        ranked = [
+            Ranked(**{**r.__dict__, "rank": i + 1}) for i, r in enumerate(triage.rerank(ranked))
+        ]
+    selected: list[Ranked] = []
+    cut: list[Cut] = []
+    total = 0.0
+    over = False
+    for r in ranked:
+        if not over and (budget_seconds is None or total + r.seconds <= budget_seconds):
+            selected.append(r)
+            total += r.seconds
+            continue
+        over = True
+        cut.append(Cut(r.test_id, r.rank, r.risk, r.seconds,
+                       f"over budget: rank {r.rank}, risk {r.risk:.2f}; "
+                       f"{total:.6f} s of {budget_seconds} s used by higher-ranked tests"))
+    shards, shard_seconds = shard_longest_first(selected, workers)
+    record = StageRecord(
+        stage="budget", count_in=len(kept), count_out=len(selected), unit="variants",
+        seconds=round(time.perf_counter() - start, 4),
+        notes=(f"{len(cut)} cut by the budget",) if cut else (),
+    )
+    return BudgetResult(selected=selected, cut=cut, shards=shards, shard_seconds=shard_seconds,
+                        budget_seconds=budget_seconds, selected_seconds=round(total, 9),
+                        record=record, triage=getattr(triage, "name", None))
+
+
+def shard_longest_first(items: Sequence[Ranked], workers: int) -> tuple[list[list[str]], list[float]]:
+    """Greedy LPT: longest test first onto the least-loaded shard (ties: lowest shard index)."""
+    n = max(1, workers)
+    shards: list[list[str]] = [[] for _ in range(n)]
+    loads = [0.0] * n
+    heap = [(0.0, i) for i in range(n)]
+    for r in sorted(items, key=lambda r: (-r.seconds, r.test_id)):
+        load, i = heapq.heappop(heap)
+        shards[i].append(r.test_id)
+        loads[i] = load + r.seconds
+        heapq.heappush(heap, (loads[i], i))
+    return shards, [round(x, 9) for x in loads]

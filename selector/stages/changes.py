@@ -1,0 +1,59 @@
+"""Stage 1, ``changes``: the change facts between base and head, cut into change units.
+
+The facts come from :mod:`selector.changes`; this stage only turns them into the units the
+impact signals account for (a changed Python symbol, a non-Python file, a yaml entry, a database
+entry) and records the counts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from selector.changes import ChangeFacts
+from selector.stages.model import ChangeUnit, StageRecord
+
+
+@dataclass
+class ChangeSet:
+    facts: ChangeFacts
+    units: list[ChangeUnit]
+    record: StageRecord
+
+
+def change_units(facts: ChangeFacts) -> list[ChangeUnit]:
+    units: list[ChangeUnit] = []
+    python = {p.path: p for p in facts.python}
+    for f in facts.files:
+        py = python.get(f.path)
+        if py is None:
+            units.append(ChangeUnit(f.path, "file", f.path, str(f.status)))
+            continue
+        if py.parse_error or not py.symbols:
+            detail = py.parse_error or "no function or class changed"
+            units.append(ChangeUnit(f"{f.path}::*", "symbol", f.path, str(f.status), detail))
+            continue
+        for s in py.symbols:
+            units.append(ChangeUnit(f"{f.path}::{s.qualname}", "symbol", f.path, s.status, s.kind))
+    for e in facts.native_functions:
+        units.append(ChangeUnit(f"native_functions:{e.name}", "native_function",
+                                facts.head.requested, e.status, ",".join(e.fields)))
+    for e in facts.derivatives:
+        units.append(ChangeUnit(f"derivatives:{e.name}", "derivative", facts.head.requested,
+                                e.status, ",".join(e.fields)))
+    for d in facts.db_entries:
+        units.append(ChangeUnit(f"{d.kind}:{d.name}", d.kind, d.file, d.status,
+                                "; ".join(d.reasons)))
+    return units
+
+
+def changes_stage(facts: ChangeFacts) -> ChangeSet:
+    """Pure: the facts' change units, with the files in and the units out."""
+    start = time.perf_counter()
+    units = change_units(facts)
+    record = StageRecord(
+        stage="changes", count_in=len(facts.files), count_out=len(units), unit="files -> units",
+        seconds=round(time.perf_counter() - start + facts.seconds, 4),
+        notes=tuple(facts.errors),
+    )
+    return ChangeSet(facts=facts, units=units, record=record)

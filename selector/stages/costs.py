@@ -1,0 +1,110 @@
+"""Per-variant history (duration, failures, flakiness) and the simulator's duration estimate.
+
+Durations are simulated device-seconds: what the spyre plugin records per test
+(``spyre_device_us``), or, without history, an estimate from the simulator's cost model
+(:mod:`spyre_stack.sim.cost`) for the op table's kernel class of the variant's op at the
+variant's dtype, on a representative sample shape, times the kernels the test template runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from selector.inventory import Variant
+
+# kernels a template launches per sample input (forward, backward, out=, variants, ...)
+TEMPLATE_KERNELS = {
+    "test_compare_cpu": 1, "test_noncontiguous_matches_contiguous": 2, "test_dtype_coverage": 6,
+    "test_out_argument": 2, "test_out_resizes_empty": 2, "test_variant_consistency": 3,
+    "test_backward_compare_cpu": 3, "test_error_inputs_match_cpu": 1,
+    "test_module_forward_compare_cpu": 5, "test_module_backward_compare_cpu": 15,
+}  # fmt: skip
+SAMPLES_PER_TEST = 4
+SAMPLE_SHAPE = (10, 10)
+HOST_DTYPES = {"float64", "complex64", "complex128", "complex32"}
+
+
+@dataclass
+class TestHistory:
+    seconds: float | None = None
+    runs: int = 0
+    failures: int = 0
+    flaky: bool = False
+
+
+@dataclass
+class History:
+    tests: dict[str, TestHistory] = field(default_factory=dict)
+
+    def get(self, test_id: str) -> TestHistory | None:
+        return self.tests.get(test_id)
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> History:
+        """JSON ``{test id: seconds}`` or ``{test id: {seconds, runs, failures, flaky}}``."""
+        if path is None:
+            return cls()
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls.from_mapping(data.get("tests", data))
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> History:
+        tests = {}
+        for tid, row in data.items():
+            if isinstance(row, int | float):
+                tests[tid] = TestHistory(seconds=float(row))
+            else:
+                tests[tid] = TestHistory(
+                    seconds=row.get("seconds"), runs=int(row.get("runs", 0)),
+                    failures=int(row.get("failures", 0)), flaky=bool(row.get("flaky", False)),
+                )
+        return cls(tests)
+
+
+class SimulatorEstimate:
+    """Seconds of simulated device time for a variant without history (cached per kind)."""
+
+    source = "simulator-estimate"
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str, str], float] = {}
+
+    def seconds(self, v: Variant) -> float:
+        op = v.op or (v.module or "")
+        key = (op, v.dtype or "float32", v.base)
+        got = self._cache.get(key)
+        if got is None:
+            got = _estimate(op, v.dtype or "float32", v.base, module=v.module is not None)
+            self._cache[key] = got
+        return got
+
+
+@lru_cache(maxsize=4096)
+def _estimate(op: str, dtype: str, base: str, *, module: bool) -> float:
+    import torch
+
+    from spyre_stack import optable
+    from spyre_stack.sim import cost
+
+    table = optable.load()
+    name = op.rsplit(".", 1)[-1] if op.startswith("nn.") else op.split(".", 1)[0]
+    tdtype = getattr(torch, dtype.split(",")[0], torch.float32)
+    if not isinstance(tdtype, torch.dtype):
+        tdtype = torch.float32
+    meta = cost.TensorMeta(SAMPLE_SHAPE, tdtype)
+    status = table.status(name)
+    if module:
+        status, kind = "native", "matmul"
+    else:
+        kind = table.kind(name)
+    if status != "native" or dtype in HOST_DTYPES:
+        kernel = cost.estimate_fallback([meta, meta], [meta])
+    else:
+        kernel = cost.estimate_native(kind, name, [meta, meta], [meta])
+    copies = 3 * cost.estimate_copy("h2d", meta, meta).total_us
+    kernels = TEMPLATE_KERNELS.get(base, 2)
+    return round(SAMPLES_PER_TEST * (kernels * kernel.total_us + copies) * 1e-6, 9)

@@ -1,0 +1,112 @@
+"""Stage 2, ``impact``: candidate variants from every registered signal, and the fallback.
+
+Signals run in registry order. A unit that no signal accounts for is never dropped: it
+triggers the conservative fallback (the universe file it belongs to when it is one, else every
+variant), which is recorded with the units that caused it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from selector.stages.changes import ChangeSet
+from selector.stages.model import (
+    Candidate,
+    ChangeUnit,
+    Fallback,
+    ImpactResult,
+    StageRecord,
+    Universe,
+)
+
+if TYPE_CHECKING:
+    from selector.signals import ImpactSignal, SignalConfig
+
+FALLBACK_CLOSENESS = 0.1
+
+
+def impact_stage(
+    changes: ChangeSet,
+    universe: Universe,
+    *,
+    config: SignalConfig | None = None,
+    reader: Callable[[str, bool], bytes | None] | None = None,
+    signals: Mapping[str, Callable[[], ImpactSignal]] | None = None,
+    force_all: str | None = None,
+) -> ImpactResult:
+    """Pure given its inputs (``reader`` reads upstream files at head / base)."""
+    from selector.signals import SIGNALS, SignalConfig, SignalContext  # signals use the model
+
+    start = time.perf_counter()
+    config = config or SignalConfig()
+    registry = SIGNALS if signals is None else signals
+    explained: dict[str, list[str]] = {}
+    hits: dict[str, tuple[list[str], list[str], float]] = {}
+    per_signal: dict[str, int] = {}
+    ctx = SignalContext(facts=changes.facts, units=changes.units, universe=universe,
+                        config=config, reader=reader, explained=explained)
+    for name, factory in registry.items():
+        signal = factory()
+        result = signal.map(ctx)
+        per_signal[name] = len(result.hits)
+        for key, why in result.explained.items():
+            explained.setdefault(key, []).append(f"{name}: {why}")
+        for tid, reasons in result.hits.items():
+            got = hits.get(tid)
+            if got is None:
+                hits[tid] = ([f"{name}: {r}" for r in reasons], [name], signal.closeness)
+            else:
+                got[0].extend(f"{name}: {r}" for r in reasons)
+                if name not in got[1]:
+                    got[1].append(name)
+                hits[tid] = (got[0], got[1], max(got[2], signal.closeness))
+    unexplained = [u for u in changes.units if u.key not in explained]
+    fallbacks = _fallbacks(unexplained, universe, config.fallback)
+    if force_all is not None:  # the change itself could not be analysed
+        fallbacks = [Fallback("all", tuple(u.key for u in unexplained), force_all, len(universe))]
+    for fb in fallbacks:
+        variants = universe.variants if fb.scope == "all" else universe.by_file.get(
+            fb.scope.removeprefix("suite:"), [])
+        for v in variants:
+            got = hits.get(v.test_id)
+            if got is None:
+                hits[v.test_id] = ([f"fallback: {fb.reason}"], ["fallback"], FALLBACK_CLOSENESS)
+            elif "fallback" not in got[1]:
+                got[0].append(f"fallback: {fb.reason}")
+                got[1].append("fallback")
+    per_signal["fallback"] = sum(f.tests for f in fallbacks)
+    candidates = {
+        tid: Candidate(tid, tuple(dict.fromkeys(r)), tuple(s), c)
+        for tid, (r, s, c) in hits.items()
+    }
+    notes = tuple(f"{u.key}: unmapped -> fallback" for u in unexplained[:20])
+    record = StageRecord(
+        stage="impact", count_in=len(changes.units), count_out=len(candidates),
+        unit="units -> variants", seconds=round(time.perf_counter() - start, 4), notes=notes,
+    )
+    return ImpactResult(candidates=candidates, explained=explained, unexplained=unexplained,
+                        fallbacks=fallbacks, per_signal=per_signal, record=record)
+
+
+def _fallbacks(units: list[ChangeUnit], universe: Universe, mode: str) -> list[Fallback]:
+    if not units:
+        return []
+    by_scope: dict[str, list[str]] = {}
+    for u in units:
+        scope = f"suite:{u.path}" if mode == "suite" and u.path in universe.files else "all"
+        by_scope.setdefault(scope, []).append(u.key)
+    if "all" in by_scope:  # everything covers the suites too
+        keys = [k for ks in by_scope.values() for k in ks]
+        return [Fallback("all", tuple(keys), _why(keys, "every variant"), len(universe))]
+    return [
+        Fallback(scope, tuple(keys), _why(keys, f"all of {scope.removeprefix('suite:')}"),
+                 len(universe.by_file.get(scope.removeprefix("suite:"), [])))
+        for scope, keys in sorted(by_scope.items())
+    ]
+
+
+def _why(keys: list[str], scope: str) -> str:
+    shown = ", ".join(keys[:3]) + (f" (+{len(keys) - 3} more)" if len(keys) > 3 else "")
+    return f"no signal maps {shown}; selecting {scope} (conservative)"

@@ -1,0 +1,303 @@
+"""The four stages and every impact signal on a small generated upstream git repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from selector.changes import compute_change_facts
+from selector.plan import run_selection, source_reader
+from selector.signals import SIGNALS, ImpactSignal, SignalConfig
+from selector.stages import (
+    History,
+    applicability_stage,
+    budget_stage,
+    changes_stage,
+    impact_stage,
+    shard_longest_first,
+)
+from selector.stages.model import Candidate, Ranked, op_keys
+from selector.upstream import GitCheckout
+from tests.selector.stages_repo import (
+    DECOMPOSITIONS,
+    DTYPES,
+    OPINFO_DB,
+    TEST_OPS,
+    UpstreamRepo,
+    make_universe,
+)
+
+NO_PRIOR = SignalConfig(profiling_map=None)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> UpstreamRepo:
+    return UpstreamRepo.create(tmp_path)
+
+
+def plan_for(repo: UpstreamRepo, config: SignalConfig = NO_PRIOR, **kw):  # type: ignore[no-untyped-def]
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
+    return run_selection(facts, make_universe(), reader=source_reader(source, facts),
+                         config=config, **kw)
+
+
+def ids_with(plan, text: str) -> set[str]:  # type: ignore[no-untyped-def]
+    return {t.test_id for t in plan.tests if text in t.test_id}
+
+
+def test_every_signal_implements_the_protocol() -> None:
+    for name, factory in SIGNALS.items():
+        signal = factory()
+        assert isinstance(signal, ImpactSignal), name
+        assert signal.name == name
+        assert 0 < signal.closeness <= 1
+
+
+def test_edited_test_selects_itself_and_nothing_else(repo: UpstreamRepo) -> None:
+    repo.commit({"test/test_ops.py": TEST_OPS.replace("self.assertTrue(_helper())",
+                                                       "self.assertEqual(_helper(), 1)")})
+    plan = plan_for(repo)
+    assert not plan.fallback
+    assert {t.test_id.split("::")[-1].split("_spyre")[0].rsplit("_", 1)[0] for t in plan.tests}
+    assert all("::test_out_" in t for t in plan.test_ids)
+    assert len(plan.tests) == 4 * len(DTYPES)  # every op, every dtype of the edited template
+    assert all(t.signals == ["edited-tests"] for t in plan.tests)
+    assert "modified test TestCommon.test_out" in plan.tests[0].reasons[0]
+
+
+def test_edited_helper_of_a_test_file_selects_the_whole_file(repo: UpstreamRepo) -> None:
+    repo.commit({"test/test_ops.py": TEST_OPS.replace("return 1", "return 2")})
+    plan = plan_for(repo)
+    assert len(plan.tests) == 16
+    assert all(t.startswith("test/test_ops.py") for t in plan.test_ids)
+
+
+def test_changed_opinfo_selects_its_variants_across_dtypes(repo: UpstreamRepo) -> None:
+    repo.commit({"torch/testing/_internal/common_methods_invocations.py":
+                 OPINFO_DB.replace("return [1, 2]", "return [1, 2, 3]")})
+    plan = plan_for(repo)
+    assert not plan.fallback
+    assert set(plan.test_ids) == ids_with(plan, "_add_")
+    assert len(plan.tests) == 2 * len(DTYPES)
+    assert {t.test_id.rsplit("_", 1)[-1] for t in plan.tests} == set(DTYPES)
+    assert "opinfo add modified: uses changed sample_inputs_add" in plan.tests[0].reasons[0]
+    assert "opinfo:add" in plan.explained
+
+
+def test_changed_info_class_selects_every_entry_built_with_it(repo: UpstreamRepo) -> None:
+    text = OPINFO_DB + "\n\nclass UnaryUfuncInfo(OpInfo):\n    pass\n"
+    repo.commit({"torch/testing/_internal/common_methods_invocations.py": text})
+    base_plan = plan_for(repo)
+    repo.commit({"torch/testing/_internal/common_methods_invocations.py":
+                 text.replace("    pass\n", "    domain = (0, 1)\n")})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
+    plan = run_selection(facts, make_universe(), reader=source_reader(source, facts),
+                         config=NO_PRIOR)
+    assert base_plan.tests  # adding the class is itself a change
+    assert {t.split("::")[-1].split("_spyre")[0] for t in plan.test_ids} == {
+        f"{tpl}_nn_functional_{op}" for tpl in ("test_compare_cpu", "test_out")
+        for op in ("gelu", "silu")
+    }
+
+
+def test_changed_decomposition_helper_selects_the_ops_using_it(repo: UpstreamRepo) -> None:
+    repo.commit({"torch/_decomp/decompositions.py":
+                 DECOMPOSITIONS.replace("return x * 0.5", "return x * 0.25")})
+    plan = plan_for(repo)
+    assert not plan.fallback
+    assert set(plan.test_ids) == ids_with(plan, "nn_functional_gelu")
+    assert len(plan.tests) == 4
+    reason = plan.tests[0].reasons[0]
+    assert "decomposition gelu modified (calls changed _erf_helper) -> gelu" in reason
+
+
+def test_changed_decomposition_of_a_list_of_ops(repo: UpstreamRepo) -> None:
+    repo.commit({"torch/_decomp/decompositions.py":
+                 DECOMPOSITIONS.replace("self.sigmoid()", "self.sigmoid() * 1")})
+    plan = plan_for(repo)
+    assert set(plan.test_ids) == ids_with(plan, "nn_functional_silu") and plan.tests
+
+
+def test_schema_and_derivative_entries_select_their_ops(repo: UpstreamRepo) -> None:
+    from tests.selector.stages_repo import DERIVATIVES, NATIVE_FUNCTIONS
+
+    repo.commit({
+        "aten/src/ATen/native/native_functions.yaml":
+            NATIVE_FUNCTIONS.replace("CPU: gelu_kernel", "CPU: gelu_kernel_v2"),
+        "tools/autograd/derivatives.yaml": DERIVATIVES.replace("grad * self", "self * grad"),
+    })
+    plan = plan_for(repo)
+    assert not plan.fallback
+    selected = {t.split("::")[-1].split("_spyre")[0].split("_", 3)[-1] for t in plan.test_ids}
+    assert set(plan.test_ids) == ids_with(plan, "gelu") | ids_with(plan, "_mul_")
+    assert selected
+    assert plan.explained["native_functions:gelu"][0].startswith("operators: 4 variant(s)")
+
+
+def test_kernel_source_selects_the_ops_it_implements(repo: UpstreamRepo) -> None:
+    repo.commit({"aten/src/ATen/native/BinaryOps.cpp":
+                 "void add_out_kernel(TensorIterator& iter) { /* faster */ }\n"
+                 "void mul_kernel() {}\n"})
+    plan = plan_for(repo)
+    assert not plan.fallback
+    # the file defines both kernels: add (structured add.out) and mul
+    assert set(plan.test_ids) == ids_with(plan, "_add_") | ids_with(plan, "_mul_")
+
+
+def test_unmapped_cpp_change_triggers_the_fallback_and_says_so(repo: UpstreamRepo) -> None:
+    repo.commit({"aten/src/ATen/native/Mystery.cpp": "int mystery() { return 42; }\n"})
+    plan = plan_for(repo)
+    assert plan.fallback
+    assert plan.unexplained == ["aten/src/ATen/native/Mystery.cpp"]
+    [fb] = plan.fallbacks
+    assert fb.scope == "all" and fb.tests == len(make_universe())
+    assert "no signal maps aten/src/ATen/native/Mystery.cpp" in fb.reason
+    assert len(plan.tests) == len(make_universe())
+    assert all(t.signals == ["fallback"] for t in plan.tests)
+    assert plan.signals["fallback"] == len(make_universe())
+    assert "FALLBACK" in plan.summary()
+
+
+def test_path_rules_core_cpp_selects_all_and_docs_nothing(repo: UpstreamRepo) -> None:
+    repo.commit({"docs/index.md": "# more docs\n"})
+    docs = plan_for(repo)
+    assert docs.tests == [] and not docs.fallback
+    assert "documentation" in docs.explained["docs/index.md"][0]
+    repo.commit({"c10/core/Device.cpp": "int device() { return 1; }\n"})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
+    plan = run_selection(facts, make_universe(), config=NO_PRIOR)
+    assert not plan.fallback and len(plan.tests) == len(make_universe())
+    assert plan.tests[0].signals == ["path-rules"]
+
+
+def test_coverage_prior_maps_unexplained_python_files(repo: UpstreamRepo, tmp_path: Path) -> None:
+    prior = tmp_path / "profiling.json"
+    prior.write_text('{"torch/utils/thing.py": {"test_ops": 1.0}, '
+                     '"torch/other.py": {"dynamo/test_x": 1.0}}')
+    repo.commit({"torch/utils/thing.py": "def f():\n    return 1\n",
+                 "torch/other.py": "def g():\n    return 1\n"})
+    plan = plan_for(repo, config=SignalConfig(profiling_map=prior))
+    assert not plan.fallback
+    assert len(plan.tests) == 16 and all(t.signals == ["coverage"] for t in plan.tests)
+    assert "outside the universe" in plan.explained["torch/other.py::g"][0]
+
+
+def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(tmp_path: Path) -> None:
+    from selector.inventory import spec_resolver
+
+    spec = tmp_path / "ops.yaml"
+    spec.write_text(
+        "test_suite_config:\n"
+        "  files:\n"
+        "    - path: ${TORCH_ROOT}/test/test_ops.py\n"
+        "      unlisted_test_mode: skip\n"
+        "      tests:\n"
+        "        - names: [TestCommon::test_compare_cpu]\n"
+        "          mode: mandatory_success\n"
+        "        - names: [TestCommon::test_out]\n"
+        "          mode: xfail\n"
+        "  global:\n"
+        "    supported_dtypes:\n"
+        "      - name: float16\n"
+        "      - name: float32\n"
+        "    supported_ops:\n"
+        "      - name: add\n"
+        "      - name: mul\n"
+    )
+    universe = make_universe()
+    decide = spec_resolver([spec], backend="spyre", torch_root=tmp_path)
+    assert decide is not None
+    for v in universe.variants:
+        v.decision, v.rule, v.tags = decide(v)
+    candidates = {v.test_id: Candidate(v.test_id, ("r",), ("s",), 0.5) for v in universe.variants}
+    result = applicability_stage(candidates, universe)
+    kept = {k.test_id: k for k in result.kept}
+    removed = {r.test_id: r.reason for r in result.removed}
+    assert kept and removed
+    assert not any("gelu" in t or "silu" in t for t in kept)  # ops the spec does not support
+    assert all(r.startswith("spec: skip (") for r in removed.values())
+    # a file the spec does not list at all runs as xfail (the spec format's default)
+    modules = [k for k in kept.values() if "test_modules" in k.test_id]
+    assert modules and all(k.mode == "xfail" and not k.gating for k in modules)
+    outs = [k for k in kept.values() if "::test_out_" in k.test_id]
+    assert outs and all(k.mode == "xfail" and not k.gating for k in outs)
+    assert all(k.gating for k in kept.values() if "::test_compare_cpu_" in k.test_id)
+    assert result.record.count_in == len(candidates)
+    assert result.record.count_out == len(kept)
+
+
+def test_budget_keeps_the_riskiest_first_and_lists_the_rest(repo: UpstreamRepo) -> None:
+    universe = make_universe()
+    ids = [v.test_id for v in universe.variants]
+    history = History.from_mapping({
+        ids[5]: {"seconds": 1.0, "runs": 10, "failures": 5},
+        ids[9]: {"seconds": 1.0, "runs": 10, "failures": 0, "flaky": True},
+        **{tid: {"seconds": 1.0, "runs": 10} for tid in ids if tid not in (ids[5], ids[9])},
+    })
+    candidates = {tid: Candidate(tid, ("r",), ("s",), 0.5) for tid in ids}
+    kept = applicability_stage(candidates, universe).kept
+    result = budget_stage(kept, universe, budget_seconds=3.0, workers=2, history=history)
+    assert [r.test_id for r in result.selected][:2] == [ids[5], ids[9]]
+    assert len(result.selected) == 3 and result.selected_seconds == 3.0
+    assert len(result.cut) == len(ids) - 3
+    assert [c.rank for c in result.cut] == list(range(4, len(ids) + 1))
+    assert all("over budget: rank" in c.reason for c in result.cut)
+    assert sorted(t for s in result.shards for t in s) == sorted(r.test_id for r in result.selected)
+    assert result.record.count_out == 3
+
+
+def test_new_tests_rank_first_and_unknown_durations_use_the_simulator() -> None:
+    from selector.stages.model import NEW_AT_HEAD
+
+    universe = make_universe()
+    new = universe.variants[-3].test_id
+    universe.flags[new] = NEW_AT_HEAD
+    candidates = {v.test_id: Candidate(v.test_id, ("r",), ("s",), 0.5) for v in universe.variants}
+    kept = applicability_stage(candidates, universe).kept
+    result = budget_stage(kept, universe)
+    assert result.selected[0].test_id == new and result.selected[0].flag == NEW_AT_HEAD
+    assert all(r.seconds_source == "simulator-estimate" and r.seconds > 0 for r in result.selected)
+    # float32 on a native op and float16 cost the same kernels; a module costs more than add
+    by_id = {r.test_id: r.seconds for r in result.selected}
+    module = next(t for t in by_id if "nn_Linear" in t)
+    add = next(t for t in by_id if "compare_cpu_add_spyre_float16" in t)
+    assert by_id[module] > by_id[add]
+
+
+def test_sharding_is_longest_first_and_balanced() -> None:
+    items = [Ranked(f"t{i}", i, 0.0, s, "history", "run", True, (), ())
+             for i, s in enumerate([8, 7, 6, 5, 4, 3, 2, 1])]
+    shards, loads = shard_longest_first(items, 3)
+    # LPT: 8,7,6 open the shards; 5,4,3 go to the lightest (6, then 7, then 8); 2 and 1 follow
+    assert shards == [["t0", "t5", "t6"], ["t1", "t4", "t7"], ["t2", "t3"]]
+    assert loads == [13.0, 12.0, 11.0]
+    assert max(loads) - min(loads) <= max(r.seconds for r in items)
+
+
+def test_each_stage_records_counts_in_and_out(repo: UpstreamRepo) -> None:
+    repo.commit({"torch/testing/_internal/common_methods_invocations.py":
+                 OPINFO_DB.replace("return [3]", "return [4]"),
+                 "docs/index.md": "# changed\n"})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
+    changes = changes_stage(facts)
+    assert changes.record.count_in == 2
+    assert {u.key for u in changes.units} >= {"docs/index.md", "opinfo:mul"}
+    impact = impact_stage(changes, make_universe(), config=NO_PRIOR,
+                          reader=source_reader(source, facts))
+    assert impact.record.count_in == len(changes.units)
+    assert impact.record.count_out == len(impact.candidates) == 4
+    assert not impact.unexplained
+    plan = plan_for(repo)
+    assert [s.stage for s in plan.funnel] == ["changes", "impact", "applicability", "budget"]
+    assert plan.funnel[1].count_out == plan.funnel[2].count_in
+
+
+def test_op_keys() -> None:
+    assert op_keys("nn.functional.gelu") == ["nn.functional.gelu", "gelu"]
+    assert op_keys("linalg.norm.subgradients_at_zero")[1] == "linalg_norm"
+    assert op_keys("add") == ["add"]
