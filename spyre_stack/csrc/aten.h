@@ -75,6 +75,10 @@ inline std::string base_name(const std::string& full) {
   return n;
 }
 
+// Table codes: status in the low bits, kRandomFlag when the op draws random numbers without a
+// generator argument (dropout): it then runs with the device generator's state.
+constexpr int kRandomFlag = 16;
+
 inline int lookup_status(const std::string& base) {
   auto& p = policy();
   std::shared_lock<std::shared_mutex> lock(p.mutex);
@@ -162,6 +166,11 @@ inline at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor&
 inline const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                                  std::optional<at::MemoryFormat> memory_format) {
   c10::DeviceGuard guard(self.device());
+  // Grow the storage first so an out-of-memory error leaves the tensor's metadata untouched.
+  int64_t numel = 1;
+  for (auto d : size) numel *= d;
+  auto needed = static_cast<size_t>((numel + self.storage_offset()) * self.dtype().itemsize());
+  if (numel > 0 && self.storage().nbytes() < needed) resize_bytes(self.storage(), needed);
   return at::native::resize_(self, size, memory_format);
 }
 
@@ -182,6 +191,9 @@ inline at::Tensor& set_empty(at::Tensor& self) {
   return self.set_(storage, 0, {0}, {});
 }
 
+
+// Memory is freed when the last reference goes (no caching allocator), so nothing to record.
+inline void record_stream(at::Tensor& self, c10::Stream stream) {}
 
 // ---------------------------------------------------------------- numerics
 inline bool is_mutable_arg(const c10::FunctionSchema& schema, size_t i) {
@@ -209,7 +221,9 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const std::string name = schema.name();
   const std::string base = base_name(name);
   auto& pol = policy();
-  int status = lookup_status(base);
+  int code = lookup_status(base);
+  const bool implicit_random = (code & kRandomFlag) != 0;
+  int status = code & (kRandomFlag - 1);
   if (status == kUnsupported) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "spyre: ", name, ".", schema.overload_name(),
                                 " is unsupported on the Spyre device (op support table ",
@@ -314,14 +328,37 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
     (status == kNative ? pol.native_count : pol.fallback_count)[base] += 1;
   }
 
+  // Ops that draw from the global generator: lend the host's default generator the device
+  // generator's state for the duration of the op, then take it back.
+  at::Generator lent;
+  at::Tensor saved_host_state;
+  if (implicit_random && swapped.empty()) {
+    lent = default_generator(static_cast<c10::DeviceIndex>(device));
+    auto host = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock_host(host.mutex());
+    std::lock_guard<std::mutex> lock_dev(lent.mutex());
+    saved_host_state = host.get_state();
+    host.set_state(lent.get_state());
+  }
+  auto give_back = [&] {
+    if (!lent.defined()) return;
+    auto host = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock_host(host.mutex());
+    std::lock_guard<std::mutex> lock_dev(lent.mutex());
+    lent.set_state(host.get_state());
+    host.set_state(saved_host_state);
+  };
+
   in_fallback = true;
   try {
     at::native::cpu_fallback(op, stack);
   } catch (...) {
     in_fallback = false;
+    give_back();
     throw;
   }
   in_fallback = false;
+  give_back();
 
   for (auto& [dev_gen, host_gen] : swapped) {
     std::lock_guard<std::mutex> lock(dev_gen.mutex());

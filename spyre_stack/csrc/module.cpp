@@ -26,6 +26,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(aten::set_source_storage_offset));
   m.impl("set_.source_Storage", TORCH_FN(aten::set_source_storage));
   m.impl("set_", TORCH_FN(aten::set_empty));
+  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+  m.impl("record_stream", TORCH_FN(aten::record_stream));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));

@@ -164,16 +164,19 @@ def set_stream(stream: torch.Stream) -> None:
 
 @contextmanager
 def stream(s: torch.Stream | None) -> Iterator[None]:
-    """Make ``s`` the current stream of its device inside the block."""
+    """Make ``s`` the current stream of its device inside the block (the current device is
+    restored on exit, like ``torch.cuda.stream``)."""
     if s is None:
         yield
         return
+    prev_device = current_device()
     prev = torch.accelerator.current_stream(s.device_index)
     torch.accelerator.set_stream(s)
     try:
         yield
     finally:
         torch.accelerator.set_stream(prev)
+        set_device(prev_device)
 
 
 # ------------------------------------------------------------------ memory

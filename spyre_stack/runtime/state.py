@@ -11,6 +11,7 @@ from spyre_stack.config import SpyreConfig
 log = logging.getLogger(__name__)
 
 BACKEND_NAME = "spyre"
+RANDOM_FLAG = 16  # csrc/aten.h kRandomFlag: the op draws from the global generator
 
 _lock = threading.RLock()
 _core: ModuleType | None = None
@@ -82,7 +83,10 @@ def apply_op_policy(policy: str) -> None:
     if policy not in ("permissive", "strict"):
         raise ValueError(f"unknown op policy {policy!r}")
     table = optable.load()
-    statuses = {name: optable.STATUS_CODES[e.status] for name, e in table.entries.items()}
+    statuses = {
+        name: optable.STATUS_CODES[e.status] + (RANDOM_FLAG if e.kind == "random" else 0)
+        for name, e in table.entries.items()
+    }
     default = table.default_status if policy == "permissive" else "unsupported"
     core().set_op_table(statuses, optable.STATUS_CODES[default], str(table.path), policy)
     global _policy
