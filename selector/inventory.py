@@ -44,7 +44,7 @@ from selector.inventory_sources import (
 log = logging.getLogger(__name__)
 
 # Bump when the stored shape or the collection method changes: old cache entries are ignored.
-INVENTORY_VERSION = 1
+INVENTORY_VERSION = 2
 DEFAULT_CACHE_DIR = Path("var/inventory")
 DEFAULT_TEST_TIMES = (
     PROJECT_ROOT.parent / "shared" / "data" / "pytorch-ci-stats" / "test-times.json"
@@ -122,7 +122,26 @@ class Inventory:
 def collect(
     source: Source, backend: Backend, *, python: str | None = None, timeout: float = 3600
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]], float]:
-    """Run pytest --collect-only for ``source`` on ``backend``; return records, errors, seconds."""
+    """Run pytest --collect-only for ``source`` on ``backend``; return records, errors, seconds.
+
+    One process per test file, as upstream's run_test.py runs them: which class names a
+    device-generic file gets can depend on what the process instantiated before (upstream's
+    PrivateUse1TestBase renames its device type during instantiation), so ids are only stable
+    per file.
+    """
+    records: list[dict[str, Any]] = []
+    errors: list[dict[str, str]] = []
+    start = time.perf_counter()
+    for target in source.targets():
+        got, failed = _collect_one(source, backend, target, python=python, timeout=timeout)
+        records += got
+        errors += failed
+    return records, errors, time.perf_counter() - start
+
+
+def _collect_one(
+    source: Source, backend: Backend, target: str, *, python: str | None, timeout: float
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     with tempfile.TemporaryDirectory(prefix="relay-inventory-") as tmp:
         out = Path(tmp) / "variants.jsonl"
         cmd = [python or sys.executable, "-P", "-m", "pytest", "--collect-only", "-q"]
@@ -130,21 +149,19 @@ def collect(
         for plugin in backend.plugins:
             cmd += ["-p", plugin]
         cmd += ["--continue-on-collection-errors", "--inventory-out", str(out)]
-        cmd += ["--rootdir", str(source.root), *source.targets()]
+        cmd += ["--rootdir", str(source.root), target]
         env = {**os.environ, **backend.env}
-        start = time.perf_counter()
         proc = subprocess.run(
             cmd, cwd=source.root, env=env, capture_output=True, text=True, timeout=timeout
         )
-        seconds = time.perf_counter() - start
         if not out.exists():
             tail = (proc.stdout + proc.stderr)[-3000:]
-            raise InventoryError(f"collection of {source.describe()} failed:\n{tail}")
+            raise InventoryError(f"collection of {target} ({source.describe()}) failed:\n{tail}")
         records, errors = [], []
         for line in out.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             (errors if "error" in row else records).append(row)
-    return records, errors, seconds
+    return records, errors
 
 
 # ----------------------------------------------------------------------------- spec decisions
