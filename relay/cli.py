@@ -14,6 +14,7 @@ import typer
 
 # name -> "module:attribute" of a typer.Typer owned by the package that implements it.
 SUBCOMMANDS: dict[str, str] = {
+    "upstream": "selector.cli_upstream:app",
     "device": "spyre_stack.cli:app",
     "db": "relay.cli_db:app",
     "allowlist": "relay.cli_allowlist:app",
@@ -27,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "worker": "relay.cli_serve:worker",
     "openapi": "relay.cli_serve:openapi",
     "submit": "relay.cli_serve:submit",
+    "select": "selector.cli_select:select",
+    "replay": "selector.cli_select:replay",
 }
 
 
