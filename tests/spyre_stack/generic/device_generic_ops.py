@@ -18,7 +18,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 OP_NAMES = {"add", "mul", "abs", "neg", "exp", "sigmoid", "tanh", "sum", "mean", "amax", "mm",
             "bmm", "softmax", "cumsum", "where", "clamp"}  # fmt: skip
 SELECTED = [op for op in op_db if op.name in OP_NAMES and op.variant_test_name == ""]
-DTYPES = (torch.float16, torch.bfloat16, torch.int64)
+DTYPES = (torch.float16, torch.bfloat16)
 
 
 class TestSpyreGenericOps(TestCase):
@@ -30,6 +30,16 @@ class TestSpyreGenericOps(TestCase):
             cpu = sample.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
             expected = op(cpu.input, *cpu.args, **cpu.kwargs)
             self.assertEqual(actual, expected, exact_device=False)
+
+    @ops(SELECTED, allowed_dtypes=(torch.float32,))
+    def test_float32_within_fp16_tolerance(self, device, dtype, op):
+        # float32 is down-cast to fp16 on the device: inputs carry 2**-11 relative error that
+        # accumulates over reductions and matmul K terms, so compare at atol=5e-2, rtol=1e-2
+        for sample in list(op.sample_inputs(device, dtype, requires_grad=False))[:4]:
+            actual = op(sample.input, *sample.args, **sample.kwargs)
+            cpu = sample.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
+            expected = op(cpu.input, *cpu.args, **cpu.kwargs)
+            self.assertEqual(actual, expected, exact_device=False, atol=5e-2, rtol=1e-2)
 
     @ops(SELECTED, allowed_dtypes=(torch.float16,))
     def test_out_of_place_keeps_device(self, device, dtype, op):
