@@ -51,11 +51,39 @@ def cpu_samples(op: Any, dtype: torch.dtype, *, requires_grad: bool = False) -> 
     return samples
 
 
+def cpu_reference_inputs(op: Any, dtype: torch.dtype) -> list[Any]:
+    """Up to MAX_SAMPLES of the op's reference inputs after the first MAX_SAMPLES.
+
+    ``op.reference_inputs`` yields the sample inputs first and then larger and edge-case inputs
+    (or just the sample inputs for OpInfos without a reference-inputs function); the ones already
+    covered by :func:`cpu_samples` are skipped.
+    """
+    torch.manual_seed(SEED)
+    found = []
+    for index, sample in enumerate(op.reference_inputs("cpu", dtype)):
+        if index < MAX_SAMPLES:
+            continue
+        found.append(sample)
+        if len(found) >= MAX_SAMPLES:
+            break
+    return found
+
+
 def paired_samples(
-    op: Any, device: str, dtype: torch.dtype, *, requires_grad: bool = False
+    op: Any,
+    device: str,
+    dtype: torch.dtype,
+    *,
+    requires_grad: bool = False,
+    reference_inputs: bool = False,
 ) -> Iterator[tuple[Any, Any]]:
     """(device sample, cpu sample) pairs with identical values."""
-    for cpu_sample in cpu_samples(op, dtype, requires_grad=requires_grad):
+    made = (
+        cpu_reference_inputs(op, dtype)
+        if reference_inputs
+        else cpu_samples(op, dtype, requires_grad=requires_grad)
+    )
+    for cpu_sample in made:
         device_sample = cpu_sample.transform(detach_to(device, keep_grad=requires_grad))
         reference = cpu_sample.transform(detach_to("cpu", keep_grad=requires_grad))
         yield device_sample, reference

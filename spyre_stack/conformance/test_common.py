@@ -2,6 +2,8 @@
 
 Templates:
 - test_compare_cpu: same inputs on the device and on the CPU give the same result.
+- test_compare_cpu_reference_inputs: the same on the OpInfo's further inputs (reference inputs:
+  larger, edge-case and extremal values) beyond the ones test_compare_cpu uses.
 - test_noncontiguous_matches_contiguous: noncontiguous inputs on the device give the same result
   as contiguous ones.
 - test_dtype_coverage: every dtype the OpInfo claims for this device runs at all.
@@ -44,6 +46,23 @@ class TestCommon(TestCase):
             compared += 1
         if compared == 0:
             self.skipTest(f"{op.name} has no sample inputs for {dtype}")
+
+    @ops(op_db)
+    def test_compare_cpu_reference_inputs(self, device, dtype, op):
+        reason = not_comparable_reason(op)
+        if reason:
+            self.skipTest(reason)
+        compared = 0
+        for on_device, reference in paired_samples(op, device, dtype, reference_inputs=True):
+            try:
+                expected = reference_call(op, reference)
+            except SampleRejected:
+                continue
+            actual = call(op, on_device)
+            self.assertEqual(to_cpu(actual), expected, msg=f"sample {on_device.name!r}")
+            compared += 1
+        if compared == 0:
+            self.skipTest(f"{op.name} has no inputs beyond its first samples for {dtype}")
 
     @ops(op_db)
     def test_noncontiguous_matches_contiguous(self, device, dtype, op):
