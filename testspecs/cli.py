@@ -123,3 +123,16 @@ def schema(output: Path | None = typer.Option(None, help="write here instead of 
         output.write_text(text)
     else:
         _out(text)
+
+
+@app.command()
+def wrap(
+    test_file: Path = typer.Argument(..., help="an upstream test file"),
+    output: Path = typer.Option(Path("."), help="folder for the wrapper module"),
+) -> None:
+    """Write a wrapper module instantiating classes upstream restricted with only_for."""
+    from testspecs.wrapper import restricted_classes, write_wrapper
+
+    classes = restricted_classes(test_file)
+    out = write_wrapper(test_file, output, classes)
+    _out(f"wrote {out} for {', '.join(classes)}" if out else "no restricted classes")

@@ -192,8 +192,17 @@ def _against_tests(specs: list[LoadedSpec], roots: dict[str, Path]) -> list[Find
                         )
                     for p in files:
                         listed.setdefault(p, set()).update(t.name for t in hits if t in tests_of(p))
-    for root in roots.values():
-        for p in sorted(root.rglob("test_*.py")):
+    # Uncovered files: the whole tests root (upstream's test tree); for the device root only the
+    # folders the specs point into (a backend repository holds much more than its test suites).
+    candidates: set[Path] = set()
+    if "${TORCH_ROOT}" in roots:
+        candidates.update(roots["${TORCH_ROOT}"].rglob("test_*.py"))
+    if "${TORCH_DEVICE_ROOT}" in roots:
+        device = roots["${TORCH_DEVICE_ROOT}"].resolve()
+        for folder in {p.parent for p in covered_files if p.resolve().is_relative_to(device)}:
+            candidates.update(folder.glob("test_*.py"))
+    if candidates:
+        for p in sorted(candidates):
             tests = tests_of(p)
             if not tests:
                 continue

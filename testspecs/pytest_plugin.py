@@ -47,6 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--spec-report", default=None, help="write a JSON report here")
 
 
+@pytest.hookimpl(trylast=True)  # after the backend's own plugin set TORCH_TEST_DEVICES
 def pytest_configure(config: pytest.Config) -> None:
     paths = config.getoption("spec")
     if not paths:
@@ -70,6 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"invalid spec:\n{e}") from None
     activate(spec_config)
     os.environ.update(spec_config.env())
+    # Only our base: it extends the backend's own, which must not be instantiated a second time.
     os.environ["TORCH_TEST_DEVICES"] = DEVICE_BASE_FILE
     os.environ.setdefault("PYTORCH_TESTING_DEVICE_ONLY_FOR", "privateuse1")
     for line in _MODE_MARKS.values():
@@ -87,6 +89,13 @@ def decision_for(item: pytest.Item) -> Decision | None:
         return None
     name = getattr(item, "originalname", None) or item.name
     return DECISIONS.get((cls.__name__, name))
+
+
+def _failure_line(text: str) -> str:
+    """The most telling line of a failure: the first ``E ...`` line, else the last line."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    return (errors[0] if errors else lines[-1])[:300]
 
 
 class SpecPlugin:
@@ -147,12 +156,8 @@ class SpecPlugin:
         else:
             outcome = report.outcome
         message = None
-        if report.failed:
-            message = (
-                report.longreprtext.strip().splitlines()[-1]
-                if report.longreprtext.strip()
-                else None
-            )
+        if (report.failed or hasattr(report, "wasxfail")) and report.longreprtext.strip():
+            message = _failure_line(report.longreprtext)
         rec = self.records.get(report.nodeid)
         if rec is None:
             test_file, _, rest = report.nodeid.partition("::")

@@ -15,11 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from testspecs.wrapper import restricted_classes, write_wrapper
+
 PLUGIN = Path(__file__).parent / "fixtures" / "plugin"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_pytest(tmp_path: Path, *extra: str) -> tuple[int, str]:
+def run_pytest(
+    tmp_path: Path, *extra: str, module: Path = PLUGIN / "test" / "test_modes_demo.py"
+) -> tuple[int, str]:
     ini = tmp_path / "pytest.ini"
     ini.write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     cmd = [
@@ -29,7 +33,7 @@ def run_pytest(tmp_path: Path, *extra: str) -> tuple[int, str]:
         "--spec-device-base", str(PLUGIN / "fake_device_base.py"),
         "-W", "error",
         "-rA",
-        str(PLUGIN / "test" / "test_modes_demo.py"),
+        str(module),
         *extra,
     ]  # fmt: skip
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
@@ -40,8 +44,10 @@ def run_pytest(tmp_path: Path, *extra: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict, ET.Element]:
     tmp = tmp_path_factory.mktemp("plugin")
+    wrapper = write_wrapper(PLUGIN / "test" / "test_restricted.py", tmp)
+    assert wrapper is not None
     code, out = run_pytest(
-        tmp, "--spec-report", str(tmp / "r.json"), "--junitxml", str(tmp / "j.xml")
+        tmp, "--spec-report", str(tmp / "r.json"), "--junitxml", str(tmp / "j.xml"), str(wrapper)
     )
     report = {
         t["nodeid"].rpartition("::")[2]: t
@@ -113,3 +119,16 @@ def test_tags_and_modes_are_selectable_marks(tmp_path: Path) -> None:
         tmp_path, "-m", "not xfail and not xfail_strict and not mandatory_success"
     )
     assert code == 5 and "20 deselected" in out, out  # every spyre variant carries its mode mark
+
+
+def test_wrapper_runs_classes_upstream_restricted(full_run) -> None:  # type: ignore[no-untyped-def]
+    assert restricted_classes(PLUGIN / "test" / "test_restricted.py") == [
+        "TestNeverInstantiated",
+        "TestOnlyCpu",
+    ]
+    _, _, report, _ = full_run
+    assert report["test_restricted_pass_spyre"]["outcome"] == "passed"
+    assert report["test_restricted_pass_spyre"]["rule"] == "rule 1: unlisted -> unlisted_test_mode"
+    assert report["test_restricted_xfail_spyre"]["outcome"] == "xfailed"
+    assert report["test_orphan_spyre"]["outcome"] == "passed"
+    assert report["test_orphan_spyre"]["mode"] == "mandatory_success"
