@@ -18,7 +18,7 @@ OutOfMemoryError = torch.OutOfMemoryError
 DeviceLike = torch.device | str | int | None
 
 
-def _core():  # type: ignore[no-untyped-def]
+def _core():
     from spyre_stack.runtime import state
 
     return state.core()

@@ -71,6 +71,9 @@ def register() -> None:
         _core = lib
         apply_op_policy(cfg.op_policy)
         apply_numerics(warn=not cfg.silence_downcast_warning)
+        from spyre_stack.compile import registration
+
+        registration.install()
         if cfg.backends_entry_point:
             _install_backends_entry()
         log.info("spyre backend registered: %d card(s)", cfg.device_count)

@@ -134,7 +134,24 @@ def build_record(
     return record_from_estimate(op, overload, execution, kind, device, inputs, outputs, est)
 
 
+_local = threading.local()
+
+
+@contextmanager
+def suppressed() -> Iterator[None]:
+    """Drop the per-op records of this thread inside the block (the compile backend executes a
+    fused kernel's member ops eagerly and reports the one fused kernel instead)."""
+    prev = getattr(_local, "suppressed", False)
+    _local.suppressed = True
+    try:
+        yield
+    finally:
+        _local.suppressed = prev
+
+
 def _hook(op, overload, execution, in_shapes, in_dtypes, out_shapes, out_dtypes, device) -> None:
+    if getattr(_local, "suppressed", False):
+        return
     rec = build_record(
         op, overload, execution, in_shapes, in_dtypes, out_shapes, out_dtypes, device
     )

@@ -48,7 +48,7 @@ def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     props = dict(report.user_properties)
-    outcome = report.outcome
+    outcome: str = report.outcome
     if getattr(report, "wasxfail", None) is not None:
         outcome = "xfailed" if report.skipped else "xpassed"
     _write(
