@@ -91,8 +91,10 @@ def active_config(environ: dict[str, str] | None = None) -> SpecConfig | None:
 def load_backend_base(path: str | None, cdt_globals: dict[str, Any]) -> type:
     """The backend's TEST_CLASS (run like upstream runs TORCH_TEST_DEVICES files)."""
     if path:
-        return runpy.run_path(path, init_globals=cdt_globals)["TEST_CLASS"]  # type: ignore[no-any-return]
-    return cdt_globals["PrivateUse1TestBase"]  # type: ignore[no-any-return]
+        base: type = runpy.run_path(path, init_globals=cdt_globals)["TEST_CLASS"]
+        return base
+    generic: type = cdt_globals["PrivateUse1TestBase"]
+    return generic
 
 
 def _clone(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -252,7 +254,7 @@ def make_spec_test_base(base: type, config: SpecConfig) -> type:
     """Subclass the backend's device test base so instantiation applies the spec."""
     cs = config.compiled
 
-    class SpecTestBase(base):  # type: ignore[misc, valid-type]
+    class SpecTestBase(base):
         spec_config = config
 
         @classmethod
@@ -260,7 +262,7 @@ def make_spec_test_base(base: type, config: SpecConfig) -> type:
             # Instantiation asks for the device before setUpClass ran; answer without renaming
             # device_type (which would change the names of classes instantiated later).
             try:
-                return cls.primary_device  # type: ignore[no-any-return]
+                return cls.primary_device
             except AttributeError:
                 import torch
 

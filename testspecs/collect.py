@@ -68,10 +68,9 @@ def collect_source(source: str, filename: str = "<source>") -> list[CollectedTes
         seen: set[str] = set()
         for c in _mro(cls, classes):
             for item in c.body:
-                is_test = isinstance(
-                    item, ast.FunctionDef | ast.AsyncFunctionDef
-                ) and item.name.startswith("test")
-                if is_test and item.name not in seen:
+                if not isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                if item.name.startswith("test") and item.name not in seen:
                     seen.add(item.name)
                     out.append(CollectedTest(cls_name, item.name, item.lineno, only_for))
     return out

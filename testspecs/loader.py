@@ -103,7 +103,8 @@ class _Converter:
                 if isinstance(knode, ScalarNode):
                     msg = f"key {knode.value!r} must be a string"
                 else:
-                    msg = f"a {knode.id} cannot be a key; keys must be strings"
+                    kind = "sequence" if isinstance(knode, SequenceNode) else "mapping"
+                    msg = f"a {kind} cannot be a key; keys must be strings"
                 self.issue(knode.start_mark, path, msg)
                 continue
             key = knode.value

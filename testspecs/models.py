@@ -271,7 +271,7 @@ class TestEntry(SpecModel):
     mode: Mode | None = None  # None: listed without a mode -> mandatory_success
     tags: list[str] = Field(default_factory=list)
     edits: Edits = Field(default_factory=Edits)
-    ext: TestExtension | None = Field(default=None, alias=EXTENSION_KEY)
+    ext: TestExtension | None = Field(default=None, alias="x-relay/v1")  # EXTENSION_KEY
 
     _patterns: list[NamePattern] = PrivateAttr(default_factory=list)
 
@@ -308,7 +308,7 @@ class FileEntry(SpecModel):
     path: Annotated[str, AfterValidator(_check_path)]
     unlisted_test_mode: Mode = "xfail"
     tests: list[TestEntry] = Field(default_factory=list)
-    ext: OwnerExtension | None = Field(default=None, alias=EXTENSION_KEY)
+    ext: OwnerExtension | None = Field(default=None, alias="x-relay/v1")  # EXTENSION_KEY
 
 
 class SupportedOpDtype(SpecModel):
@@ -352,7 +352,7 @@ class SuiteConfig(SpecModel):
     files: list[FileEntry] = Field(min_length=1)
     global_: GlobalConfig = Field(default_factory=GlobalConfig, alias="global")
     labels: list[str] = Field(default_factory=list)
-    ext: OwnerExtension | None = Field(default=None, alias=EXTENSION_KEY)
+    ext: OwnerExtension | None = Field(default=None, alias="x-relay/v1")  # EXTENSION_KEY
 
 
 class SpecDocument(SpecModel):

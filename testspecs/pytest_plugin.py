@@ -148,7 +148,7 @@ class SpecPlugin:
             return
         if report.when == "teardown" and not report.failed:
             return
-        props = dict(report.user_properties)
+        props = {str(k): str(v) for k, v in report.user_properties}
         if hasattr(report, "wasxfail"):
             outcome = "xpassed" if report.passed else "xfailed"
         elif report.failed:

@@ -337,11 +337,11 @@ def resolve(
             method = base
         candidates = cs.lookup(files, cls, method)
     else:
-        method, op_guess = _infer_base(cs, files, cls, v.prefix, op)
-        candidates = cs.lookup(files, cls, method) if method else []
+        found, op_guess = _infer_base(cs, files, cls, v.prefix, op)
+        candidates = cs.lookup(files, cls, found) if found else []
         if op is None and op_guess:
             op = op_guess
-        method = method or v.prefix
+        method = found or v.prefix
     base_name = f"{cls}::{method}" if cls else method
     if v.file is not None and not files:
         why.append(f"no spec file entry covers {v.file}")

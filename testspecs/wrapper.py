@@ -92,7 +92,7 @@ def instantiate_upstream(path: str, scope: dict[str, Any], *, classes: list[str]
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    cdt.instantiate_device_type_tests = lifted
+    cdt.instantiate_device_type_tests = lifted  # type: ignore[assignment]
     try:
         spec.loader.exec_module(module)
     finally:

@@ -207,3 +207,10 @@ def test_mutated_valid_specs_only_raise_spec_error(data: st.DataObject) -> None:
     else:
         lines = lines[:i]
     _expect_only_spec_errors("\n".join(lines) + "\n")
+
+
+def test_extension_key_is_the_alias_everywhere() -> None:
+    from testspecs.models import EXTENSION_KEY, FileEntry, SuiteConfig, TestEntry
+
+    for model in (TestEntry, FileEntry, SuiteConfig):
+        assert model.model_fields["ext"].alias == EXTENSION_KEY
