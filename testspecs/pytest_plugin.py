@@ -121,6 +121,7 @@ class SpecPlugin:
                 ("spec_dtype", d.dtype or ""),
                 ("spec_entry", str(d.entry) if d.entry else ""),
                 ("spec_rule", d.rule),
+                ("spec_base", d.base),
             ]
             if d.reason:
                 item.user_properties.append(("spec_reason", d.reason))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from testspecs.models import EXTENSION_KEY, GRAMMAR_VERSION, SpecDocument
 
+# Committed artifact for editors (yaml-language-server: $schema=...); a test keeps it fresh.
+SCHEMA_FILE = Path(__file__).resolve().parent / f"testspec-v{GRAMMAR_VERSION}.schema.json"
 SCHEMA_ID = f"https://crcr-relay.invalid/schemas/testspec-v{GRAMMAR_VERSION}.json"
 
 

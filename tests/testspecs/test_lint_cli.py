@@ -118,3 +118,11 @@ def test_schema_cli_validates_fixtures(tmp_path: Path) -> None:
         assert errors == [], path
     bad = yaml.safe_load((FIXTURES / "invalid" / "unknown_key.yaml").read_text())
     assert any("unlisted_test_mod" in e.message for e in validator.iter_errors(bad))
+
+
+def test_committed_schema_is_fresh() -> None:
+    from testspecs.schema import SCHEMA_FILE, schema_text
+
+    assert SCHEMA_FILE.read_text() == schema_text(), "run: relay specs schema --output " + str(
+        SCHEMA_FILE
+    )

@@ -132,3 +132,19 @@ def test_wrapper_runs_classes_upstream_restricted(full_run) -> None:  # type: ig
     assert report["test_restricted_xfail_spyre"]["outcome"] == "xfailed"
     assert report["test_orphan_spyre"]["outcome"] == "passed"
     assert report["test_orphan_spyre"]["mode"] == "mandatory_success"
+
+
+def test_junit_report_reads_back_like_the_json(full_run, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    from testspecs.report import read_junit
+
+    _, _, report, junit = full_run
+    path = tmp_path_factory.mktemp("junit") / "j.xml"
+    ET.ElementTree(junit).write(path)
+    records = {r.nodeid.rpartition("::")[2]: r for r in read_junit(path)}
+    assert set(records) == set(report)
+    for name, rec in records.items():
+        assert (rec.outcome, rec.mode, rec.base) == (
+            report[name]["outcome"],
+            report[name]["mode"],
+            report[name]["base"],
+        ), name
