@@ -26,10 +26,10 @@ from typing import Any
 
 from testspecs.loader import load_files
 from testspecs.merge import merge
-from testspecs.resolve import CompiledSpec, Decision, norm_dtype, norm_op, resolve
+from testspecs.resolve import CompiledSpec, Decision, norm_dtype, resolve
 
-# (instantiated class name, variant method name) -> decision
-DECISIONS: dict[tuple[str, str], Decision] = {}
+# (test module, instantiated class name, variant method name) -> decision
+DECISIONS: dict[tuple[str, str, str], Decision] = {}
 
 
 @dataclass
@@ -300,11 +300,12 @@ def make_spec_test_base(base: type, config: SpecConfig) -> type:
                 if not decision.run:
                     delattr(cls, attr)
                     continue
-                DECISIONS[(cls.__name__, attr)] = decision
+                module = generic_cls.__module__ if generic_cls is not None else ""
+                DECISIONS[(module, cls.__name__, attr)] = decision
                 setattr(cls, attr, _wrap(fn, decision))
 
     SpecTestBase.__name__ = SpecTestBase.__qualname__ = f"Spec{base.__name__}"
     return SpecTestBase
 
 
-__all__ = ["DECISIONS", "SpecConfig", "activate", "active_config", "make_spec_test_base", "norm_op"]
+__all__ = ["DECISIONS", "SpecConfig", "activate", "active_config", "make_spec_test_base"]

@@ -88,7 +88,7 @@ def decision_for(item: pytest.Item) -> Decision | None:
     if cls is None:
         return None
     name = getattr(item, "originalname", None) or item.name
-    return DECISIONS.get((cls.__name__, name))
+    return DECISIONS.get((cls.__module__, cls.__name__, name))
 
 
 def _failure_line(text: str) -> str:
@@ -102,12 +102,14 @@ class SpecPlugin:
     def __init__(self, report_path: str | None) -> None:
         self.report_path = report_path
         self.records: dict[str, TestRecord] = {}
+        self.decisions: dict[str, Decision] = {}
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             d = decision_for(item)
             if d is None:
                 continue
+            self.decisions[item.nodeid] = d
             if d.mode == "xfail":
                 item.add_marker(pytest.mark.xfail(reason=d.reason or "spec: xfail", strict=False))
             else:
@@ -161,12 +163,13 @@ class SpecPlugin:
             message = _failure_line(report.longreprtext)
         rec = self.records.get(report.nodeid)
         if rec is None:
-            test_file, _, rest = report.nodeid.partition("::")
-            cls, _, _method = rest.rpartition("::")
+            test_file = report.nodeid.partition("::")[0]
             rec = TestRecord(nodeid=report.nodeid, outcome=outcome, test_file=test_file)
-            key = (cls, _method)
-            d = DECISIONS.get(key)
+            d = self.decisions.get(report.nodeid)
             if d is not None:
+                # the upstream file the spec matched (a wrapper module runs another file's tests)
+                first = d.variant.split("::", 1)[0]
+                rec.test_file = first if first.endswith(".py") else rec.test_file
                 rec.base, rec.rule, rec.reason = d.base, d.rule, d.reason
                 rec.entry = str(d.entry) if d.entry else None
             self.records[report.nodeid] = rec

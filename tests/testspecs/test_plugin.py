@@ -148,3 +148,13 @@ def test_junit_report_reads_back_like_the_json(full_run, tmp_path_factory) -> No
             report[name]["mode"],
             report[name]["base"],
         ), name
+
+
+def test_report_names_the_upstream_file_of_wrapped_tests(full_run) -> None:  # type: ignore[no-untyped-def]
+    _, _, report, _ = full_run
+    assert report["test_orphan_spyre"]["test_file"] == str(
+        (PLUGIN / "test" / "test_restricted.py").resolve()
+    )
+    assert report["test_mand_pass_spyre"]["test_file"] == str(
+        (PLUGIN / "test" / "test_modes_demo.py").resolve()
+    )
