@@ -25,6 +25,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="write the collected variants as JSON lines to this file (selector.inventory)",
     )
+    parser.addoption(
+        "--inventory-outcomes",
+        default=None,
+        help="write each test's outcome as JSON lines to this file (selector.inventory_run)",
+    )
 
 
 def _param_kwargs(fn: Any) -> dict[str, Any] | None:
@@ -125,7 +130,44 @@ class _Recorder:
                 fh.write(json.dumps(error, sort_keys=True) + "\n")
 
 
+class _OutcomeRecorder:
+    """One line per test: passed, failed, error, skipped, xfailed or xpassed (after any plugin
+    that rewrites outcomes, such as the testspecs plugin)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.outcomes: dict[str, dict[str, Any]] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if hasattr(report, "wasxfail"):
+            outcome = "xpassed" if report.passed else "xfailed"
+        elif report.failed:
+            outcome = "failed" if report.when == "call" else "error"
+        else:
+            outcome = report.outcome
+        previous = self.outcomes.get(report.nodeid)
+        # the call phase decides; setup and teardown only report their failures (and skips)
+        if previous is None or report.when == "call" or outcome in ("error", "failed"):
+            if previous is not None and previous["outcome"] in ("error", "failed"):
+                return
+            message = report.longreprtext.strip().splitlines()[-1:] if report.longreprtext else []
+            self.outcomes[report.nodeid] = {
+                "test_id": report.nodeid,
+                "outcome": outcome,
+                "message": message[0][:300] if message else None,
+            }
+
+    def pytest_sessionfinish(self) -> None:
+        with self.out.open("w", encoding="utf-8") as fh:
+            for row in self.outcomes.values():
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     out = config.getoption("--inventory-out")
     if out:
         config.pluginmanager.register(_Recorder(Path(out)), "inventory-recorder")
+    outcomes = config.getoption("--inventory-outcomes")
+    if outcomes:
+        config.pluginmanager.register(_OutcomeRecorder(Path(outcomes)), "inventory-outcomes")

@@ -2,8 +2,8 @@
 
 Used to verify the inventory end to end (a random sample of the bundled suites must run green or
 as the specs declare). Each test file runs in its own pytest process, the way upstream runs test
-files and the way the inventory was collected, with the backend's plugin and the testspecs plugin;
-outcomes come from the testspecs JSON report.
+files and the way the inventory was collected, with the backend's plugin and the testspecs plugin
+(which rewrites outcomes by spec mode); outcomes are recorded by selector.inventory_collect.
 """
 
 from __future__ import annotations
@@ -55,24 +55,26 @@ def run_variants(
     root: Path = PROJECT_ROOT,
     backend: str = "spyre",
     specs: Iterable[Path] = (),
+    per_file: bool = True,
     timeout: float = 1800,
 ) -> list[VariantOutcome]:
+    """Run ``variants``; one pytest process per test file unless ``per_file`` is False."""
     be = get_backend(backend)
-    by_file: dict[str, list[Variant]] = defaultdict(list)
+    groups: dict[str, list[Variant]] = defaultdict(list)
     for v in variants:
-        by_file[v.file].append(v)
+        groups[v.file if per_file else ""].append(v)
     spec_args = [a for p in specs for a in ("--spec", str(Path(p).resolve()))]
     results: list[VariantOutcome] = []
-    for _file, group in sorted(by_file.items()):
+    for _file, group in sorted(groups.items()):
         with tempfile.TemporaryDirectory(prefix="relay-sample-") as tmp:
-            report = Path(tmp) / "report.json"
+            report = Path(tmp) / "outcomes.jsonl"
             cmd = [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
             cmd += ["-p", "no:warnings", "--rootdir", str(root)]
             for plugin in be.plugins:
                 cmd += ["-p", plugin]
-            cmd += ["-p", "testspecs.pytest_plugin", *spec_args, "--spec-report", str(report)]
-            if not spec_args:  # the plugin only writes its report when a spec is given
-                cmd += ["--junitxml", str(Path(tmp) / "junit.xml")]
+            if spec_args:
+                cmd += ["-p", "testspecs.pytest_plugin", *spec_args]
+            cmd += ["-p", "selector.inventory_collect", "--inventory-outcomes", str(report)]
             cmd += [v.test_id for v in group]
             proc = subprocess.run(
                 cmd,
@@ -82,32 +84,15 @@ def run_variants(
                 text=True,
                 timeout=timeout,
             )
-            outcomes = _read_outcomes(report, Path(tmp) / "junit.xml")
+            outcomes = _read_outcomes(report)
             for v in group:
                 outcome, message = outcomes.get(v.test_id, ("missing", proc.stdout[-500:]))
                 results.append(VariantOutcome(v.test_id, v.decision, outcome, message))
     return results
 
 
-def _read_outcomes(report: Path, junit: Path) -> dict[str, tuple[str, str | None]]:
-    if report.exists():
-        data = json.loads(report.read_text())
-        return {t["nodeid"]: (t["outcome"], t.get("message")) for t in data["tests"]}
-    if not junit.exists():
+def _read_outcomes(report: Path) -> dict[str, tuple[str, str | None]]:
+    if not report.exists():
         return {}
-    import xml.etree.ElementTree as ET
-
-    out: dict[str, tuple[str, str | None]] = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        file = case.get("file") or ""
-        classname = (case.get("classname") or "").rsplit(".", 1)[-1]
-        test_id = f"{file}::{classname}::{case.get('name')}"
-        outcome, message = "passed", None
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome, message = "failed", child.get("message")
-            elif child.tag == "skipped":
-                xfail = child.get("type") == "pytest.xfail"
-                outcome, message = ("xfailed" if xfail else "skipped"), child.get("message")
-        out[test_id] = (outcome, message)
-    return out
+    rows = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
+    return {r["test_id"]: (r["outcome"], r.get("message")) for r in rows}

@@ -30,6 +30,8 @@ def detach_to(device: str | torch.device, *, keep_grad: bool = False) -> Callabl
     """
 
     def move(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+            return value.detach()  # e.g. a meta tensor in an error input stays where it is
         if isinstance(value, torch.Tensor):
             moved = value.detach().clone().to(device)
             if keep_grad and value.requires_grad:
