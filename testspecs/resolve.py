@@ -219,6 +219,11 @@ class CompiledSpec:
         )
         self.cpu_move = tuple(g.cpu_move.functions)
         self._file_cache: dict[str | None, list[_CFile]] = {}
+        self._lookup_cache: dict[tuple[int, str | None, str], list[_CEntry]] = {}
+        self._keep_alive: dict[int, list[_CFile]] = {}
+        self._dtype_cache: dict[
+            tuple[str | None, frozenset[str] | None], frozenset[str] | None
+        ] = {}
 
     def files_for(self, test_file: str | None) -> list[_CFile]:
         hit = self._file_cache.get(test_file)
@@ -230,10 +235,18 @@ class CompiledSpec:
         return hit
 
     def lookup(self, files: list[_CFile], cls: str | None, method: str) -> list[_CEntry]:
-        out: list[_CEntry] = []
-        for f in files:
-            out += f.lookup(cls, method)
-        return out
+        """Entries listing ``cls::method`` in ``files`` (memoised: variants share base names)."""
+        key = (id(files), cls, method)
+        hit = self._lookup_cache.get(key)
+        if hit is None:
+            if len(self._lookup_cache) > 500_000:
+                self._lookup_cache.clear()
+            self._keep_alive[id(files)] = files  # the id in the key must stay this list's
+            hit = []
+            for f in files:
+                hit += f.lookup(cls, method)
+            self._lookup_cache[key] = hit
+        return hit
 
     def module_config(self, module: str) -> SupportedModule | None:
         if self.modules is None:
@@ -268,6 +281,19 @@ def _base_set(*sets: Collection[str] | None) -> frozenset[str] | None:
         s = frozenset(norm_dtype(x) or x for x in s)
         out = s if out is None else out & s
     return out
+
+
+def _base_dtypes(
+    cs: CompiledSpec,
+    op_key: str | None,
+    op_cfg: SupportedOp | None,
+    allowed: Collection[str] | None,
+) -> frozenset[str] | None:
+    """Rule 2's intersection part, memoised per (op, @ops allowed dtypes)."""
+    key = (op_key, None if allowed is None else frozenset(allowed))
+    if key not in cs._dtype_cache:
+        cs._dtype_cache[key] = _base_set(cs.g_dtype_set, _op_dtypes(op_cfg), allowed)
+    return cs._dtype_cache[key]
 
 
 def _contains(base: frozenset[str] | None, ce: _CEntry | None, dtype: str) -> bool:
@@ -348,7 +374,7 @@ def resolve(
 
     op_key = norm_op(op) if op else None
     op_cfg = cs.ops.get(op_key) if (cs.ops is not None and op_key) else None
-    base_dtypes = _base_set(cs.g_dtype_set, _op_dtypes(op_cfg), allowed_dtypes)
+    base_dtypes = _base_dtypes(cs, op_key, op_cfg, allowed_dtypes)
 
     ce: _CEntry | None = None
     if candidates:
