@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "worker": "relay.cli_serve:worker",
     "openapi": "relay.cli_serve:openapi",
     "submit": "relay.cli_serve:submit",
+    "select": "selector.cli_select:select",
+    "replay": "selector.cli_select:replay",
 }
 
 

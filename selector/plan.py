@@ -211,7 +211,7 @@ def run_selection(
         shards=budget.shards, shard_seconds=budget.shard_seconds,
         budget_seconds=budget_seconds, estimated_device_seconds=budget.selected_seconds,
         full_device_seconds=round(full, 9),
-        decision_seconds=round(time.perf_counter() - start + facts.seconds, 4),
+        decision_seconds=round(time.perf_counter() - start, 4),
         errors=list(facts.errors),
     )
 
@@ -242,7 +242,17 @@ def universe_from_inventory(
         source, kind = BundledSuites(tuple(suites)), "bundled"
     inv = build_inventory(source, backend=backend, specs=specs, cache_dir=cache_dir)
     return Universe(variants=inv.variants, label=f"{inv.key.revision} ({inv.key.torch_build})",
-                    kind=kind)
+                    kind=kind, key=f"{inv.key.torch_build}-{inv.key.backend_version}")
+
+
+def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None:
+    """The learned import map for the universe's torch build and backend (run once, cached)."""
+    from selector.importmap import learn_import_map
+
+    if not universe.key or universe.kind not in ("bundled", "installed+facts"):
+        return None
+    key = "".join(c if c.isalnum() or c in ".-" else "_" for c in universe.key)
+    return learn_import_map(universe.variants, key=key, backend=backend)
 
 
 def plan_for_event(

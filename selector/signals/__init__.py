@@ -17,11 +17,15 @@ from selector.signals.base import (
 )
 from selector.signals.coverage import CoverageMap
 from selector.signals.dbentries import DatabaseEntries
+from selector.signals.devices import OtherDevicesOnly
 from selector.signals.edited import EditedTests
+from selector.signals.imports import NotImported
 from selector.signals.operators import Operators
 from selector.signals.paths import PathRules
 
 SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
+    "import-map": NotImported,
+    "other-devices-only": OtherDevicesOnly,
     "edited-tests": EditedTests,
     "opinfo-moduleinfo": DatabaseEntries,
     "operators": Operators,

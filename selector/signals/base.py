@@ -33,8 +33,19 @@ class SignalConfig:
 
     profiling_map: Path | None = DEFAULT_PROFILING_MAP
     coverage_map: Path | None = None  # ours: {source path: [test file or test id, ...]}
+    import_map: Path | None = None  # selector.importmap: modules our runs import
     path_rules: tuple[Any, ...] | None = None  # None = selector.signals.paths.DEFAULT_RULES
     fallback: str = "suite"  # "suite": a changed universe file's own variants, else all; "all"
+    # dispatch keys whose kernels the backend can run (its own, the CPU it falls back to and
+    # compares with, the composite kernels, meta for shapes); a dispatch-only change to other
+    # keys (CUDA, XPU, MPS, sparse, nested...) selects nothing
+    relevant_dispatch_keys: frozenset[str] = frozenset({
+        "CPU", "PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+        "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutogradNestedTensor",
+        "Meta", "Math", "DefaultBackend",
+    })
+    # device names whose code paths the backend never takes (changes guarded by them are inert)
+    other_devices: frozenset[str] = frozenset({"cuda", "xpu", "hpu", "mps", "rocm", "mtia", "xla"})
 
 
 @dataclass

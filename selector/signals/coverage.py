@@ -48,6 +48,8 @@ class CoverageMap:
         if not ours and not prior:
             return result
         uni = ctx.universe
+        # file-level, so group the units per target first: one reason per (target, origin)
+        sources: dict[tuple[str, str], list[str]] = {}
         for unit in ctx.units:
             if unit.key in ctx.explained or unit.kind not in ("symbol", "file"):
                 continue
@@ -57,21 +59,27 @@ class CoverageMap:
                 tests, origin = prior.get(unit.path), "PyTorch profiling map"
             if tests is None:
                 continue
-            files: set[str] = set()
-            ids: list[str] = []
+            targets: set[str] = set()
             for test in tests:
                 if test in uni.by_id:
-                    ids.append(test)
+                    targets.add(test)
                     continue
                 for candidate in (test, f"test/{test}.py", *UPSTREAM_ANALOGS.get(test, ())):
                     if candidate in uni.files:
-                        files.add(candidate)
-            for f in sorted(files):
-                result.add((v.test_id for v in uni.by_file[f]), f"{origin}: {unit.path} -> {f}")
-            result.add(ids, f"{origin}: {unit.path} executed by the test")
-            n = sum(len(uni.by_file[f]) for f in files) + len(ids)
+                        targets.add(candidate)
+            for target in targets:
+                sources.setdefault((target, origin), []).append(unit.path)
+            n = sum(len(uni.by_file[t]) if t in uni.by_file else 1 for t in targets)
             result.explained[unit.key] = (
-                f"{origin}: {len(files)} file(s), {n} variant(s)" if n else
+                f"{origin}: {len(targets)} file(s)/test(s), {n} variant(s)" if targets else
                 f"{origin}: executed only by {len(tests)} test file(s) outside the universe"
             )
+        for (target, origin), paths in sorted(sources.items()):
+            shown = sorted(set(paths))
+            why = f"{origin}: {', '.join(shown[:3])}" + (
+                f" (+{len(shown) - 3} files)" if len(shown) > 3 else "") + f" -> {target}"
+            if target in uni.by_file:
+                result.add((v.test_id for v in uni.by_file[target]), why)
+            else:
+                result.add([target], why)
         return result

@@ -89,6 +89,12 @@ def _db_files(ctx: SignalContext) -> Iterable[str]:
 
 def entry_calls(tree: ast.Module) -> Iterable[tuple[str, str]]:
     """(info class, entry name) for ``XxxInfo(...)`` calls outside functions and classes."""
+    for cls, name, _ in entry_calls_with_nodes(tree):
+        yield cls, name
+
+
+def entry_calls_with_nodes(tree: ast.Module) -> Iterable[tuple[str, str, ast.Call]]:
+    """(info class, entry name, call) for ``XxxInfo(...)`` calls outside functions/classes."""
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             continue
@@ -110,4 +116,4 @@ def entry_calls(tree: ast.Module) -> Iterable[tuple[str, str]]:
             if first is None:
                 continue
             base = str(first.value) if isinstance(first, ast.Constant) else ast.unparse(first)
-            yield cls, f"{base}.{variant}" if variant else base
+            yield cls, f"{base}.{variant}" if variant else base, node

@@ -50,7 +50,14 @@ class Operators:
     def map(self, ctx: SignalContext) -> SignalResult:
         result = SignalResult()
         uni = ctx.universe
+        relevant = ctx.config.relevant_dispatch_keys
         for e in ctx.facts.native_functions:
+            if (e.status == "modified" and list(e.fields) == ["dispatch"] and e.dispatch_keys
+                    and not set(e.dispatch_keys) & relevant):
+                result.explained[f"native_functions:{e.name}"] = (
+                    f"dispatch changed only for {', '.join(e.dispatch_keys)}: kernels the "
+                    "backend never runs")
+                continue
             fields = f" ({', '.join(e.fields)})" if e.fields else ""
             _select_op(result, uni, e.op, f"native_functions:{e.name}",
                        f"schema/dispatch of {e.name} {e.status}{fields}")

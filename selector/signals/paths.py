@@ -52,6 +52,7 @@ class PathRules:
         rules = ctx.config.path_rules if ctx.config.path_rules is not None else DEFAULT_RULES
         result = SignalResult()
         uni = ctx.universe
+        everything: dict[str, list[str]] = {}
         for unit in ctx.units:
             if unit.key in ctx.explained or unit.kind not in ("symbol", "file"):
                 continue
@@ -64,7 +65,7 @@ class PathRules:
                 if action == "none":
                     result.explained[unit.key] = f"path rule {glob}: {reason}; no test"
                 elif action == "all":
-                    result.add((v.test_id for v in uni.variants), f"path rule {glob}: {reason}")
+                    everything.setdefault(f"path rule {glob}: {reason}", []).append(unit.path)
                     result.explained[unit.key] = f"path rule {glob}: {reason}; all variants"
                 elif action.startswith("files:"):
                     pattern = action.removeprefix("files:")
@@ -74,4 +75,8 @@ class PathRules:
                                    f"path rule {glob}: {reason}")
                     result.explained[unit.key] = f"path rule {glob}: {len(files)} file(s)"
                 break
+        for why, paths in sorted(everything.items()):
+            shown = sorted(set(paths))
+            more = f" (+{len(shown) - 3})" if len(shown) > 3 else ""
+            result.add((v.test_id for v in uni.variants), f"{why}: {', '.join(shown[:3])}{more}")
         return result

@@ -8,9 +8,10 @@ variant), which is recorded with the units that caused it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from selector.changes import ChangeFacts
 from selector.stages.changes import ChangeSet
 from selector.stages.model import (
     Candidate,
@@ -53,6 +54,9 @@ def impact_stage(
         per_signal[name] = len(result.hits)
         for key, why in result.explained.items():
             explained.setdefault(key, []).append(f"{name}: {why}")
+        if getattr(signal, "excludes_units", False) and result.explained:
+            ctx.units = [u for u in ctx.units if u.key not in result.explained]
+            ctx.facts = _without(ctx.facts, result.explained.keys())
         for tid, reasons in result.hits.items():
             got = hits.get(tid)
             if got is None:
@@ -78,7 +82,7 @@ def impact_stage(
                 got[1].append("fallback")
     per_signal["fallback"] = sum(f.tests for f in fallbacks)
     candidates = {
-        tid: Candidate(tid, tuple(dict.fromkeys(r)), tuple(s), c)
+        tid: Candidate(tid, _cap(tuple(dict.fromkeys(r))), tuple(s), c)
         for tid, (r, s, c) in hits.items()
     }
     notes = tuple(f"{u.key}: unmapped -> fallback" for u in unexplained[:20])
@@ -88,6 +92,26 @@ def impact_stage(
     )
     return ImpactResult(candidates=candidates, explained=explained, unexplained=unexplained,
                         fallbacks=fallbacks, per_signal=per_signal, record=record)
+
+
+MAX_REASONS = 8
+
+
+def _cap(reasons: tuple[str, ...]) -> tuple[str, ...]:
+    if len(reasons) <= MAX_REASONS:
+        return reasons
+    return (*reasons[:MAX_REASONS], f"(+{len(reasons) - MAX_REASONS} more reasons)")
+
+
+def _without(facts: ChangeFacts, keys: Iterable[str]) -> ChangeFacts:
+    """The facts without the database / yaml entries whose units are in ``keys``."""
+    gone = set(keys)
+    return facts.model_copy(update={
+        "db_entries": [d for d in facts.db_entries if f"{d.kind}:{d.name}" not in gone],
+        "native_functions": [e for e in facts.native_functions
+                             if f"native_functions:{e.name}" not in gone],
+        "derivatives": [e for e in facts.derivatives if f"derivatives:{e.name}" not in gone],
+    })
 
 
 def _fallbacks(units: list[ChangeUnit], universe: Universe, mode: str) -> list[Fallback]:

@@ -57,6 +57,7 @@ class Universe:
     label: str
     kind: str = "bundled"  # bundled | checkout | synthetic | installed+facts
     flags: dict[str, str] = field(default_factory=dict)
+    key: str = ""  # torch build and backend version the variants were collected with
 
     def __len__(self) -> int:
         return len(self.variants)

@@ -52,7 +52,7 @@ def test_every_signal_implements_the_protocol() -> None:
         signal = factory()
         assert isinstance(signal, ImpactSignal), name
         assert signal.name == name
-        assert 0 < signal.closeness <= 1
+        assert 0 <= signal.closeness <= 1
 
 
 def test_edited_test_selects_itself_and_nothing_else(repo: UpstreamRepo) -> None:
@@ -301,3 +301,48 @@ def test_op_keys() -> None:
     assert op_keys("nn.functional.gelu") == ["nn.functional.gelu", "gelu"]
     assert op_keys("linalg.norm.subgradients_at_zero")[1] == "linalg_norm"
     assert op_keys("add") == ["add"]
+
+
+def test_changes_only_for_other_devices_select_nothing(repo: UpstreamRepo) -> None:
+    from tests.selector.stages_repo import NATIVE_FUNCTIONS
+
+    repo.commit({
+        "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+            "    return self * _erf_helper(self)",
+            "    if self.device.type == 'xpu':\n        return self\n"
+            "    return self * _erf_helper(self)"),
+        "aten/src/ATen/native/native_functions.yaml": NATIVE_FUNCTIONS.replace(
+            "    CPU: mul_kernel", "    CPU: mul_kernel\n    XPU: mul_kernel_xpu"),
+        "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+            'OpInfo("add", sample_inputs_func=sample_inputs_add)',
+            'OpInfo("add", sample_inputs_func=sample_inputs_add, '
+            'skips=(DecorateInfo(unittest.skip("x"), device_type="xpu"),))'),
+    })
+    plan = plan_for(repo)
+    assert plan.tests == [] and not plan.fallback
+    assert "code for xpu" in plan.explained["torch/_decomp/decompositions.py::gelu"][0]
+    assert "only for XPU" in plan.explained["native_functions:mul.Tensor"][0]
+    assert "other devices" in plan.explained["opinfo:add"][0]
+
+
+def test_a_device_neutral_change_next_to_a_device_branch_still_selects(repo: UpstreamRepo) -> None:
+    repo.commit({"torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+        "    return self * _erf_helper(self)",
+        "    if self.device.type == 'xpu':\n        return self\n"
+        "    return self * _erf_helper(self) + 0")})
+    plan = plan_for(repo)
+    assert plan.tests and set(plan.test_ids) == ids_with(plan, "gelu")
+
+
+def test_modules_our_runs_never_import_select_nothing(repo: UpstreamRepo, tmp_path: Path) -> None:
+    import json
+
+    imports = tmp_path / "imports.json"
+    imports.write_text(json.dumps({"version": 1, "key": "k", "tests_run": 3,
+                                   "modules": ["torch/__init__.py", "torch/used.py"]}))
+    repo.commit({"torch/unused.py": "def f():\n    return 1\n",
+                 "torch/used.py": "def g():\n    return 1\n"})
+    plan = plan_for(repo, config=SignalConfig(profiling_map=None, import_map=imports))
+    assert "never imported" in plan.explained["torch/unused.py::f"][0]
+    assert plan.fallback and "torch/used.py::g" in plan.unexplained
+    assert not any(u.startswith("torch/unused.py") for u in plan.unexplained)

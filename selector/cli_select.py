@@ -1,0 +1,159 @@
+"""`relay select`, `relay replay` and `relay eval`: the selector on the command line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+from selector.plan import (
+    SelectionPlan,
+    import_map_for,
+    run_selection,
+    source_reader,
+    universe_from_inventory,
+)
+from selector.signals import DEFAULT_PROFILING_MAP, SignalConfig
+from selector.stages import History
+
+DEFAULT_PLAN_DIR = Path("var/plans")
+
+_UPSTREAM = typer.Option(None, "--upstream", envvar="RELAY_UPSTREAM_PATH",
+                         help="a PyTorch checkout (revisions are commits); default: released "
+                              "wheels (revisions are versions)")
+_BUDGET = typer.Option(None, "--budget", help="budget in simulated device-seconds")
+_WORKERS = typer.Option(1, "--workers", "-n", help="shards to split the selection into")
+_HISTORY = typer.Option(None, "--history", help="JSON {test id: seconds | {seconds, runs, "
+                                               "failures, flaky}}")
+_SPECS = typer.Option([], "--specs", help="spec file or folder; repeatable")
+_PROFILING = typer.Option(DEFAULT_PROFILING_MAP, "--profiling-map",
+                          help="PyTorch's td_heuristic_profiling.json (coverage prior)")
+_COVERAGE = typer.Option(None, "--coverage-map", help="our coverage map JSON {source: [tests]}")
+_ONLINE = typer.Option(False, "--online", help="let the wheel source download missing releases")
+_CACHE = typer.Option(None, "--cache-dir", help="wheel and change-facts cache folder")
+_NO_IMPORTS = typer.Option(False, "--no-import-map",
+                           help="do not use (or learn) the import map of our own runs")
+
+
+def _open(upstream: Path | None, online: bool, cache_dir: Path | None, base: str, head: str):  # type: ignore[no-untyped-def]
+    from selector.changes import compute_change_facts
+    from selector.upstream import UpstreamError, open_source
+
+    try:
+        source = open_source(upstream, cache_dir=cache_dir, offline=not online)
+        b, h = source.resolve(base), source.resolve(head)
+        cache = cache_dir or getattr(source, "cache_dir", None) or Path("var/upstream")
+        facts = compute_change_facts(source, b, h, cache_dir=cache)
+    except UpstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    return source, facts
+
+
+def print_plan(plan: SelectionPlan, *, show: int = 20) -> None:
+    typer.echo(f"# {plan.backend}: {plan.base} ({plan.base_resolved[:12]}) -> {plan.head} "
+               f"({plan.head_resolved[:12]}), universe {plan.universe.label}")
+    if plan.universe.new_at_head or plan.universe.removed_at_head:
+        typer.echo(f"  universe: {plan.universe.variants} variants, "
+                   f"{plan.universe.new_at_head} flagged new-at-head, "
+                   f"{plan.universe.removed_at_head} flagged removed-at-head")
+    typer.echo("funnel:")
+    for step in plan.funnel:
+        typer.echo(f"  {step.stage:<14} {step.count_in:>8} -> {step.count_out:<8} {step.unit}"
+                   f"  ({step.seconds:.3f} s)")
+    typer.echo("signals: " + ", ".join(f"{k} {v}" for k, v in plan.signals.items()))
+    if plan.fallback:
+        for fb in plan.fallbacks:
+            typer.echo(f"FALLBACK {fb.scope}: {fb.reason} [{fb.tests} variants]")
+    else:
+        typer.echo("fallback: none (every change was mapped by a signal)")
+    for t in plan.tests[:show]:
+        typer.echo(f"  #{t.rank:<5} {t.test_id}  [{t.mode}{'' if t.gating else ', non-gating'}]"
+                   f"  {t.reasons[0][:110]}")
+    if len(plan.tests) > show:
+        typer.echo(f"  ... {len(plan.tests) - show} more (see the plan JSON)")
+    if plan.cut:
+        typer.echo(f"cut by the budget: {len(plan.cut)} (first: #{plan.cut[0].rank} "
+                   f"{plan.cut[0].test_id}: {plan.cut[0].reason})")
+    typer.echo(plan.summary())
+
+
+def select(
+    base: str = typer.Option(..., "--base", help="base revision"),
+    head: str = typer.Option(..., "--head", help="head revision"),
+    budget: float | None = _BUDGET,
+    as_json: bool = typer.Option(False, "--json", help="print the SelectionPlan JSON"),
+    upstream: Path | None = _UPSTREAM,
+    workers: int = _WORKERS,
+    history: Path | None = _HISTORY,
+    specs: list[Path] = _SPECS,
+    profiling_map: Path | None = _PROFILING,
+    coverage_map: Path | None = _COVERAGE,
+    online: bool = _ONLINE,
+    cache_dir: Path | None = _CACHE,
+    out: Path | None = typer.Option(None, "--out", help="also write the plan JSON here"),
+    no_import_map: bool = _NO_IMPORTS,
+) -> None:
+    """Select the variants one upstream change (base..head) can affect on the backend."""
+    start = time.perf_counter()
+    source, facts = _open(upstream, online, cache_dir, base, head)
+    universe = universe_from_inventory(specs=specs)
+    plan = run_selection(facts, universe, reader=source_reader(source, facts),
+                         config=SignalConfig(profiling_map=profiling_map,
+                                             coverage_map=coverage_map,
+                                             import_map=None if no_import_map
+                                             else import_map_for(universe)),
+                         budget_seconds=budget, workers=workers, history=History.load(history))
+    plan.decision_seconds = round(time.perf_counter() - start, 4)
+    if out is not None:
+        plan.write(out)
+    if as_json:
+        typer.echo(plan.to_json())
+    else:
+        print_plan(plan)
+
+
+def replay(
+    from_: str = typer.Option(..., "--from", help="base release (2.13) or revision"),
+    to: str = typer.Option(..., "--to", help="head release (2.14) or revision"),
+    budget: float | None = _BUDGET,
+    upstream: Path | None = _UPSTREAM,
+    workers: int = _WORKERS,
+    history: Path | None = _HISTORY,
+    specs: list[Path] = _SPECS,
+    profiling_map: Path | None = _PROFILING,
+    online: bool = _ONLINE,
+    cache_dir: Path | None = _CACHE,
+    out: Path | None = typer.Option(None, "--out", help="plan JSON (default var/plans/"
+                                                       "replay-FROM-TO.json)"),
+    as_json: bool = typer.Option(False, "--json", help="print the plan JSON instead"),
+    no_import_map: bool = _NO_IMPORTS,
+) -> None:
+    """The whole release step through the four stages; prints the funnel, writes the plan."""
+    from selector.replay import head_universe
+
+    start = time.perf_counter()
+    source, facts = _open(upstream, online, cache_dir, from_, to)
+    installed = universe_from_inventory(specs=specs)
+    head = head_universe(installed, facts, source)
+    plan = run_selection(facts, head.universe, reader=source_reader(source, facts),
+                         config=SignalConfig(profiling_map=profiling_map,
+                                             import_map=None if no_import_map
+                                             else import_map_for(installed)),
+                         budget_seconds=budget, workers=workers, history=History.load(history))
+    plan.decision_seconds = round(time.perf_counter() - start, 4)
+    path = out or DEFAULT_PLAN_DIR / f"replay-{from_}-{to}.json"
+    plan.write(path)
+    if as_json:
+        typer.echo(plan.to_json())
+        return
+    print_plan(plan, show=10)
+    for note in head.notes:
+        typer.echo(f"note: {note}")
+    typer.echo(f"plan written to {path} (fingerprint {plan.fingerprint()})")
+
+
+def _load_json(path: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
