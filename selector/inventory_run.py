@@ -62,7 +62,7 @@ def run_variants(
     be = get_backend(backend)
     groups: dict[str, list[Variant]] = defaultdict(list)
     for v in variants:
-        groups[v.file if per_file else ""].append(v)
+        groups[(v.via or v.file) if per_file else ""].append(v)
     spec_args = [a for p in specs for a in ("--spec", str(Path(p).resolve()))]
     results: list[VariantOutcome] = []
     for _file, group in sorted(groups.items()):
@@ -75,7 +75,7 @@ def run_variants(
             if spec_args:
                 cmd += ["-p", "testspecs.pytest_plugin", *spec_args]
             cmd += ["-p", "selector.inventory_collect", "--inventory-outcomes", str(report)]
-            cmd += [v.test_id for v in group]
+            cmd += [_target(v) for v in group]
             proc = subprocess.run(
                 cmd,
                 cwd=root,
@@ -86,13 +86,26 @@ def run_variants(
             )
             outcomes = _read_outcomes(report)
             for v in group:
-                outcome, message = outcomes.get(v.test_id, ("missing", proc.stdout[-500:]))
+                found = outcomes.get(v.test_id) or outcomes.get(_tail(_target(v)))
+                outcome, message = found or ("missing", proc.stdout[-500:])
                 results.append(VariantOutcome(v.test_id, v.decision, outcome, message))
     return results
+
+
+def _target(v: Variant) -> str:
+    """What pytest is given: the test id, or the wrapper module's id for wrapped classes."""
+    return f"{v.via}::{v.cls}::{v.name}" if v.via else v.test_id
+
+
+def _tail(test_id: str) -> str:
+    return "::".join(test_id.split("::")[-2:])
 
 
 def _read_outcomes(report: Path) -> dict[str, tuple[str, str | None]]:
     if not report.exists():
         return {}
     rows = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
-    return {r["test_id"]: (r["outcome"], r.get("message")) for r in rows}
+    out = {r["test_id"]: (r["outcome"], r.get("message")) for r in rows}
+    # wrapped tests are reported under the wrapper's path: also key them by Class::method
+    out.update({_tail(r["test_id"]): (r["outcome"], r.get("message")) for r in rows})
+    return out

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from selector.inventory import build_inventory, ci_file_times, specs_hash
+from selector.inventory_run import run_variants
 from selector.inventory_sources import BundledSuites, CheckoutTests, InventoryError, get_backend
 
 TEST_FILE = textwrap.dedent(
@@ -42,9 +43,9 @@ TEST_FILE = textwrap.dedent(
             self.assertEqual(torch.zeros(2, device=device, dtype=dtype).sum().item(), 0)
 
 
-    class TestCudaOnly(TestCase):
-        def test_needs_cuda(self, device):
-            self.assertTrue(device.startswith("cuda"))
+    class TestAcceleratorOnly(TestCase):
+        def test_ones_sum(self, device):
+            self.assertEqual(torch.ones(3, device=device).sum().item(), 3)
 
 
     class TestPlain(TestCase):
@@ -52,8 +53,8 @@ TEST_FILE = textwrap.dedent(
             self.assertTrue(True)
 
 
+    instantiate_device_type_tests(TestAcceleratorOnly, globals(), only_for=("cuda",))
     instantiate_device_type_tests(TestTiny, globals())
-    instantiate_device_type_tests(TestCudaOnly, globals(), only_for=("cuda",))
 
     if __name__ == "__main__":
         run_tests()
@@ -153,9 +154,9 @@ def test_every_variant_with_upstream_ids_and_metadata(inventory) -> None:  # typ
 
 
 def test_only_for_class_is_reported_not_collected(inventory) -> None:  # type: ignore[no-untyped-def]
-    assert not [v for v in inventory.variants if "needs_cuda" in v.name]
+    assert not [v for v in inventory.variants if "ones_sum" in v.name]
     assert [(r["cls"], r["only_for"], r["tests"]) for r in inventory.restricted] == [
-        ("TestCudaOnly", ["cuda"], 1)
+        ("TestAcceleratorOnly", ["cuda"], 1)
     ]
 
 
@@ -219,6 +220,54 @@ def test_changed_test_file_recollects(checkout: Path, tmp_path: Path, times: Pat
     assert len(second.variants) == len(first.variants) - 1
 
 
+def test_only_for_class_is_collected_and_run_through_the_wrapper_on_spyre(
+    checkout: Path, tmp_path: Path
+) -> None:
+    inv = build_inventory(
+        CheckoutTests(checkout, ("test/test_tiny.py",)), backend="spyre", cache_dir=tmp_path
+    )
+    assert inv.errors == []
+    wrapped = [v for v in inv.variants if v.via]
+    assert [(v.test_id, v.file, v.base) for v in wrapped] == [
+        (
+            "test/test_tiny.py::TestAcceleratorOnlyPRIVATEUSE1::test_ones_sum_spyre",
+            "test/test_tiny.py",
+            "test_ones_sum",
+        )
+    ]
+    assert Path(wrapped[0].via).is_file()
+    assert inv.restricted == []
+    direct = _by_name(inv)["test_same_shape_abs_spyre_float32"]
+    assert direct.cls == "TestTinyPRIVATEUSE1" and direct.via is None
+    results = run_variants([*wrapped, direct], root=checkout, backend="spyre")
+    assert {r.test_id: r.outcome for r in results} == {
+        wrapped[0].test_id: "passed",
+        direct.test_id: "passed",
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="known issue: PrivateUse1TestBase.setUpClass renames the device type on the base "
+    "class while the first class is instantiated, so a restricted class instantiated after "
+    "another device-generic class is named ...SPYRE and the wrapper (which looks for "
+    "...PRIVATEUSE1) exports nothing",
+)
+def test_wrapper_after_another_device_generic_class(checkout: Path, tmp_path: Path) -> None:
+    root = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(checkout), str(root)], check=True)
+    path = root / "test" / "test_tiny.py"
+    lines = path.read_text().splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("instantiate_device_type_tests"))
+    lines[first], lines[first + 1] = lines[first + 1], lines[first]
+    path.write_text("\n".join(lines) + "\n")
+    inv = build_inventory(
+        CheckoutTests(root, ("test/test_tiny.py",)), backend="spyre", cache_dir=tmp_path / "c"
+    )
+    assert [v.cls for v in inv.variants if v.via] == ["TestAcceleratorOnlyPRIVATEUSE1"]
+
+
 def test_errors_are_clear(tmp_path: Path, checkout: Path) -> None:
     with pytest.raises(InventoryError, match="not a PyTorch checkout"):
         CheckoutTests(tmp_path, ("test/test_tiny.py",))
@@ -254,10 +303,10 @@ def test_cli_list_and_count_on_a_checkout(
     assert data["total"] == 7
     assert data["by_dtype"] == {"float32": 3, "int64": 2, "float16": 1, "-": 1}
     assert data["by_op"] == {"abs": 2, "nn.functional.relu": 2}
-    assert data["restricted"][0]["cls"] == "TestCudaOnly"
+    assert data["restricted"][0]["cls"] == "TestAcceleratorOnly"
 
     text = runner.invoke(build_app(), ["tests", "count", *common])
-    assert "7 cpu variants" in text.output and "TestCudaOnly" in text.output
+    assert "7 cpu variants" in text.output and "TestAcceleratorOnly" in text.output
 
     bad = runner.invoke(build_app(), ["tests", "count", "--file", "test/test_tiny.py"])
     assert bad.exit_code == 2 and "--file needs --upstream" in bad.output
