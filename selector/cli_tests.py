@@ -132,15 +132,18 @@ def count_tests(
     by_target = inv.count_by("op", [v for v in rows if v.op]) + inv.count_by(
         "module", [v for v in rows if v.module]
     )
-    breakdown = {
+    by_suite = dict(inv.count_by("suite", rows).most_common())
+    by_decision = dict(inv.count_by("decision", rows).most_common())
+    by_dtype = dict(inv.count_by("dtype", rows).most_common())
+    breakdown: dict[str, object] = {
         "total": len(rows),
         "backend": inv.backend,
         "key": asdict(inv.key),
         "cached": inv.cached,
         "collection_errors": len(inv.errors),
-        "by_suite": dict(inv.count_by("suite", rows).most_common()),
-        "by_decision": dict(inv.count_by("decision", rows).most_common()),
-        "by_dtype": dict(inv.count_by("dtype", rows).most_common()),
+        "by_suite": by_suite,
+        "by_decision": by_decision,
+        "by_dtype": by_dtype,
         "by_op": dict(by_target.most_common()),
         "without_op_or_module": sum(1 for v in rows if not v.op and not v.module),
         "restricted": inv.restricted,
@@ -150,9 +153,9 @@ def count_tests(
         return
     total = len(rows)
     lines = [_header(inv), f"{total} {inv.backend} variants"]
-    lines += _table("by suite", list(breakdown["by_suite"].items()), total)
-    lines += _table("by spec decision", list(breakdown["by_decision"].items()), total)
-    lines += _table("by dtype", list(breakdown["by_dtype"].items()), total)
+    lines += _table("by suite", list(by_suite.items()), total)
+    lines += _table("by spec decision", list(by_decision.items()), total)
+    lines += _table("by dtype", list(by_dtype.items()), total)
     ops = by_target.most_common(top or None)
     title = f"by op / module ({len(by_target)} in all" + (f", top {top})" if top else ")")
     lines += _table(title, ops, total)

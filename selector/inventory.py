@@ -191,7 +191,8 @@ def _collect_one(
         if not out.exists():
             tail = (proc.stdout + proc.stderr)[-3000:]
             raise InventoryError(f"collection of {target} ({source.describe()}) failed:\n{tail}")
-        records, errors = [], []
+        records: list[dict[str, Any]] = []
+        errors: list[dict[str, str]] = []
         for line in out.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             (errors if "error" in row else records).append(row)

@@ -212,7 +212,8 @@ def build_module_pair(
     kwargs = module_input.constructor_input.kwargs
     reference = module_info.module_cls(*args, **kwargs).to(dtype)
     reference.train(training)
-    if isinstance(reference, torch.nn.modules.lazy.LazyModuleMixin):
+    lazy = isinstance(reference, torch.nn.modules.lazy.LazyModuleMixin)
+    if lazy:
         # lazy parameters are drawn at the first call: draw them once, on the CPU copy
         fwd = module_input.forward_input
         with torch.no_grad():
@@ -241,7 +242,7 @@ class ops(upstream_ops):
     apply.
     """
 
-    def _parametrize_test(self, test, generic_cls, device_cls):  # type: ignore[no-untyped-def]
+    def _parametrize_test(self, test, generic_cls, device_cls):
         for fn, name, param_kwargs, decorator_fn in super()._parametrize_test(
             test, generic_cls, device_cls
         ):
