@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,13 +14,18 @@ from pathlib import Path
 import httpx
 import typer
 
+from relay.procs import die_with_parent
+from relay.queue import CONTROL_QUEUE, SHARD_QUEUE
 from relay.settings import get_settings
 
 
-def worker_command(*, concurrency: int = 1, beat: bool = True, var_dir: Path) -> list[str]:
+def worker_command(
+    *, concurrency: int = 1, beat: bool = True, var_dir: Path, queues: str, name: str = "worker"
+) -> list[str]:
     cmd = [
         sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-        f"--concurrency={concurrency}", "--loglevel=INFO",
+        f"--concurrency={concurrency}", "--loglevel=INFO", "--queues", queues,
+        "--hostname", f"{name}@%h",
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
     if beat:
@@ -30,12 +36,15 @@ def worker_command(*, concurrency: int = 1, beat: bool = True, var_dir: Path) ->
 def up(
     port: int = typer.Option(None, help="HTTP port (default RELAY_PORT, 8000)"),
     host: str = typer.Option(None, help="bind address (default RELAY_HOST, 127.0.0.1)"),
-    workers: int = typer.Option(1, min=1, help="concurrency of the worker process"),
+    workers: int = typer.Option(1, min=1, help="test shards run at once"),
     migrate_db: bool = typer.Option(
         True, "--migrate/--no-migrate", help="migrate the database first"
     ),
 ) -> None:
-    """Migrate, start one Celery worker process (with the beat schedule) and serve the API."""
+    """Migrate, start the Celery workers and the beat schedule, and serve the API.
+
+    Two worker processes: one for control tasks (delivery processing, planning, reporting,
+    sweeping) and one running test shards, so events never wait behind a long shard."""
     import uvicorn
 
     from relay import migrate
@@ -47,7 +56,25 @@ def up(
         migrate.upgrade(settings.database_url)
     port = port or settings.port
     host = host or settings.host
-    worker = subprocess.Popen(worker_command(concurrency=workers, var_dir=settings.var_dir))
+    # The workers die with `relay up`, however it ends (even SIGKILL).
+    control = subprocess.Popen(
+        worker_command(
+            concurrency=1, var_dir=settings.var_dir, queues=CONTROL_QUEUE, name="control"
+        ),
+        preexec_fn=die_with_parent,
+        start_new_session=True,
+    )
+    runner = subprocess.Popen(
+        worker_command(
+            concurrency=workers,
+            beat=False,
+            var_dir=settings.var_dir,
+            queues=SHARD_QUEUE,
+            name="shards",
+        ),
+        preexec_fn=die_with_parent,
+        start_new_session=True,
+    )
     base = f"http://{host}:{port}"
     typer.echo(
         "\n".join(
@@ -58,37 +85,60 @@ def up(
                 f"  webhook    POST {base}/github/webhook  (try: relay submit --fixture pull_request/opened)",
                 f"  database   {_redacted(settings.database_url)}",
                 f"  broker     {_redacted(settings.broker_url)}",
-                f"  worker     pid {worker.pid}",
+                f"  workers    control pid {control.pid}, shards pid {runner.pid} (concurrency {workers})",
             ]
         ),
         err=True,
     )
+    stopped = False
+
+    def stop_workers() -> None:
+        nonlocal stopped
+        if not stopped:
+            stopped = True
+            _stop(runner)
+            _stop(control)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # uvicorn handles SIGINT/SIGTERM while it serves, then re-raises the signal: we get
+        # it here after its graceful shutdown.
+        stop_workers()
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
     try:
         uvicorn.run("relay.app:app", host=host, port=port, log_level="warning")
     finally:
-        _stop(worker)
+        stop_workers()
 
 
 def worker(
     concurrency: int = typer.Option(1, min=1),
+    queues: str = typer.Option(
+        f"{CONTROL_QUEUE},{SHARD_QUEUE}",
+        help=f"comma list: {CONTROL_QUEUE} (control tasks) and/or {SHARD_QUEUE} (test shards)",
+    ),
     beat: bool = typer.Option(False, help="also run the beat schedule (one per deployment)"),
 ) -> None:
     """Run one Celery worker process in the foreground (production deployments run several)."""
     settings = get_settings()
     settings.var_dir.mkdir(parents=True, exist_ok=True)
     os.execv(
-        sys.executable, worker_command(concurrency=concurrency, beat=beat, var_dir=settings.var_dir)
+        sys.executable,
+        worker_command(concurrency=concurrency, beat=beat, var_dir=settings.var_dir, queues=queues),
     )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """Stop a worker and everything it started (its pool and beat processes share its group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=15)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def openapi(output: Path = typer.Option(Path("openapi.json"), help="file to write")) -> None:

@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-STORED_DATA_VERSION = 1
+STORED_DATA_VERSION = 2
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -255,6 +255,10 @@ class Shard(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_error: Mapped[str | None] = mapped_column(Text)
+    # a running shard's owner renews its lease; a redelivered task waits for it to expire
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    owner: Mapped[str | None] = mapped_column(String(200))
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (UniqueConstraint("job_pk", "index"),)
 

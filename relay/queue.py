@@ -14,15 +14,20 @@ from relay.settings import Settings
 
 TASK_PROCESS_DELIVERY = "workers.process_delivery"
 TASK_SWEEP_DELIVERIES = "workers.sweep_deliveries"
-DEFAULT_QUEUE = "relay"
+TASK_SWEEP_JOBS = "workers.sweep_jobs"
+CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
+SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers
+TASK_RUN_SHARD = "workers.run_shard"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
+    sweep_every = float(max(2, settings.sweep_after_seconds // 2))
     conf: dict[str, Any] = {
         "broker_url": settings.broker_url,
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,
         "task_default_queue": DEFAULT_QUEUE,
+        "task_routes": {TASK_RUN_SHARD: {"queue": SHARD_QUEUE}},
         "task_ignore_result": True,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
@@ -32,10 +37,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "enable_utc": True,
         "timezone": "UTC",
         "beat_schedule": {
-            "sweep-deliveries": {
-                "task": TASK_SWEEP_DELIVERIES,
-                "schedule": float(max(10, settings.sweep_after_seconds // 2)),
-            }
+            # one sweeper task does both (see workers.pipeline.sweep_jobs)
+            "sweep": {"task": TASK_SWEEP_JOBS, "schedule": sweep_every},
         },
     }
     # kombu's SQLAlchemy transport hands every transport option to create_engine, so it takes
@@ -66,3 +69,17 @@ def broker_reachable(app: Celery, timeout: float = 3.0) -> tuple[bool, str]:
         return True, "ok"
     except Exception as exc:  # any transport error means "not ready"
         return False, f"{type(exc).__name__}: {exc}"
+
+
+def queue_depth(app: Celery, queue: str) -> int | None:
+    """Messages waiting in ``queue`` (None when the broker cannot say). The sweepers re-enqueue
+    work whose message was lost (a broker restarted without persistence) only when its queue is
+    empty, so a long but healthy queue never grows duplicates."""
+    try:
+        with app.connection_for_write() as conn:
+            channel = conn.default_channel
+            # kombu's virtual transports (Redis, SQLAlchemy) count a queue's messages with _size;
+            # a queue that never held a message (or vanished with a restart) counts 0.
+            return int(channel._size(queue))
+    except Exception:
+        return None

@@ -45,10 +45,38 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
 
+    # --- the in-process runner (the downstream L2 integration for the bundled backend)
+    runner_enabled: bool = True
+    runner_repo: str = "local/spyre"  # the downstream identity of the in-process runner
+    runner_workflow: str = "spyre-upstream-tests"
+    runner_job_name: str = "spyre"
+    # "module:function" returning a PlannedRun for an upstream event (see workers.planning)
+    planner: str = "workers.planning:selector_planner"
+    runner_backend: str = "spyre"
+    # spec files or folders applied to the tests; default: the bundled testspecs/spyre/
+    runner_specs: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    runner_shards: int = Field(default=2, ge=1)
+    runner_budget_seconds: float | None = None  # device-seconds; None: no cut
+    per_test_timeout: float = Field(default=300.0, gt=0)
+    job_timeout_seconds: int = Field(default=6 * 3600, gt=0)
+    warm_pool: bool = True
+    shard_lease_seconds: int = Field(default=30, ge=2)  # a dead worker's shard is retaken after it
+    # PR events that supersede earlier runs of the same PR (cancel their pending shards)
+    cancel_superseded: bool = True
+    # CRCR callback (downstream -> relay); unset: results only in the local HUD rows
+    callback_url: str | None = None
+    callback_token: SecretStr | None = None
+    public_url: str = "http://127.0.0.1:8000"  # used for run URLs in callbacks
+
     @field_validator("webhook_secrets", mode="before")
     @classmethod
     def _parse_secrets(cls, value: object) -> object:
         return _json_list(value, "RELAY_WEBHOOK_SECRETS")
+
+    @field_validator("runner_specs", mode="before")
+    @classmethod
+    def _parse_specs(cls, value: object) -> object:
+        return _json_list(value, "RELAY_RUNNER_SPECS")
 
     @field_validator("event_handlers", mode="before")
     @classmethod

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import setup_logging
+from celery.signals import beat_init, setup_logging, worker_process_init, worker_process_shutdown
 
-app = Celery("relay", include=["workers.tasks"])
+app = Celery("relay", include=["workers.tasks", "workers.pipeline"])
 app.config_from_object("workers.celeryconfig")
 
 
@@ -21,3 +21,19 @@ def _configure_logging(**_: Any) -> None:
 
     settings = get_settings()
     logs.configure(settings.log_level, settings.log_json)
+
+
+@worker_process_shutdown.connect
+def _close_pools(**_: Any) -> None:
+    from workers.pipeline import close_pools
+
+    close_pools()
+
+
+@worker_process_init.connect
+@beat_init.connect
+def _die_with_parent(**_: Any) -> None:
+    # Pool and embedded-beat processes go when their worker goes, even on SIGKILL.
+    from relay.procs import die_with_parent
+
+    die_with_parent()

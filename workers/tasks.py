@@ -15,7 +15,7 @@ from relay.db import session_scope
 from relay.github.events import UpstreamEvent, normalize, parse_body, unwrap_dispatch
 from relay.logs import bind
 from relay.models import Delivery
-from relay.queue import TASK_PROCESS_DELIVERY, TASK_SWEEP_DELIVERIES
+from relay.queue import CONTROL_QUEUE, TASK_PROCESS_DELIVERY, TASK_SWEEP_DELIVERIES, queue_depth
 from relay.settings import Settings, get_settings
 from workers.celery_app import app
 
@@ -79,8 +79,13 @@ def process_delivery(self: Any, pk: int) -> str:
                 with session_scope(settings.database_url) as session:
                     deliveries.mark_failed(session, pk=pk, error=f"{type(exc).__name__}: {exc}")
                 return "failed"
+            from workers.pipeline import fan_out, plan
+
+            to_plan = fan_out(event, pk, settings) if event.actionable else []
             with session_scope(settings.database_url) as session:
                 deliveries.mark_processed(session, pk=pk, normalized=event.model_dump(mode="json"))
+            for dispatch_pk in to_plan:
+                plan.apply_async(args=[dispatch_pk])
             log.info(
                 "delivery processed",
                 extra={"event_action": event.action, "actionable": event.actionable},
@@ -93,6 +98,8 @@ def sweep_deliveries() -> int:
     """Re-enqueue deliveries that were stored but never processed (broker down at arrival,
     worker killed mid-processing)."""
     settings = get_settings()
+    if queue_depth(app, CONTROL_QUEUE) != 0:
+        return 0  # messages are waiting: nothing was lost (see relay.queue.queue_depth)
     with session_scope(settings.database_url) as session:
         stale = deliveries.stale_received(
             session, older_than=timedelta(seconds=settings.sweep_after_seconds)

@@ -119,6 +119,8 @@ class Stack:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
     def stop(self) -> None:
+        """SIGTERM `relay up` (it stops its workers), then make sure its whole process group,
+        workers and test processes included, is gone."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -126,6 +128,8 @@ class Stack:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         if self.log_file is not None:
             self.log_file.close()
 
@@ -150,6 +154,7 @@ def start_stack(
         "RELAY_EVENT_HANDLERS": json.dumps(["tests.relay.handlers:fail_once_when_labelled"]),
         "RELAY_TEST_MARKER_DIR": str(tmp / "markers"),
         "RELAY_LOG_JSON": "true",
+        "RELAY_RUNNER_ENABLED": "false",
         **(extra_env or {}),
     }
     (tmp / "markers").mkdir(parents=True, exist_ok=True)
@@ -161,6 +166,7 @@ def start_stack(
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=Path(__file__).resolve().parents[2],
+        start_new_session=True,
     )
     stack = Stack(
         base_url=f"http://127.0.0.1:{port}",
@@ -182,7 +188,9 @@ def start_stack(
         stack.wait_for(ready, timeout=90, what="relay up to become ready")
         # The worker logs "ready" once it consumes from the broker.
         stack.wait_for(
-            lambda: b"ready." in log_path.read_bytes(), timeout=90, what="the Celery worker"
+            lambda: log_path.read_bytes().count(b"ready.") >= 2,
+            timeout=90,
+            what="both Celery workers",
         )
     except BaseException:
         stack.stop()

@@ -19,7 +19,7 @@ def test_compose_services_and_environment() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
     assert {"api", "worker", "beat", "redis", "postgres"} <= set(services)
-    for name in ("api", "worker", "beat", "migrate"):
+    for name in ("api", "worker", "control", "beat", "migrate"):
         env = services[name]["environment"]
         assert env["RELAY_DATABASE_URL"].startswith("postgresql+psycopg://")
         assert env["RELAY_DATABASE_URL"].split("@")[1].startswith("postgres:")
@@ -30,7 +30,8 @@ def test_compose_services_and_environment() -> None:
         assert services[name]["depends_on"]["migrate" if name != "migrate" else "postgres"]
     assert services["api"]["ports"] == ["8000:8000"]
     assert "relay.app:app" in services["api"]["command"]
-    assert services["worker"]["command"][:2] == ["relay", "worker"]
+    assert services["worker"]["command"][:4] == ["relay", "worker", "--queues", "shards"]
+    assert services["control"]["command"][:4] == ["relay", "worker", "--queues", "relay"]
     assert "beat" in services["beat"]["command"]
     assert services["migrate"]["command"] == ["relay", "db", "upgrade"]
     for infra in ("redis", "postgres"):

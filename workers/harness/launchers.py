@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+from relay.procs import die_with_parent
+
 
 class Child(Protocol):
-    pid: int
+    @property
+    def pid(self) -> int: ...
 
     def poll(self) -> int | None:
         """None while running; else the exit code (negative: killed by that signal)."""
@@ -70,6 +73,7 @@ class FreshProcessLauncher:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
         )
         return _PopenChild(proc, out)
 
@@ -117,6 +121,7 @@ class WarmPool:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,
+            preexec_fn=die_with_parent,
         )
         assert self._server.stdout is not None
         first = json.loads(

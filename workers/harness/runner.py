@@ -94,11 +94,15 @@ def run_shard(
     per_test_timeout: float,
     workdir: Path | None = None,
     on_result: Callable[[TestOutcome], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    heartbeat: Callable[[], None] | None = None,
     poll_interval: float = 0.05,
 ) -> ShardRun:
     """Run ``test_ids`` (pytest node ids) and return one outcome per id, in the given order.
 
     ``on_result`` is called as each test finishes (to store results while the shard runs).
+    ``heartbeat`` is called about once a second while a child runs; when ``should_stop`` (asked
+    as often) turns true the child is killed and the tests not finished are ``not_run``.
     """
     ids = list(dict.fromkeys(test_ids))
     began = time.perf_counter()
@@ -138,7 +142,14 @@ def run_shard(
             log = workdir / f"child-{children}.log"
             child = launcher.start(args, log=log)
             before = len(results)
-            _supervise(child, _EventTail(events), record, per_test_timeout, poll_interval, log)
+            stopped = _supervise(
+                child, _EventTail(events), record, per_test_timeout, poll_interval,
+                should_stop or (lambda: False), heartbeat or (lambda: None),
+            )  # fmt: skip
+            if stopped:
+                for test_id in ids:
+                    record(TestOutcome(test_id, "not_run", message="cancelled before it ran"))
+                break
             if len(results) == before:
                 # The child finished without running anything it was given: collection failed.
                 tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
@@ -157,10 +168,13 @@ def _supervise(
     record: Callable[[TestOutcome], None],
     per_test_timeout: float,
     poll_interval: float,
-    log: Path,
-) -> None:
+    should_stop: Callable[[], bool],
+    heartbeat: Callable[[], None],
+) -> bool:
+    """Watch one child to its end; True when it was stopped on request."""
     current: str | None = None
     started = 0.0
+    last_beat = time.monotonic()
     collect_errors: list[dict[str, Any]] = []
 
     def consume() -> None:
@@ -190,6 +204,15 @@ def _supervise(
         code = child.poll()
         if code is not None:
             break
+        if time.monotonic() - last_beat >= 1.0:
+            last_beat = time.monotonic()
+            heartbeat()
+            if should_stop():
+                child.kill()
+                consume()
+                if current is not None:
+                    record(TestOutcome(current, "not_run", message="cancelled while it ran"))
+                return True
         if current is not None and time.monotonic() - started > per_test_timeout:
             child.kill()
             consume()
@@ -202,7 +225,7 @@ def _supervise(
                         message=f"test ran past the per-test timeout of {per_test_timeout:g} s; process killed",
                     )
                 )
-            return
+            return False
         time.sleep(poll_interval)
     consume()
     if current is not None:
@@ -215,3 +238,4 @@ def _supervise(
                 message=f"the test process died during this test ({how})",
             )
         )
+    return False

@@ -10,14 +10,17 @@ process whose OpenMP pool is running is not safe.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
 
 _out_lock = threading.Lock()
+_running: set[int] = set()
 
 
 def _say(**msg: object) -> None:
@@ -35,6 +38,9 @@ def _preload(entries: list[str]) -> None:
 
 
 def _child(args: list[str], log: str) -> None:
+    from relay.procs import die_with_parent
+
+    die_with_parent()
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -54,6 +60,7 @@ def _child(args: list[str], log: str) -> None:
 
 def _wait(pid: int) -> None:
     _, status = os.waitpid(pid, 0)
+    _running.discard(pid)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     _say(pid=pid, exit=code)
 
@@ -72,14 +79,13 @@ def main(entries: list[str]) -> None:
             pid = os.fork()
         if pid == 0:
             _child(list(request["args"]), str(request["log"]))
+        _running.add(pid)
         _say(pid=pid)
         threading.Thread(target=_wait, args=(pid,), daemon=True).start()
-    # stdin closed: let running children finish
-    while True:
-        try:
-            os.wait()
-        except ChildProcessError:
-            break
+    # stdin closed: the client is gone or done; no child may outlive it
+    for pid in list(_running):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 if __name__ == "__main__":

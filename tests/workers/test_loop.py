@@ -1,0 +1,357 @@
+"""The loop end to end: signed webhook through uvicorn -> stored delivery -> plan -> shards on a
+real Celery worker process -> results in the database -> job reported (and CRCR callbacks to a
+recording receiver). Once on SQLite + the embedded broker, once on PostgreSQL + Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from relay.db import session_scope
+from relay.models import Job, Shard, TestResult
+from tests.relay.stack import UPSTREAM, Stack, start_stack
+from tests.services import SHARED, free_port, fresh_postgres_database, fresh_redis_url
+from tests.workers.receiver import Receiver, recording_receiver
+
+SAMPLE = "tests/workers/sample_suite/sample_runner_cases.py"
+FIXTURES = Path(SHARED) / "fixtures" / "github"
+TOKEN = "callback-token-for-tests"
+
+
+def ids(*names: str) -> list[str]:
+    return [f"{SAMPLE}::{n}" for n in names]
+
+
+PLANS: dict[str, Any] = {
+    "ok": {
+        "shards": [ids("test_passes_one", "test_slow_a"), ids("test_passes_two", "test_slow_b")]
+    },
+    "fail": {"shards": [ids("test_passes_one", "test_fails")]},
+    "empty": {"shards": [ids("test_skipped")]},
+    "faults": {
+        "shards": [
+            ids("test_passes_one", "test_segfaults", "test_passes_two", "test_hangs", "test_slow_a")
+        ]
+    },
+    "long": {
+        "shards": [
+            ids("test_slow_a", "test_slow_b", "test_slow_c", "test_slow_d", "test_passes_one")
+        ],
+        "env": {"SAMPLE_SLOW_SECONDS": "1.5"},
+    },
+    "three": {
+        "shards": [
+            ids("test_slow_a", "test_slow_b", "test_slow_c", "test_slow_d"),
+            ids("test_passes_one"),
+            ids("test_passes_two"),
+        ],
+        "env": {"SAMPLE_SLOW_SECONDS": "1.5"},
+    },
+}
+
+
+def _runner_env(tmp: Path, receiver: Receiver) -> dict[str, str]:
+    plans = tmp / "plans.json"
+    plans.write_text(json.dumps(PLANS))
+    return {
+        "RELAY_RUNNER_ENABLED": "true",
+        "RELAY_PLANNER": "tests.workers.planners:labelled_planner",
+        "RELAY_TEST_PLANS": str(plans),
+        "RELAY_PER_TEST_TIMEOUT": "4",
+        "RELAY_SHARD_LEASE_SECONDS": "4",
+        "RELAY_SWEEP_AFTER_SECONDS": "6",
+        "RELAY_CALLBACK_URL": receiver.url,
+        "RELAY_CALLBACK_TOKEN": TOKEN,
+        "RELAY_EVENT_HANDLERS": "[]",
+    }
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    with recording_receiver() as r:
+        yield r
+
+
+@pytest.fixture(scope="module", params=["sqlite+embedded", "postgres+redis"])
+def loop(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, receiver: Receiver
+) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("loop-" + request.param.replace("+", "-"))
+    env = _runner_env(tmp, receiver)
+    if request.param == "sqlite+embedded":
+        stack = start_stack(
+            tmp=tmp, database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
+            broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}", port=free_port(), extra_env=env,
+        )  # fmt: skip
+        try:
+            yield stack
+        finally:
+            stack.stop()
+    else:
+        broker = fresh_redis_url()
+        with fresh_postgres_database() as url:
+            stack = start_stack(
+                tmp=tmp, database_url=url, broker_url=broker, port=free_port(), extra_env=env
+            )
+            try:
+                yield stack
+            finally:
+                stack.stop()
+
+
+def pr_body(
+    plan: str, *, number: int | None = None, action: str = "opened", head: str | None = None
+) -> bytes:
+    payload = json.loads((FIXTURES / "pull_request/opened.payload.json").read_bytes())
+    payload["action"] = action
+    payload["number"] = payload["pull_request"]["number"] = number or (
+        uuid.uuid4().int % 10**6 + 1000
+    )
+    payload["pull_request"]["labels"] = [{"name": f"plan:{plan}"}]
+    payload["pull_request"]["head"]["sha"] = head or uuid.uuid4().hex + "abcdefgh"
+    assert payload["repository"]["full_name"] == UPSTREAM
+    return json.dumps(payload).encode()
+
+
+def job_for(stack: Stack, delivery_id: str) -> Job | None:
+    with session_scope(stack.database_url) as s:
+        job = s.scalar(select(Job).where(Job.delivery_id == delivery_id))
+        if job is not None:
+            s.expunge(job)
+        return job
+
+
+def wait_job(stack: Stack, delivery_id: str, *, timeout: float = 120) -> Job:
+    def done() -> Job | None:
+        job = job_for(stack, delivery_id)
+        return job if job is not None and job.status == "completed" else None
+
+    return stack.wait_for(done, timeout=timeout, what=f"job of {delivery_id} completed")
+
+
+def results(stack: Stack, job_pk: int) -> dict[str, str]:
+    with session_scope(stack.database_url) as s:
+        rows = s.execute(
+            select(TestResult.test_id, TestResult.outcome).where(TestResult.job_pk == job_pk)
+        ).all()
+    return {test_id.split("::")[-1]: outcome for test_id, outcome in rows}
+
+
+def submit(stack: Stack, body: bytes) -> str:
+    delivery_id = str(uuid.uuid4())
+    response = stack.post("pull_request", body, delivery_id=delivery_id)
+    assert response.status_code == 202, response.text
+    return delivery_id
+
+
+def test_signed_webhook_to_reported_job(loop: Stack, receiver: Receiver) -> None:
+    body = pr_body("ok")
+    delivery_id = submit(loop, body)
+    job = wait_job(loop, delivery_id)
+    assert (job.status, job.conclusion) == ("completed", "success")
+    assert results(loop, job.id) == {
+        n: "passed" for n in ("test_passes_one", "test_slow_a", "test_passes_two", "test_slow_b")
+    }
+    listed = httpx.get(f"{loop.base_url}/api/v1/jobs").json()
+    mine = next(j for j in listed if j["id"] == job.id)
+    assert mine["test_results"] == {"passed": 4, "failed": 0, "skipped": 0, "total": 4}
+    assert (mine["status"], mine["conclusion"], mine["planned"]) == ("completed", "success", 4)
+    detail = httpx.get(f"{loop.base_url}/api/v1/jobs/{job.id}").json()
+    assert [t["to_status"] for t in detail["transitions"]] == [
+        "dispatched",
+        "in_progress",
+        "completed",
+    ]
+    assert [s["state"] for s in detail["shards"]] == ["done", "done"]
+
+    calls = loop.wait_for(
+        lambda: (
+            [
+                c
+                for c in receiver.calls
+                if c.body["delivery_id"] == delivery_id
+                and len([x for x in receiver.calls if x.body["delivery_id"] == delivery_id]) >= 2
+            ]
+            or None
+        ),
+        what="two callbacks",
+    )
+    assert [c.body["workflow"]["status"] for c in calls] == ["in_progress", "completed"]
+    for c in calls:
+        assert c.headers["authorization"] == f"Bearer {TOKEN}"
+        assert set(c.body) == {"event_type", "delivery_id", "payload", "workflow"}
+        assert c.body["event_type"] == "pull_request"
+        assert c.body["payload"] == json.loads(body)  # the upstream webhook body, verbatim
+    started, completed = calls[0].body["workflow"], calls[1].body["workflow"]
+    common = {
+        "schema_version": "1",
+        "name": "spyre-upstream-tests",
+        "url": f"http://127.0.0.1:8000/api/v1/jobs/{job.id}",
+        "run_id": str(job.run_id),
+        "run_attempt": "1",
+        "job_name": "spyre",
+        "check_run_id": f"{job.run_id}-1",
+    }
+    assert started == {
+        **common,
+        "status": "in_progress",
+        "conclusion": None,
+        "started_at": started["started_at"],
+    }
+    assert completed == {
+        **common,
+        "status": "completed",
+        "conclusion": "success",
+        "completed_at": completed["completed_at"],
+        "test_results": {"passed": 4, "failed": 0, "skipped": 0, "total": 4},
+    }
+    for stamp in (started["started_at"], completed["completed_at"]):
+        assert len(stamp) == 20 and stamp.endswith("Z") and stamp[10] == "T"
+
+
+def test_failing_test_fails_the_job(loop: Stack) -> None:
+    job = wait_job(loop, submit(loop, pr_body("fail")))
+    assert job.conclusion == "failure"
+    assert results(loop, job.id) == {"test_passes_one": "passed", "test_fails": "failed"}
+    with session_scope(loop.database_url) as s:
+        message = s.scalar(
+            select(TestResult.message).where(
+                TestResult.job_pk == job.id, TestResult.outcome == "failed"
+            )
+        )
+        artifact = s.scalar(
+            select(TestResult.artifact_path).where(
+                TestResult.job_pk == job.id, TestResult.outcome == "failed"
+            )
+        )
+    assert "arithmetic is broken" in (message or "")
+    assert artifact and "arithmetic is broken" in Path(artifact).read_text()
+
+
+def test_no_test_ran_is_not_success(loop: Stack, receiver: Receiver) -> None:
+    delivery_id = submit(loop, pr_body("empty"))
+    job = wait_job(loop, delivery_id)
+    assert job.conclusion == "failure"
+    assert results(loop, job.id) == {"test_skipped": "skipped"}
+    done = loop.wait_for(
+        lambda: [
+            c
+            for c in receiver.calls
+            if c.body["delivery_id"] == delivery_id and c.body["workflow"]["status"] == "completed"
+        ],
+        what="completed callback",
+    )
+    assert done[0].body["workflow"]["test_results"] == {
+        "passed": 0,
+        "failed": 0,
+        "skipped": 1,
+        "total": 1,
+    }
+
+
+# Fault tests run on the embedded stack (the broker restart has its own Redis test).
+embedded_only = pytest.mark.parametrize("loop", ["sqlite+embedded"], indirect=True)
+
+
+@pytest.fixture
+def sqlite_only(loop: Stack) -> Stack:
+    return loop
+
+
+@embedded_only
+def test_segfault_and_hang_are_recorded_and_the_shard_continues(sqlite_only: Stack) -> None:
+    job = wait_job(sqlite_only, submit(sqlite_only, pr_body("faults")))
+    assert results(sqlite_only, job.id) == {
+        "test_passes_one": "passed",
+        "test_segfaults": "crashed",
+        "test_passes_two": "passed",
+        "test_hangs": "timeout",
+        "test_slow_a": "passed",
+    }
+    assert job.conclusion == "failure"
+
+
+@embedded_only
+def test_worker_killed_mid_shard_resumes_without_loss_or_duplicates(sqlite_only: Stack) -> None:
+    stack = sqlite_only
+    delivery_id = submit(stack, pr_body("long"))
+
+    def running_owner() -> str | None:
+        job = job_for(stack, delivery_id)
+        if job is None:
+            return None
+        with session_scope(stack.database_url) as s:
+            shard = s.scalar(select(Shard).where(Shard.job_pk == job.id))
+            n = s.scalar(
+                select(func.count()).select_from(TestResult).where(TestResult.job_pk == job.id)
+            )
+        if shard is not None and shard.state == "running" and n and n >= 1 and shard.owner:
+            return shard.owner
+        return None
+
+    owner = stack.wait_for(running_owner, what="the shard to be running with a result stored")
+    pid = int(owner.split(":")[1])
+    os.kill(pid, signal.SIGKILL)  # the Celery pool process running the shard
+    job = wait_job(stack, delivery_id, timeout=180)
+    assert job.conclusion == "success"
+    assert results(stack, job.id) == {
+        n: "passed"
+        for n in ("test_slow_a", "test_slow_b", "test_slow_c", "test_slow_d", "test_passes_one")
+    }
+    with session_scope(stack.database_url) as s:
+        shard = s.scalar(select(Shard).where(Shard.job_pk == job.id))
+        total = s.scalar(
+            select(func.count()).select_from(TestResult).where(TestResult.job_pk == job.id)
+        )
+    assert shard is not None and shard.attempts == 2
+    assert total == 5
+    assert any(
+        line.get("event") == "shard starting" and line.get("already_done", 0) >= 1
+        for line in stack.log_lines()
+    )
+
+
+@embedded_only
+def test_newer_push_cancels_the_superseded_job(sqlite_only: Stack) -> None:
+    stack = sqlite_only
+    number = uuid.uuid4().int % 10**6 + 2_000_000
+    first = submit(stack, pr_body("three", number=number))
+    stack.wait_for(
+        lambda: (j := job_for(stack, first)) is not None and j.status == "in_progress",
+        what="first job running",
+    )
+    second = submit(stack, pr_body("ok", number=number, action="synchronize"))
+    old = wait_job(stack, first)
+    new = wait_job(stack, second)
+    assert old.conclusion == "cancelled" and old.superseded_by_pk == new.id
+    assert new.conclusion == "success"
+    with session_scope(stack.database_url) as s:
+        states = sorted(s.scalars(select(Shard.state).where(Shard.job_pk == old.id)))
+    assert states.count("cancelled") >= 1
+    # the long shard was stopped: its unfinished tests are recorded as not run, never as passed
+    old_results = results(stack, old.id)
+    assert "not_run" in old_results.values()
+
+
+@embedded_only
+def test_closed_pr_cancels_its_running_job(sqlite_only: Stack) -> None:
+    stack = sqlite_only
+    number = uuid.uuid4().int % 10**6 + 3_000_000
+    first = submit(stack, pr_body("three", number=number))
+    stack.wait_for(
+        lambda: (j := job_for(stack, first)) is not None and j.status == "in_progress",
+        what="job running",
+    )
+    closed = json.loads(pr_body("three", number=number, action="closed"))
+    closed["pull_request"]["merged"] = False
+    submit(stack, json.dumps(closed).encode())
+    assert wait_job(stack, first).conclusion == "cancelled"
