@@ -10,6 +10,7 @@ sets later stages consume.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import logging
@@ -172,7 +173,8 @@ def compute_change_facts(
     cache_file = None
     if cache_dir is not None and paths is None:
         key = hashlib.blake2b(
-            f"{source.kind}|{base.resolved}|{head.resolved}|{source.layout.model_dump_json()}".encode(),
+            f"{source.kind}|{base.resolved}|{head.resolved}|{source.layout.model_dump_json()}|"
+            f"{_code_fingerprint()}".encode(),
             digest_size=10,
         ).hexdigest()
         cache_file = Path(cache_dir) / "facts" / f"v{FACTS_VERSION}-{key}.json"
@@ -191,6 +193,16 @@ def compute_change_facts(
         tmp.write_text(facts.model_dump_json())
         tmp.replace(cache_file)
     return facts
+
+
+@functools.cache
+def _code_fingerprint() -> str:
+    """A hash of the analysis code, so cached facts never outlive a change to how they are
+    computed (FACTS_VERSION covers the shape; this covers the details)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for module in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(module.read_bytes())
+    return digest.hexdigest()
 
 
 class _Side:

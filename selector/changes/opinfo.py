@@ -4,8 +4,11 @@ Entries are the ``XxxInfo(...)`` calls written outside functions in the OpInfo m
 (``torch/testing/_internal/opinfo/**``, ``common_methods_invocations.py``) and in
 ``common_modules.py``: ``OpInfo``, ``UnaryUfuncInfo``, ``PythonRefInfo``, ``ModuleInfo``, ...
 (``DecorateInfo`` and ``AliasInfo`` are parts of entries, not entries). An entry's name is its
-first argument (or ``name=``), with ``.variant`` appended for ``variant_test_name``; for
-ModuleInfo it is the module expression, e.g. ``torch.nn.Linear``.
+first argument (or ``name=``), with ``.variant`` appended for ``variant_test_name`` (Python
+reference entries: ``torch_opinfo_variant_name``; ``.*`` when it is computed, as in
+``*(OpInfo('index_reduce', variant_test_name=t) for t in ...)``), ``_foreach_`` prepended for ForeachFuncInfo,
+as at run time; for ModuleInfo it is the module expression, e.g. ``torch.nn.Linear``. Python
+reference entries also count as changed when the OpInfo they inherit from changed.
 
 An entry counts as changed when its own call changed (normalized AST) or when a function it
 names, such as ``sample_inputs_func=sample_inputs_add`` or ``ref=reference_foo``, changed
@@ -40,6 +43,7 @@ class DbEntry:
     file: str
     digest: str
     names: frozenset[str] = field(default_factory=frozenset)
+    inherits: str = ""  # Python reference entries: the OpInfo they copy their arguments from
 
 
 @dataclass(frozen=True)
@@ -61,18 +65,27 @@ def _callee(call: ast.Call) -> str:
     return ""
 
 
+def _constant_kwargs(call: ast.Call) -> dict[str, str]:
+    return {kw.arg: str(kw.value.value) for kw in call.keywords
+            if kw.arg and isinstance(kw.value, ast.Constant) and kw.value.value is not None}
+
+
 def _entry_name(call: ast.Call, info_class: str) -> str:
     first: ast.expr | None = call.args[0] if call.args else None
-    variant = ""
     for kw in call.keywords:
         if kw.arg in ("name", "module_cls") and first is None:
             first = kw.value
-        elif kw.arg == "variant_test_name" and isinstance(kw.value, ast.Constant):
-            variant = str(kw.value.value)
+    consts = _constant_kwargs(call)
+    # Python reference entries take the variant of the OpInfo they inherit from
+    variant = consts.get("variant_test_name") or consts.get("torch_opinfo_variant_name", "")
+    if not variant and any(kw.arg == "variant_test_name" for kw in call.keywords):
+        variant = "*"  # computed in a loop or comprehension: every variant of the name
     if first is None:
         base = f"<{info_class}>"
     elif isinstance(first, ast.Constant):
         base = str(first.value)
+        if info_class == "ForeachFuncInfo":  # ForeachFuncInfo("add") is "_foreach_add"
+            base = f"_foreach_{base}"
     else:
         base = ast.unparse(first)
     return f"{base}.{variant}" if variant else base
@@ -108,10 +121,15 @@ def entries_of(trees: Mapping[str, ast.Module]) -> dict[str, DbEntry]:
                 n += 1
                 key = f"{base}#{n}"
             text = ast.dump(call, annotate_fields=False, include_attributes=False)
+            consts = _constant_kwargs(call)
+            inherits = consts.get("torch_opinfo_name", "")
+            if inherits and consts.get("torch_opinfo_variant_name"):
+                inherits += "." + consts["torch_opinfo_variant_name"]
             found[key] = DbEntry(
                 key=key, kind=kind, info_class=info_class, file=path,
                 digest=hashlib.blake2b(text.encode(), digest_size=12).hexdigest(),
                 names=frozenset(n.id for n in ast.walk(call) if isinstance(n, ast.Name)),
+                inherits=inherits,
             )
     return found
 
@@ -142,14 +160,14 @@ def diff_db_entries(
     new: Mapping[str, DbEntry],
     changed_functions: Mapping[str, str],
 ) -> list[DbEntryDiff]:
-    out = []
+    out: dict[str, DbEntryDiff] = {}
     for key in sorted(old.keys() | new.keys()):
         a, b = old.get(key), new.get(key)
         if a is None and b is not None:
-            out.append(DbEntryDiff(key, b.kind, b.info_class, b.file, "added", ("added",)))
+            out[key] = DbEntryDiff(key, b.kind, b.info_class, b.file, "added", ("added",))
             continue
         if b is None and a is not None:
-            out.append(DbEntryDiff(key, a.kind, a.info_class, a.file, "removed", ("removed",)))
+            out[key] = DbEntryDiff(key, a.kind, a.info_class, a.file, "removed", ("removed",))
             continue
         assert a is not None and b is not None
         reasons = []
@@ -160,5 +178,17 @@ def diff_db_entries(
             reasons.append(f"uses changed {name}" if origin == name
                            else f"uses {name}, which calls changed {origin}")
         if reasons:
-            out.append(DbEntryDiff(key, b.kind, b.info_class, b.file, "modified", tuple(reasons)))
-    return out
+            out[key] = DbEntryDiff(key, b.kind, b.info_class, b.file, "modified", tuple(reasons))
+    # Python reference entries copy the arguments of the OpInfo they name
+    for key, b in sorted(new.items()):
+        parent = out.get(b.inherits) if b.inherits else None
+        if parent is None or parent.status == "added" or key == b.inherits:
+            continue
+        reason = f"inherits from changed {b.inherits}"
+        mine = out.get(key)
+        if mine is None:
+            out[key] = DbEntryDiff(key, b.kind, b.info_class, b.file, "modified", (reason,))
+        elif mine.status == "modified":
+            out[key] = DbEntryDiff(key, b.kind, b.info_class, b.file, "modified",
+                                   (*mine.reasons, reason))
+    return [out[k] for k in sorted(out)]
