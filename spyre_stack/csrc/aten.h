@@ -14,6 +14,7 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -46,6 +47,7 @@ struct Policy {
   std::atomic<bool> warned{false};
   std::unordered_map<std::string, int64_t> native_count;
   std::unordered_map<std::string, int64_t> fallback_count;
+  int64_t zero_copy_count = 0;  // ops run on host aliases without copying operands
   std::mutex count_mutex;
 };
 
@@ -216,6 +218,175 @@ inline at::Tensor rounded_copy(const at::Tensor& t, at::ScalarType to) {
 inline bool on_device(const at::Tensor& t) { return t.defined() && t.is_privateuseone(); }
 
 // ---------------------------------------------------------------- fallback
+inline void warn_downcast_once(at::ScalarType from, at::ScalarType to) {
+  auto& pol = policy();
+  if (pol.warn_downcast && !pol.warned.exchange(true)) {
+    TORCH_WARN("spyre: ", from, " inputs are computed in ", to,
+               " on the Spyre device (set SPYRE_SILENCE_DOWNCAST_WARNING=1 to silence)");
+  }
+}
+
+inline at::ScalarType rounding_for(const at::Tensor& t) {
+  return policy().round_to[static_cast<size_t>(t.scalar_type())];
+}
+
+// The zero-copy path runs the host kernel directly on host aliases of the device tensors (the
+// simulated device memory is host memory). Written arguments get resizable aliases: if the kernel
+// resizes one (out= of the wrong size), the result is copied back into the resized device tensor.
+// It is not used when a device argument asks a kernel to allocate on the device, for written
+// tensor lists, or for lists it does not know.
+inline bool zero_copy_ok(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                         size_t base_idx, size_t num_args) {
+  if (schema.name() == "aten::_resize_output_") return false;
+  bool any = false;
+  for (size_t i = 0; i < num_args; ++i) {
+    const auto& arg = schema.arguments()[i];
+    const auto& iv = stack[base_idx + i];
+    if (iv.isDevice()) {
+      if (iv.toDevice().is_privateuseone()) return false;
+    } else if (iv.isTensor()) {
+      any = any || on_device(iv.toTensor());
+    } else if (iv.isTensorList()) {
+      for (const auto& t : iv.toTensorList()) {
+        if (on_device(t)) {
+          if (arg.is_out() || is_mutable_arg(schema, i)) return false;
+          any = true;
+        }
+      }
+    } else if (iv.isList()) {
+      for (const auto& e : iv.toListRef()) {
+        if (e.isTensor() && on_device(e.toTensor())) {
+          if (!iv.isOptionalTensorList() || arg.is_out()) return false;
+          any = true;
+        }
+      }
+    }
+  }
+  return any;
+}
+
+struct AliasedArg {
+  at::Tensor device;
+  at::Tensor alias;
+};
+
+inline void no_delete(void*) {}
+
+// A host alias whose storage may be resized by a host kernel: growing it moves the data to new
+// host memory (the device memory is left alone and the caller copies the result back).
+inline at::Tensor resizable_host_alias(const at::Tensor& t) {
+  size_t nbytes = at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.dtype().itemsize());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes,
+                       c10::DataPtr(t.data_ptr(), t.data_ptr(), &no_delete, at::kCPU),
+                       c10::GetCPUAllocator(), /*resizable=*/true);
+  at::Tensor a = at::empty({0}, at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU));
+  a.set_(storage, 0, t.sizes(), t.strides());
+  if (t.is_conj()) a = at::_conj(a);
+  if (t.is_neg()) a = at::_neg_view(a);
+  return a;
+}
+
+// Runs the host kernel on aliases; returns the device tensors written in place.
+inline std::vector<at::Tensor> run_zero_copy(const c10::OperatorHandle& op,
+                                             torch::jit::Stack* stack, size_t base_idx,
+                                             size_t num_args, bool native, int device) {
+  const auto& schema = op.schema();
+  std::vector<AliasedArg> aliased;
+  std::vector<at::Tensor> mutated;
+  auto to_host = [&](const at::Tensor& t, bool mut) -> at::Tensor {
+    if (!on_device(t)) return t;
+    at::Tensor alias = mut ? resizable_host_alias(t) : host_alias(t);
+    aliased.push_back({t, alias});
+    auto to = native ? rounding_for(t) : at::ScalarType::Undefined;
+    if (mut) mutated.push_back(t);
+    if (to == at::ScalarType::Undefined) return alias;
+    warn_downcast_once(t.scalar_type(), to);
+    if (mut) {
+      alias.copy_(alias.to(to));
+      return alias;
+    }
+    return alias.to(to).to(t.scalar_type());
+  };
+  for (size_t i = 0; i < num_args; ++i) {
+    auto& iv = (*stack)[base_idx + i];
+    const bool mut = is_mutable_arg(schema, i);
+    if (iv.isTensor()) {
+      iv = to_host(iv.toTensor(), mut);
+    } else if (iv.isTensorList()) {
+      auto list = iv.toTensorList();
+      c10::List<at::Tensor> host;
+      for (const auto& t : list) host.push_back(to_host(t, false));
+      iv = host;
+    } else if (iv.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> host;
+      for (const auto& e : iv.toListRef()) {
+        host.push_back(e.isTensor() ? std::optional<at::Tensor>(to_host(e.toTensor(), false))
+                                    : std::nullopt);
+      }
+      iv = host;
+    }
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  // Written arguments the kernel resized (or re-strided): resize the device tensor and copy.
+  for (const auto& a : aliased) {
+    bool written = false;
+    for (const auto& m : mutated) written = written || m.is_same(a.device);
+    if (!written) continue;
+    const auto& d = a.device;
+    bool moved = a.alias.numel() > 0 && a.alias.data_ptr() != d.data_ptr();
+    if (!moved) {
+      // written in place: adopt the shape the kernel gave the alias (same memory)
+      if (a.alias.sizes() != d.sizes() || a.alias.strides() != d.strides()) {
+        d.as_strided_(a.alias.sizes(), a.alias.strides(), d.storage_offset());
+      }
+      continue;
+    }
+    d.resize_(a.alias.sizes());
+    host_alias(d).copy_(a.alias);
+  }
+
+  auto to_device = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined() || !r.is_cpu()) return r;
+    for (const auto& a : aliased) {
+      if (r.is_same(a.alias)) return a.device;
+    }
+    for (const auto& a : aliased) {
+      if (r.storage().is_alias_of(a.alias.storage()) && r.scalar_type() == a.device.scalar_type()) {
+        return a.device.as_strided(r.sizes(), r.strides(),
+                                   a.device.storage_offset() + r.storage_offset());
+      }
+    }
+    c10::DeviceGuard guard(at::Device(at::kPrivateUse1, static_cast<c10::DeviceIndex>(device)));
+    bool dense = r.is_non_overlapping_and_dense();
+    at::Tensor out = dense ? at::empty_strided(r.sizes(), r.strides(),
+                                               r.options().device(at::kPrivateUse1))
+                           : at::empty(r.sizes(), r.options().device(at::kPrivateUse1));
+    if (r.numel() > 0) {
+      auto to = native ? rounding_for(r) : at::ScalarType::Undefined;
+      host_alias(out).copy_(to == at::ScalarType::Undefined ? r : r.to(to));
+    }
+    return out;
+  };
+  const size_t num_returns = schema.returns().size();
+  const size_t ret_idx = stack->size() - num_returns;
+  for (size_t i = 0; i < num_returns; ++i) {
+    auto& iv = (*stack)[ret_idx + i];
+    if (iv.isTensor()) {
+      iv = to_device(iv.toTensor());
+    } else if (iv.isTensorList()) {
+      c10::List<at::Tensor> dev;
+      for (const auto& t : iv.toTensorList()) dev.push_back(to_device(t));
+      iv = dev;
+    }
+  }
+  for (const auto& m : mutated) {
+    auto to = native ? rounding_for(m) : at::ScalarType::Undefined;
+    if (to != at::ScalarType::Undefined) round_in_place(m, to);
+  }
+  return mutated;
+}
+
 inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = schema.name();
@@ -250,50 +421,46 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
       visit(iv.toTensor());
     } else if (iv.isTensorList()) {
       for (const auto& t : iv.toTensorList()) visit(t);
+    } else if (iv.isOptionalTensorList()) {
+      for (const auto& e : iv.toListRef()) {
+        if (e.isTensor()) visit(e.toTensor());
+      }
     }
   }
   if (device < 0) device = current_device();
+  const bool native = status == kNative;
+  const bool zero_copy = zero_copy_ok(schema, *stack, base_idx, num_args);
 
   // Native ops compute in device precision: inputs are read through the rounding dtype.
   std::vector<at::Tensor> mutated;
-  if (status == kNative) {
+  if (!zero_copy) {
     for (size_t i = 0; i < num_args; ++i) {
       auto& iv = (*stack)[base_idx + i];
       bool mut = is_mutable_arg(schema, i);
       if (iv.isTensor()) {
         const auto& t = iv.toTensor();
         if (!on_device(t)) continue;
-        auto to = pol.round_to[static_cast<size_t>(t.scalar_type())];
         if (mut) mutated.push_back(t);
+        auto to = native ? rounding_for(t) : at::ScalarType::Undefined;
         if (to == at::ScalarType::Undefined) continue;
-        if (pol.warn_downcast && !pol.warned.exchange(true)) {
-          TORCH_WARN("spyre: ", t.scalar_type(), " inputs are computed in ", to,
-                     " on the Spyre device (set SPYRE_SILENCE_DOWNCAST_WARNING=1 to silence)");
-        }
+        warn_downcast_once(t.scalar_type(), to);
         if (mut) {
           round_in_place(t, to);
         } else {
           iv = rounded_copy(t, to);
         }
-      } else if (iv.isTensorList() && !mut) {
+      } else if (iv.isTensorList() && !mut && native) {
         auto list = iv.toTensorList();
         bool any = false;
         for (size_t j = 0; j < list.size(); ++j) {
           at::Tensor t = list.get(j);
           if (!on_device(t)) continue;
-          auto to = pol.round_to[static_cast<size_t>(t.scalar_type())];
+          auto to = rounding_for(t);
           if (to == at::ScalarType::Undefined) continue;
           list.set(j, rounded_copy(t, to));
           any = true;
         }
         if (any) iv = list;
-      }
-    }
-  } else {
-    for (size_t i = 0; i < num_args; ++i) {
-      auto& iv = (*stack)[base_idx + i];
-      if (is_mutable_arg(schema, i) && iv.isTensor() && on_device(iv.toTensor())) {
-        mutated.push_back(iv.toTensor());
       }
     }
   }
@@ -325,7 +492,8 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
 
   {
     std::lock_guard<std::mutex> lock(pol.count_mutex);
-    (status == kNative ? pol.native_count : pol.fallback_count)[base] += 1;
+    (native ? pol.native_count : pol.fallback_count)[base] += 1;
+    if (zero_copy) pol.zero_copy_count += 1;
   }
 
   // Ops that draw from the global generator: lend the host's default generator the device
@@ -351,7 +519,11 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
 
   in_fallback = true;
   try {
-    at::native::cpu_fallback(op, stack);
+    if (zero_copy) {
+      mutated = run_zero_copy(op, stack, base_idx, num_args, native, device);
+    } else {
+      at::native::cpu_fallback(op, stack);
+    }
   } catch (...) {
     in_fallback = false;
     give_back();
@@ -378,10 +550,10 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
     }
   }
   for (const auto& t : mutated) outs.push_back(t);
-  if (status == kNative) {
+  if (native && !zero_copy) {  // the zero-copy path rounds while it moves results
     for (const auto& t : outs) {
       if (!on_device(t)) continue;
-      auto to = pol.round_to[static_cast<size_t>(t.scalar_type())];
+      auto to = rounding_for(t);
       if (to != at::ScalarType::Undefined) round_in_place(t, to);
     }
   }
@@ -393,8 +565,8 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
       for (const auto& u : outs_on_device) seen = seen || u.is_same(t);
       if (!seen) outs_on_device.push_back(t);
     }
-    emit(name, schema.overload_name(), status == kNative ? "native" : "fallback", ins,
-         outs_on_device, device);
+    emit(name, schema.overload_name(), native ? "native" : "fallback", ins, outs_on_device,
+         device);
   }
 }
 

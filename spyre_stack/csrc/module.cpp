@@ -106,6 +106,7 @@ py::dict op_counts() {
   py::dict d;
   d["native"] = native;
   d["fallback"] = fallback;
+  d["zero_copy"] = p.zero_copy_count;
   return d;
 }
 
@@ -140,6 +141,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     std::lock_guard<std::mutex> lock(p.count_mutex);
     p.native_count.clear();
     p.fallback_count.clear();
+    p.zero_copy_count = 0;
   });
   m.def("set_trace_hook", [](py::object hook) {
     spyre::aten::trace_hook() = std::move(hook);
