@@ -15,6 +15,7 @@ from relay.settings import Settings
 TASK_PROCESS_DELIVERY = "workers.process_delivery"
 TASK_SWEEP_DELIVERIES = "workers.sweep_deliveries"
 TASK_SWEEP_JOBS = "workers.sweep_jobs"
+TASK_NIGHTLY = "workers.nightly"
 CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
 SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers
 TASK_RUN_SHARD = "workers.run_shard"
@@ -43,6 +44,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
     # kombu's SQLAlchemy transport hands every transport option to create_engine, so it takes
     # none here (it polls the database once a second).
+    if settings.nightly_cron.strip():
+        from celery.schedules import crontab
+
+        minute, hour, day, month, weekday = settings.nightly_cron.split()
+        conf["beat_schedule"]["nightly"] = {
+            "task": TASK_NIGHTLY,
+            "schedule": crontab(
+                minute=minute, hour=hour, day_of_month=day, month_of_year=month, day_of_week=weekday
+            ),
+        }
     if settings.broker_url.startswith(("redis://", "rediss://")):
         conf["broker_transport_options"] = {"visibility_timeout": 3600}
     return conf

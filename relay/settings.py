@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     callback_url: str | None = None
     callback_token: SecretStr | None = None
     public_url: str = "http://127.0.0.1:8000"  # used for run URLs in callbacks
+    # crontab (UTC, "minute hour day month weekday") of the nightly run; empty: none
+    nightly_cron: str = "0 2 * * *"
 
     @field_validator("webhook_secrets", mode="before")
     @classmethod

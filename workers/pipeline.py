@@ -35,8 +35,9 @@ from relay.models import (
     Selection,
     Shard,
     ShardState,
+    utcnow,
 )
-from relay.queue import SHARD_QUEUE, TASK_RUN_SHARD, TASK_SWEEP_JOBS, queue_depth
+from relay.queue import SHARD_QUEUE, TASK_NIGHTLY, TASK_RUN_SHARD, TASK_SWEEP_JOBS, queue_depth
 from relay.settings import Settings, get_settings
 from workers import jobs
 from workers.celery_app import app
@@ -47,6 +48,7 @@ from workers.planning import PlannedRun, load_planner
 log = logging.getLogger("workers.pipeline")
 
 TASK_PLAN = "workers.plan"
+NIGHTLY_EVENTS = ("nightly", "periodic")
 TASK_REPORT = "workers.report"
 
 
@@ -93,6 +95,8 @@ def fan_out(event: UpstreamEvent, delivery_pk: int, settings: Settings) -> list[
 def _upstream_payload(delivery: Delivery) -> tuple[str, str, dict[str, Any]]:
     """(event_type, CRCR delivery id, upstream payload) as a downstream sees them."""
     payload = parse_body(delivery.raw_body)
+    if delivery.event in NIGHTLY_EVENTS:  # delivery_id is the tested upstream SHA
+        return delivery.event, str(payload.get("head_sha")), payload
     if delivery.source == "repository_dispatch":
         unwrapped = unwrap_dispatch(payload)
         if unwrapped is not None:
@@ -103,6 +107,8 @@ def _upstream_payload(delivery: Delivery) -> tuple[str, str, dict[str, Any]]:
 def _callback(settings: Settings, job: Job, delivery: Delivery | None, status: str) -> None:
     if not settings.callback_url:
         return
+    if job.event_type in NIGHTLY_EVENTS and status != "completed":
+        return  # CRCR takes only `completed` for nightly / periodic self-reports
     payload: dict[str, Any]
     if delivery is None:
         event_type, delivery_id, payload = job.event_type or "nightly", job.delivery_id, {}
@@ -507,3 +513,56 @@ def sweep_jobs() -> dict[str, int]:
     if any(counts.values()):
         log.info("sweep", extra=counts)
     return counts
+
+
+# ----------------------------------------------------------------------------- nightly
+
+
+def installed_upstream_sha() -> str:
+    """The upstream commit the installed torch was built from (what a nightly run tests)."""
+    import importlib.metadata
+
+    try:
+        from torch.version import git_version
+
+        return str(git_version)
+    except ImportError:
+        return "torch-" + importlib.metadata.version("torch")
+
+
+@app.task(name=TASK_NIGHTLY)
+def nightly(head_sha: str | None = None, day: str | None = None) -> int | None:
+    """One nightly run per day (idempotent on the day and SHA): a CRCR-shaped nightly delivery
+    planned and run like any other event, reported with event_type "nightly"."""
+    import hashlib
+    import json as _json
+
+    from relay.deliveries import DeliveryCreate, StoreOutcome, store
+
+    settings = get_settings()
+    sha = head_sha or installed_upstream_sha()
+    day = day or utcnow().strftime("%Y-%m-%d")
+    body = _json.dumps(
+        {"repository": {"full_name": settings.upstream_repo}, "head_sha": sha}
+    ).encode()
+    delivery_id = f"nightly-{day}-{hashlib.sha1(sha.encode()).hexdigest()[:12]}"
+    with session_scope(settings.database_url) as session:
+        outcome, pk = store(
+            session,
+            data=DeliveryCreate(
+                delivery_id=delivery_id,
+                event="nightly",
+                action=None,
+                repo=settings.upstream_repo,
+                raw_body=body,
+                source="nightly",
+                head_sha=sha,
+            ),
+        )
+    if outcome is StoreOutcome.DUPLICATE:
+        return None
+    from workers.tasks import process_delivery
+
+    process_delivery.apply_async(args=[pk], headers={"delivery_id": delivery_id})
+    log.info("nightly run requested", extra={"head_sha": sha, "delivery_pk": pk})
+    return pk

@@ -149,4 +149,8 @@ def normalize(
             actionable=actionable,
             reason="" if actionable else f"{event}.{action} on {name!r} is not a crcr/ re-run",
         )
+    if event in ("nightly", "periodic"):
+        # CRCR's self-report shape: the tested upstream SHA is the delivery id.
+        sha = _require(payload, "head_sha")
+        return UpstreamEvent(**{**common, "upstream_delivery_id": sha}, head_sha=sha, after_sha=sha)
     raise EventError(f"unsupported event {event!r}")

@@ -32,6 +32,7 @@ def ids(*names: str) -> list[str]:
 
 
 PLANS: dict[str, Any] = {
+    "default": {"shards": [ids("test_passes_one")]},
     "ok": {
         "shards": [ids("test_passes_one", "test_slow_a"), ids("test_passes_two", "test_slow_b")]
     },
@@ -355,3 +356,26 @@ def test_closed_pr_cancels_its_running_job(sqlite_only: Stack) -> None:
     closed["pull_request"]["merged"] = False
     submit(stack, json.dumps(closed).encode())
     assert wait_job(stack, first).conclusion == "cancelled"
+
+
+def test_nightly_self_report(loop: Stack, receiver: Receiver) -> None:
+    from relay.queue import TASK_NIGHTLY, make_producer
+    from relay.settings import Settings
+
+    sha = uuid.uuid4().hex + "00000000"
+    producer = make_producer(Settings(broker_url=loop.broker_url, database_url=loop.database_url))
+    for _ in range(2):  # idempotent: one run per day and SHA
+        producer.send_task(TASK_NIGHTLY, kwargs={"head_sha": sha, "day": "2026-11-29"})
+    job = wait_job(loop, sha)
+    assert (job.event_type, job.conclusion) == ("nightly", "success")
+    calls = loop.wait_for(
+        lambda: [c for c in receiver.calls if c.body["delivery_id"] == sha], what="nightly callback"
+    )
+    with session_scope(loop.database_url) as s:
+        assert s.scalar(select(func.count()).select_from(Job).where(Job.delivery_id == sha)) == 1
+    assert len(calls) == 1  # CRCR takes only `completed` for nightly
+    body = calls[0].body
+    assert body["event_type"] == "nightly"
+    assert body["payload"] == {"repository": {"full_name": UPSTREAM}, "head_sha": sha}
+    assert body["workflow"]["status"] == "completed"
+    assert body["workflow"]["test_results"] == {"passed": 1, "failed": 0, "skipped": 0, "total": 1}
