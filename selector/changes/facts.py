@@ -282,28 +282,30 @@ def _python_changes(
     """Symbol changes per Python file. OpInfo database files are parsed here (their trees are
     needed again for the entries); the rest go to worker processes when there are many."""
     results: dict[str, tuple[list[tuple[str, str, str]], str | None]] = {}
-    db_paths = [p for p in py_paths if opinfo_mod.is_db_file(p)]
-    old.load(p for p in db_paths if status[p] != FileStatus.added)
-    new.load(p for p in db_paths if status[p] != FileStatus.removed)
-    for path in db_paths:
-        error = old.errors.get(path) or new.errors.get(path)
-        changes = [] if error else py.diff_symbols(old.symbols_of(path), new.symbols_of(path))
-        results[path] = (changes, error)
-
     rest = [p for p in py_paths if not opinfo_mod.is_db_file(p)]
+    db_paths = [p for p in py_paths if opinfo_mod.is_db_file(p)]
     pool = _pool(workers) if workers > 1 and len(rest) >= PARALLEL_MIN_FILES else None
     try:
-        for start in range(0, len(rest), 256):  # bounded memory: file texts travel in batches
+        pending = []
+        for start in range(0, len(rest), 256):  # texts are read and handed over in batches
             batch = rest[start:start + 256]
             before = source.read_files(
                 old.revision, [p for p in batch if status[p] != FileStatus.added])
             after = source.read_files(
                 new.revision, [p for p in batch if status[p] != FileStatus.removed])
             tasks = [(p, before.get(p), after.get(p)) for p in batch]
-            if pool is not None:
-                outcomes = list(pool.map(py.file_symbol_changes_star, tasks, chunksize=8))
+            if pool is not None:  # submitted now, collected after the database files
+                pending.append((batch, pool.map(py.file_symbol_changes_star, tasks, chunksize=8)))
             else:
-                outcomes = [py.file_symbol_changes(*task) for task in tasks]
+                results.update(zip(batch, [py.file_symbol_changes(*t) for t in tasks], strict=True))
+        # meanwhile, here: the OpInfo database files (their trees serve the entries too)
+        old.load(p for p in db_paths if status[p] != FileStatus.added)
+        new.load(p for p in db_paths if status[p] != FileStatus.removed)
+        for path in db_paths:
+            error = old.errors.get(path) or new.errors.get(path)
+            changes = [] if error else py.diff_symbols(old.symbols_of(path), new.symbols_of(path))
+            results[path] = (changes, error)
+        for batch, outcomes in pending:
             results.update(zip(batch, outcomes, strict=True))
     finally:
         if pool is not None:

@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import re
 import zipfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -45,8 +46,17 @@ def pair(wheels: ReleasedWheels) -> tuple[ResolvedRevision, ResolvedRevision]:
 
 
 @pytest.fixture(scope="module")
-def facts(wheels: ReleasedWheels, pair: tuple[ResolvedRevision, ResolvedRevision]) -> ChangeFacts:
-    return compute_change_facts(wheels, *pair)  # no cache_dir: computed for real
+def cache(tmp_path_factory: pytest.TempPathFactory, wheels: ReleasedWheels) -> Path:
+    """A cache for this run: fresh facts, the user cache's wheels (not downloaded again)."""
+    folder = tmp_path_factory.mktemp("upstream-cache")
+    (folder / "wheels").symlink_to(wheels.wheel_dir, target_is_directory=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def facts(wheels: ReleasedWheels, pair: tuple[ResolvedRevision, ResolvedRevision],
+          cache: Path) -> ChangeFacts:
+    return compute_change_facts(wheels, *pair, cache_dir=cache)  # computed for real, then stored
 
 
 def test_2_13_is_the_installed_release(pair: tuple[ResolvedRevision, ResolvedRevision]) -> None:
@@ -138,16 +148,18 @@ def test_opinfo_entries_exist_in_the_installed_databases(facts: ChangeFacts) -> 
             assert key.removeprefix("torch.") in modules, entry
 
 
-def test_cli_diff_prints_counts_and_its_json_matches(facts: ChangeFacts) -> None:
+def test_cli_diff_prints_counts_and_its_json_matches(facts: ChangeFacts, cache: Path) -> None:
     runner = CliRunner()
-    text = runner.invoke(app, ["diff", "--from", "2.13", "--to", "2.14"])
+    args = ["diff", "--from", "2.13", "--to", "2.14", "--cache-dir", str(cache)]
+    text = runner.invoke(app, args)
     assert text.exit_code == 0, text.output
     c = facts.counts()
     assert f"files: {c['files']} changed" in text.output
     assert f"OpInfo entries: {c['opinfos']} " in text.output
     assert f"native_functions.yaml entries: {c['native_functions']} " in text.output
-    as_json = runner.invoke(app, ["diff", "--from", "2.13", "--to", "2.14", "--json"])
+    as_json = runner.invoke(app, [*args, "--json"])
     assert as_json.exit_code == 0
     payload = json.loads(as_json.output)
-    assert payload["counts"] == c  # the cached facts equal the freshly computed ones
+    assert payload["counts"] == c  # read back from the facts the fixture stored
     assert payload["head"]["resolved"] == facts.head.resolved
+    assert payload["changed_opinfos"] == sorted(facts.changed_opinfos())
