@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -39,7 +39,7 @@ def _source(upstream: Path | None, cache_dir: Path | None, offline: bool) -> Ups
         _fail(exc)
 
 
-def _fail(exc: Exception) -> typer.Exit:
+def _fail(exc: Exception) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2)
 

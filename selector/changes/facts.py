@@ -316,7 +316,7 @@ def _python_changes(
         changes, error = results[path]
         python.append(PythonFileChange(
             path=path,
-            status=status[path].value,  # type: ignore[arg-type]
+            status=status[path].value,
             symbols=[SymbolChange(qualname=n, kind=k, status=st)  # type: ignore[arg-type]
                      for n, k, st in changes],
             parse_error=error,
