@@ -396,7 +396,8 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const bool implicit_random = (code & kRandomFlag) != 0;
   int status = code & (kRandomFlag - 1);
   if (status == kUnsupported) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "spyre: ", name, ".", schema.overload_name(),
+    const auto& ov = schema.overload_name();
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "spyre: ", name, ov.empty() ? "" : ".", ov,
                                 " is unsupported on the Spyre device (op support table ",
                                 pol.table_path, ", entry '", base, "', policy ", pol.policy_name,
                                 ")");
@@ -568,6 +569,71 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
     emit(name, schema.overload_name(), native ? "native" : "fallback", ins, outs_on_device,
          device);
   }
+}
+
+// ---------------------------------------------------------------- convolution
+// PyTorch routes convolutions of out-of-tree backends to convolution_overrideable, whose default
+// kernel throws, so the boxed fallback never sees them. These run the host convolution on the
+// device memory and are counted and traced as host fallbacks.
+inline at::Tensor host_view(const at::Tensor& t) { return on_device(t) ? host_alias(t) : t; }
+
+inline at::Tensor host_result_to_device(const at::Tensor& r, int device) {
+  if (!r.defined()) return r;
+  c10::DeviceGuard guard(at::Device(at::kPrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  at::Tensor out = at::empty(r.sizes(), r.options().device(at::kPrivateUse1));
+  if (r.numel() > 0) host_alias(out).copy_(r);
+  return out;
+}
+
+inline void count_fallback(const std::string& base) {
+  auto& pol = policy();
+  std::lock_guard<std::mutex> lock(pol.count_mutex);
+  pol.fallback_count[base] += 1;
+}
+
+inline at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                           const std::optional<at::Tensor>& bias,
+                                           c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                           c10::IntArrayRef dilation, bool transposed,
+                                           c10::IntArrayRef output_padding, int64_t groups) {
+  int device = input.device().index();
+  std::optional<at::Tensor> hb;
+  if (bias.has_value() && bias->defined()) hb = host_view(*bias);
+  at::Tensor r = at::convolution(host_view(input), host_view(weight), hb, stride, padding,
+                                 dilation, transposed, output_padding, groups);
+  at::Tensor out = host_result_to_device(r, device);
+  count_fallback("convolution_overrideable");
+  if (tracing.load()) {
+    std::vector<at::Tensor> ins{input, weight};
+    if (hb) ins.push_back(*bias);
+    emit("aten::convolution_overrideable", "", "fallback", ins, {out}, device);
+  }
+  return out;
+}
+
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+    bool transposed, c10::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  int device = input.device().index();
+  std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+  auto [gi, gw, gb] = at::convolution_backward(
+      host_view(grad_output), host_view(input), host_view(weight),
+      output_mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), stride,
+      padding, dilation, transposed, output_padding, groups, output_mask);
+  auto out = std::make_tuple(host_result_to_device(gi, device), host_result_to_device(gw, device),
+                             host_result_to_device(gb, device));
+  count_fallback("convolution_backward_overrideable");
+  if (tracing.load()) {
+    std::vector<at::Tensor> outs;
+    for (const auto& t : {std::get<0>(out), std::get<1>(out), std::get<2>(out)}) {
+      if (t.defined()) outs.push_back(t);
+    }
+    emit("aten::convolution_backward_overrideable", "", "fallback", {grad_output, input, weight},
+         outs, device);
+  }
+  return out;
 }
 
 }  // namespace spyre::aten

@@ -28,6 +28,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", TORCH_FN(aten::set_empty));
   m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
   m.impl("record_stream", TORCH_FN(aten::record_stream));
+  m.impl("convolution_overrideable", TORCH_FN(aten::convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(aten::convolution_backward_overrideable));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));

@@ -40,3 +40,24 @@ def test_grad_of_in_place_and_view_ops(spyre: None) -> None:
     expected = torch.ones(4, 4, dtype=torch.float64)
     expected[:, 0] = 3
     assert torch.equal(a.grad.cpu(), expected)  # type: ignore[union-attr]
+
+
+def test_convolution_forward_and_backward(spyre: None) -> None:
+    torch.manual_seed(2)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1).to(torch.float64)
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    conv(x).sum().backward()
+    ref = [p.grad.clone() for p in conv.parameters()]  # type: ignore[union-attr]
+    conv.zero_grad()
+    dconv = conv.to("spyre")
+    xd = x.to("spyre").requires_grad_()
+    out = dconv(xd)
+    assert out.device.type == "spyre" and out.shape == (2, 4, 8, 8)
+    out.sum().backward()
+    for p, g in zip(dconv.parameters(), ref, strict=True):
+        torch.testing.assert_close(p.grad.cpu(), g)  # type: ignore[union-attr]
+    assert xd.grad is not None and xd.grad.shape == x.shape
+    tconv = torch.nn.ConvTranspose2d(4, 2, 3, stride=2).to(torch.float64)
+    torch.testing.assert_close(
+        tconv.to("spyre")(out.detach()).cpu(), tconv.cpu()(out.detach().cpu())
+    )
