@@ -123,6 +123,11 @@ def render(facts: ChangeFacts, *, limit: int = 15) -> str:
         f"derivatives.yaml entries: {c['derivatives']}  (+{c['derivatives_added']} "
         f"-{c['derivatives_removed']} ~{c['derivatives_modified']}); operators: {c['changed_ops']}"
     )
+    dispatch_only = [e for e in facts.native_functions if e.fields == ["dispatch"]]
+    if dispatch_only:
+        keys = Counter(k for e in dispatch_only for k in e.dispatch_keys)
+        lines.append(f"    dispatch-only changes: {len(dispatch_only)} entries; keys: "
+                     + ", ".join(f"{k} {n}" for k, n in keys.most_common(6)))
     lines.append(_sample(sorted(facts.changed_overloads()), limit))
     lines.append(
         f"OpInfo entries: {c['opinfos']}  (+{c['opinfos_added']} -{c['opinfos_removed']} "

@@ -163,6 +163,7 @@ def test_cli_diff_on_a_checkout(checkout: Path, tmp_path: Path) -> None:
     assert f"files: {len(EXPECTED_FILES)} changed  (+2 -1 ~9)" in out
     assert "native_functions.yaml entries: 3  (+1 -1 ~1)" in out
     assert "derivatives.yaml entries: 1  (+0 -0 ~1)" in out
+    assert "dispatch-only changes: 1 entries; keys: PrivateUse1 1" in out
     assert "OpInfo entries: 5  (+1 -1 ~3); ModuleInfo entries: 1  (+0 -1 ~0)" in out
     as_json = runner.invoke(app, [*args, "--json"])
     assert as_json.exit_code == 0
