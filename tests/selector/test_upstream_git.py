@@ -106,3 +106,14 @@ def test_a_git_repository_without_pytorch_layout_is_not_a_checkout(tmp_path: Pat
 
 def test_a_subdirectory_means_its_checkout(checkout: Path) -> None:
     assert GitCheckout(checkout / "torch" / "nn").path == checkout
+
+
+def test_a_branch_known_only_on_the_remote_resolves_through_origin(checkout: Path,
+                                                                   tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(checkout), str(clone))
+    source = GitCheckout(clone)
+    rev = source.resolve("release/2.14")
+    assert rev.resolved == git(checkout, "rev-parse", "release/2.14")
+    assert rev.detail.endswith("via origin/release/2.14")
+    assert source.resolve("v2.14.0").resolved == rev.resolved
