@@ -19,6 +19,12 @@ Hooks for subclasses (the testspecs plugin subclasses this class to apply YAML s
 * ``spyre_policy`` - class attribute, the op-table policy the class expects (informational).
 
 ``setUpClass`` registers the backend (idempotent) before upstream's setup runs.
+
+A subclass is published from its own ``TORCH_TEST_DEVICES`` file with
+``TEST_CLASS = replace_generic_base(MyBase, globals())``, which also drops upstream's generic
+``PrivateUse1TestBase`` from the device list (it is added automatically when the backend was
+registered before ``common_device_type`` was imported, and would produce a second
+``...PRIVATEUSE1`` class of the same name).
 """
 
 from __future__ import annotations
@@ -63,3 +69,12 @@ class SpyreTestBase(PrivateUse1TestBase):
     ) -> Callable[..., Any] | None:
         """Called for every instantiated variant; return a replacement or None (keep)."""
         return None
+
+
+def replace_generic_base(test_class: type, runpy_globals: dict[str, Any]) -> type:
+    """For TORCH_TEST_DEVICES files: drop the generic PrivateUse1TestBase, return ``test_class``."""
+    bases = runpy_globals.get("device_type_test_bases")
+    generic = runpy_globals.get("PrivateUse1TestBase")
+    if isinstance(bases, list) and generic is not None:
+        bases[:] = [b for b in bases if b is not generic]
+    return test_class

@@ -8,13 +8,8 @@
 # when the backend was registered before common_device_type was imported) for SpyreTestBase, and
 # exports TEST_CLASS.
 import spyre_stack
-from spyre_stack.testing.base import SpyreTestBase
+from spyre_stack.testing.base import SpyreTestBase, replace_generic_base
 
 spyre_stack.register()
 
-_bases = globals().get("device_type_test_bases")
-_generic = globals().get("PrivateUse1TestBase")
-if isinstance(_bases, list) and _generic is not None:
-    _bases[:] = [b for b in _bases if b is not _generic]
-
-TEST_CLASS = SpyreTestBase
+TEST_CLASS = replace_generic_base(SpyreTestBase, globals())

@@ -3,7 +3,8 @@
 At load time (before test modules import ``torch.testing._internal.common_device_type``, whose
 device list is fixed at import) it registers the `spyre` backend and sets, unless already set,
 
-* ``TORCH_TEST_DEVICES`` to ``spyre_stack/testing/device_base.py`` (appended if set otherwise),
+* ``TORCH_TEST_DEVICES`` to ``spyre_stack/testing/device_base.py`` when it is not set (a set value
+  is a subclass's own file, or a plugin that extends this base, and is respected),
 * ``PYTORCH_TESTING_DEVICE_ONLY_FOR=privateuse1``.
 
 It also records the estimated simulated device time of every test in its report
@@ -33,10 +34,7 @@ def setup_environment() -> None:
             "missing; load the plugin with -p spyre_stack.testing.pytest_plugin",
             stacklevel=2,
         )
-    path = str(DEVICE_BASE_PATH)
-    existing = os.environ.get("TORCH_TEST_DEVICES", "")
-    if path not in existing.split(":"):
-        os.environ["TORCH_TEST_DEVICES"] = f"{existing}:{path}" if existing else path
+    os.environ.setdefault("TORCH_TEST_DEVICES", str(DEVICE_BASE_PATH))
     os.environ.setdefault("PYTORCH_TESTING_DEVICE_ONLY_FOR", "privateuse1")
     import spyre_stack
 

@@ -94,3 +94,15 @@ def test_bad_policy_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPYRE_OP_POLICY", "lenient")
     with pytest.raises(ValueError, match="SPYRE_OP_POLICY"):
         SpyreConfig.from_env()
+
+
+def test_backends_entry_point_is_off_by_default_and_opt_in() -> None:
+    code = (
+        "import torch, spyre_stack\nspyre_stack.register()\nprint(hasattr(torch.backends, 'spyre'))"
+    )
+    off = run_python(code)
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.strip() == "False"
+    on = run_python(code, env={"SPYRE_BACKENDS_ENTRY_POINT": "1"})
+    assert on.returncode == 0, on.stderr
+    assert on.stdout.strip() == "True"
