@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from selector.inventory import DEFAULT_CACHE_DIR, DEFAULT_TEST_TIMES, Inventory, build_inventory
-from selector.inventory_sources import BundledSuites, CheckoutTests, InventoryError
+from selector.inventory_sources import BundledSuites, CheckoutTests, InventoryError, get_backend
 
 app = typer.Typer(help="The test inventory: every collectable variant with its spec decision.")
 
@@ -25,7 +25,10 @@ _UPSTREAM = typer.Option(
 _FILES = typer.Option(
     [], "--file", "-f", help="checkout test file, relative to its root (test/test_ops.py)"
 )
-_SPECS = typer.Option([], "--specs", help="spec file or folder; repeatable")
+_SPECS = typer.Option(
+    [], "--specs", help="spec file or folder; repeatable (default: the backend's own specs)"
+)
+_NO_SPECS = typer.Option(False, "--no-specs", help="no spec decisions")
 _HISTORY = typer.Option(None, help="our durations: JSON {test id: seconds}")
 _TIMES = typer.Option(DEFAULT_TEST_TIMES, help="PyTorch's public test-times.json (per-file prior)")
 _CACHE = typer.Option(DEFAULT_CACHE_DIR, help="inventory cache folder")
@@ -38,12 +41,17 @@ def _inventory(
     upstream: Path | None,
     files: list[str],
     specs: list[Path],
+    no_specs: bool,
     history: Path | None,
     test_times: Path,
     cache_dir: Path,
     refresh: bool,
 ) -> Inventory:
     try:
+        if no_specs:
+            specs = []
+        elif not specs:
+            specs = list(get_backend(backend).default_specs)
         if upstream is not None:
             source: BundledSuites | CheckoutTests = CheckoutTests(upstream, tuple(files))
         else:
@@ -80,6 +88,7 @@ def list_tests(
     upstream: Path | None = _UPSTREAM,
     file: list[str] = _FILES,
     specs: list[Path] = _SPECS,
+    no_specs: bool = _NO_SPECS,
     history: Path | None = _HISTORY,
     test_times: Path = _TIMES,
     cache_dir: Path = _CACHE,
@@ -87,7 +96,9 @@ def list_tests(
     as_json: bool = typer.Option(False, "--json", help="one JSON object per variant"),
 ) -> None:
     """Every collectable variant: test id, op/module, dtype, spec decision, duration."""
-    inv = _inventory(suite, backend, upstream, file, specs, history, test_times, cache_dir, refresh)
+    inv = _inventory(
+        suite, backend, upstream, file, specs, no_specs, history, test_times, cache_dir, refresh
+    )
     rows = inv.select(suites=suite)
     if as_json:
         for v in rows:
@@ -119,6 +130,7 @@ def count_tests(
     upstream: Path | None = _UPSTREAM,
     file: list[str] = _FILES,
     specs: list[Path] = _SPECS,
+    no_specs: bool = _NO_SPECS,
     history: Path | None = _HISTORY,
     test_times: Path = _TIMES,
     cache_dir: Path = _CACHE,
@@ -127,7 +139,9 @@ def count_tests(
     as_json: bool = typer.Option(False, "--json", help="the breakdown as one JSON object"),
 ) -> None:
     """How many variants, broken down by suite, decision, dtype and op/module."""
-    inv = _inventory(suite, backend, upstream, file, specs, history, test_times, cache_dir, refresh)
+    inv = _inventory(
+        suite, backend, upstream, file, specs, no_specs, history, test_times, cache_dir, refresh
+    )
     rows = inv.select(suites=suite)
     by_target = inv.count_by("op", [v for v in rows if v.op]) + inv.count_by(
         "module", [v for v in rows if v.module]

@@ -68,6 +68,7 @@ class Backend:
     plugins: tuple[str, ...] = ()
     package: str | None = None  # its sources make up the backend version
     exclude_from_version: tuple[str, ...] = ()
+    default_specs: tuple[Path, ...] = ()  # the backend's own spec files, used when none are given
 
     @property
     def class_suffix(self) -> str:
@@ -104,6 +105,7 @@ def _spyre() -> Backend:
         package="spyre_stack",
         # the bundled suites are the inventory's revision, not the backend's version
         exclude_from_version=("conformance",),
+        default_specs=tuple(p for p in (PROJECT_ROOT / "testspecs" / "spyre",) if p.is_dir()),
     )
 
 
