@@ -12,7 +12,7 @@ variable                               meaning (default)
                                        host) or ``strict`` (ops not in the table raise)
 ``SPYRE_SILENCE_DOWNCAST_WARNING``     ``1`` silences the one-time fp32 -> fp16 warning
 ``SPYRE_EXTENSIONS_DIR``               build cache of the C++ core (``<repo>/var/torch_extensions``
-                                       when the repo's ``var/`` is writable, else
+                                       in a writable checkout, else
                                        ``~/.cache/spyre_stack/torch_extensions``)
 ``SPYRE_BACKENDS_ENTRY_POINT``         ``1`` also installs ``torch.backends.spyre`` (off)
 =====================================  =========================================================
@@ -64,7 +64,9 @@ def _truthy(value: str | None) -> bool:
 
 
 def default_extensions_dir() -> Path:
-    repo_var = Path(__file__).resolve().parent.parent / "var"
-    if repo_var.is_dir() and os.access(repo_var, os.W_OK):
-        return repo_var / "torch_extensions"
+    """``<repo>/var/torch_extensions`` in a writable checkout (``var/`` is git-ignored and is
+    created on demand, so a fresh clone builds once), else the user cache."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and os.access(root, os.W_OK):
+        return root / "var" / "torch_extensions"
     return Path.home() / ".cache" / "spyre_stack" / "torch_extensions"
