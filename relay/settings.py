@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     runner_repo: str = "local/spyre"  # the downstream identity of the in-process runner
     runner_workflow: str = "spyre-upstream-tests"
     runner_job_name: str = "spyre"
+    # a PyTorch checkout to read upstream changes from (revisions are commits); unset: released
+    # wheels (revisions are versions) and, for commit SHAs, the conservative whole-universe plan
+    upstream_path: Path | None = None
     # "module:function" returning a PlannedRun for an upstream event (see workers.planning)
     planner: str = "workers.planning:selector_planner"
     runner_backend: str = "spyre"

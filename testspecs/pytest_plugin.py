@@ -47,16 +47,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--spec-report", default=None, help="write a JSON report here")
 
 
+def _prepared(spec_config: SpecConfig) -> bool:
+    """common_device_type was imported by a process that had set this very spec configuration in
+    its environment first (a warm pool that forks test processes): its device test bases already
+    include a spec-applying base for the same spec files and device."""
+    cdt = sys.modules["torch.testing._internal.common_device_type"]
+    for base in getattr(cdt, "device_type_test_bases", []):
+        config = getattr(base, "spec_config", None)
+        if (
+            isinstance(config, SpecConfig)
+            and sorted(config.spec_paths) == sorted(spec_config.spec_paths)
+            and config.device == spec_config.device
+        ):
+            return True
+    return False
+
+
 @pytest.hookimpl(trylast=True)  # after the backend's own plugin set TORCH_TEST_DEVICES
 def pytest_configure(config: pytest.Config) -> None:
     paths = config.getoption("spec")
     if not paths:
         return
-    if "torch.testing._internal.common_device_type" in sys.modules:
-        raise pytest.UsageError(
-            "testspecs: common_device_type was imported before the plugin could set "
-            "TORCH_TEST_DEVICES; load it with -p testspecs.pytest_plugin"
-        )
     base = config.getoption("spec_device_base")
     if base is None and _SPYRE_BASE.is_file():
         base = str(_SPYRE_BASE)
@@ -65,6 +76,11 @@ def pytest_configure(config: pytest.Config) -> None:
         device=config.getoption("spec_device"),
         backend_base=str(Path(base).resolve()) if base else None,
     )
+    if "torch.testing._internal.common_device_type" in sys.modules and not _prepared(spec_config):
+        raise pytest.UsageError(
+            "testspecs: common_device_type was imported before the plugin could set "
+            "TORCH_TEST_DEVICES; load it with -p testspecs.pytest_plugin"
+        )
     try:
         compiled = spec_config.compiled
     except SpecError as e:

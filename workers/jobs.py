@@ -217,7 +217,7 @@ def store_result(
 ) -> bool:
     """Insert one result; False if it was already stored (a re-run writes nothing)."""
     props = outcome.properties or {}
-    tags = props.get("tags") or []
+    tags = props.get("spec_tags") or props.get("tags") or []  # testspecs writes "a,b"
     if isinstance(tags, str):
         tags = [t for t in tags.split(",") if t]
     row = TestResult(

@@ -1,0 +1,81 @@
+"""The default loop for real: a signed push through uvicorn, planned by the selector's four stages
+over the bundled universe, run on the spyre device under the bundled specs by a real Celery
+worker (warm pool), results and simulated device time stored, the job reported."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from relay.db import session_scope
+from relay.models import Selection, TestResult
+from tests.relay.stack import UPSTREAM, Stack, start_stack
+from tests.services import SHARED, free_port
+from tests.workers.test_loop import wait_job
+
+FIXTURES = Path(SHARED) / "fixtures" / "github"
+
+
+@pytest.fixture(scope="module")
+def spyre_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("spyre-loop")
+    stack = start_stack(
+        tmp=tmp,
+        database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
+        broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}",
+        port=free_port(),
+        extra_env={
+            "RELAY_RUNNER_ENABLED": "true",
+            "RELAY_EVENT_HANDLERS": "[]",
+            # a budget of simulated device time small enough for a test: a few dozen variants
+            "RELAY_RUNNER_BUDGET_SECONDS": "0.001",
+            "RELAY_RUNNER_SHARDS": "2",
+            "RELAY_PER_TEST_TIMEOUT": "120",
+        },
+    )
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+def test_push_is_selected_run_on_spyre_and_reported(spyre_loop: Stack) -> None:
+    payload = json.loads((FIXTURES / "push/with-new-branch.payload.json").read_bytes())
+    assert payload["repository"]["full_name"] == UPSTREAM
+    delivery_id = str(uuid.uuid4())
+    assert (
+        spyre_loop.post("push", json.dumps(payload).encode(), delivery_id=delivery_id).status_code
+        == 202
+    )
+    job = wait_job(spyre_loop, delivery_id, timeout=600)
+    with session_scope(spyre_loop.database_url) as s:
+        selection = s.scalar(select(Selection).where(Selection.job_pk == job.id))
+        rows = list(s.scalars(select(TestResult).where(TestResult.job_pk == job.id)))
+        assert selection is not None
+        counts, fallbacks, plan = selection.stage_counts, selection.fallbacks, selection.plan
+    # The push's commits cannot be read without a checkout: the selector says so and falls back
+    # to the whole universe, which the budget cuts.
+    assert fallbacks and "not readable" in json.dumps(fallbacks)
+    assert counts["applicability"]["out"] > 20_000
+    assert 0 < counts["budget"]["out"] < 200
+    assert plan["cut"], "the budget cut is listed, never hidden"
+    assert len(rows) == counts["budget"]["out"] == job.tests_total
+    assert all(r.test_id.split("::")[-1].split("_spyre")[0] for r in rows)
+    assert {r.spec_mode for r in rows} <= {"xfail", "mandatory_success", "xfail_strict"}
+    ran = [r for r in rows if r.outcome in ("passed", "xpassed")]
+    assert ran and all((r.device_time_us or 0) > 0 for r in ran)  # simulated device time per test
+    gating = [
+        r
+        for r in rows
+        if r.outcome in ("failed", "error", "crashed", "timeout") and r.spec_mode != "xfail"
+    ]
+    assert job.conclusion == ("failure" if gating else "success")
+    detail = httpx.get(f"{spyre_loop.base_url}/api/v1/jobs/{job.id}").json()
+    assert detail["test_results"]["total"] == len(rows)
+    assert detail["selection"]["stage_counts"] == counts
