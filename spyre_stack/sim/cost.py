@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -45,15 +46,15 @@ class TensorMeta:
     shape: tuple[int, ...]
     dtype: torch.dtype
 
-    @property
+    @cached_property
     def itemsize(self) -> int:
-        return torch.empty((), dtype=self.dtype).element_size() if self.dtype else 2
+        return self.dtype.itemsize if self.dtype else 2
 
-    @property
+    @cached_property
     def numel(self) -> int:
         return math.prod(self.shape) if self.shape else 1
 
-    @property
+    @cached_property
     def sticks(self) -> int:
         return sticks(self.shape, self.itemsize)
 

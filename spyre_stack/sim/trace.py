@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 
@@ -111,10 +112,10 @@ def build_record(
     op: str,
     overload: str,
     execution: str,
-    in_shapes: list[list[int]],
-    in_dtypes: list[torch.dtype],
-    out_shapes: list[list[int]],
-    out_dtypes: list[torch.dtype],
+    in_shapes: Sequence[Sequence[int]],
+    in_dtypes: Sequence[torch.dtype],
+    out_shapes: Sequence[Sequence[int]],
+    out_dtypes: Sequence[torch.dtype],
     device: int,
 ) -> OpRecord:
     from spyre_stack import optable
@@ -149,12 +150,30 @@ def suppressed() -> Iterator[None]:
         _local.suppressed = prev
 
 
+@lru_cache(maxsize=8192)
+def _cached_record(
+    op: str,
+    overload: str,
+    execution: str,
+    in_shapes: tuple[tuple[int, ...], ...],
+    in_dtypes: tuple[torch.dtype, ...],
+    out_shapes: tuple[tuple[int, ...], ...],
+    out_dtypes: tuple[torch.dtype, ...],
+    device: int,
+) -> OpRecord:
+    # records are immutable: identical ops (same shapes, dtypes, device) share one
+    return build_record(
+        op, overload, execution, in_shapes, in_dtypes, out_shapes, out_dtypes, device
+    )
+
+
 def _hook(op, overload, execution, in_shapes, in_dtypes, out_shapes, out_dtypes, device) -> None:
     if getattr(_local, "suppressed", False):
         return
-    rec = build_record(
-        op, overload, execution, in_shapes, in_dtypes, out_shapes, out_dtypes, device
-    )
+    rec = _cached_record(
+        op, overload, execution, tuple(map(tuple, in_shapes)), tuple(in_dtypes),
+        tuple(map(tuple, out_shapes)), tuple(out_dtypes), device,
+    )  # fmt: skip
     emit(rec)
 
 
