@@ -16,7 +16,7 @@ import typer
 
 from relay.procs import die_with_parent
 from relay.queue import CONTROL_QUEUE, SHARD_QUEUE
-from relay.settings import get_settings
+from relay.settings import Settings, get_settings
 
 
 def worker_command(
@@ -75,6 +75,7 @@ def up(
         preexec_fn=die_with_parent,
         start_new_session=True,
     )
+    demo = _request_demo_replay(settings)
     base = f"http://{host}:{port}"
     typer.echo(
         "\n".join(
@@ -86,6 +87,7 @@ def up(
                 f"  database   {_redacted(settings.database_url)}",
                 f"  broker     {_redacted(settings.broker_url)}",
                 f"  workers    control pid {control.pid}, shards pid {runner.pid} (concurrency {workers})",
+                f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
             ]
         ),
         err=True,
@@ -111,6 +113,26 @@ def up(
         uvicorn.run("relay.app:app", host=host, port=port, log_level="warning")
     finally:
         stop_workers()
+
+
+def _request_demo_replay(settings: Settings) -> str:
+    """On a first start (no job recorded yet) plan and run the bundled release replay."""
+    if not settings.demo_replay.strip() or not settings.runner_enabled:
+        return ""
+    from sqlalchemy import func, select
+
+    from relay.db import session_scope
+    from relay.models import Delivery, Job
+    from relay.queue import TASK_REPLAY, make_producer
+
+    base_version, _, head_version = settings.demo_replay.partition(":")
+    with session_scope(settings.database_url) as session:
+        if session.scalar(select(func.count()).select_from(Job)) or session.scalar(
+            select(Delivery.id).where(Delivery.source == "replay")
+        ):
+            return ""
+    make_producer(settings).send_task(TASK_REPLAY, args=[base_version, head_version])
+    return f"first start: replaying upstream {base_version} -> {head_version} on the spyre runner"
 
 
 def worker(

@@ -16,6 +16,7 @@ TASK_PROCESS_DELIVERY = "workers.process_delivery"
 TASK_SWEEP_DELIVERIES = "workers.sweep_deliveries"
 TASK_SWEEP_JOBS = "workers.sweep_jobs"
 TASK_NIGHTLY = "workers.nightly"
+TASK_REPLAY = "workers.replay"
 CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
 SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers
 TASK_RUN_SHARD = "workers.run_shard"

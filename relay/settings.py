@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     callback_url: str | None = None
     callback_token: SecretStr | None = None
     public_url: str = "http://127.0.0.1:8000"  # used for run URLs in callbacks
+    # on first start (no job yet), `relay up` replays this release step ("2.13:2.14"); empty: none
+    demo_replay: str = "2.13:2.14"
     # crontab (UTC, "minute hour day month weekday") of the nightly run; empty: none
     nightly_cron: str = "0 2 * * *"
 

@@ -37,7 +37,14 @@ from relay.models import (
     ShardState,
     utcnow,
 )
-from relay.queue import SHARD_QUEUE, TASK_NIGHTLY, TASK_RUN_SHARD, TASK_SWEEP_JOBS, queue_depth
+from relay.queue import (
+    SHARD_QUEUE,
+    TASK_NIGHTLY,
+    TASK_REPLAY,
+    TASK_RUN_SHARD,
+    TASK_SWEEP_JOBS,
+    queue_depth,
+)
 from relay.settings import Settings, get_settings
 from workers import jobs
 from workers.celery_app import app
@@ -565,4 +572,43 @@ def nightly(head_sha: str | None = None, day: str | None = None) -> int | None:
 
     process_delivery.apply_async(args=[pk], headers={"delivery_id": delivery_id})
     log.info("nightly run requested", extra={"head_sha": sha, "delivery_pk": pk})
+    return pk
+
+
+@app.task(name=TASK_REPLAY)
+def replay(base_version: str, head_version: str) -> int | None:
+    """A release replay (e.g. 2.13 -> 2.14) run as a CRCR "periodic" event: planned by the
+    selector on the released wheels and run like any other. Once per version pair."""
+    import json as _json
+
+    from relay.deliveries import DeliveryCreate, StoreOutcome, store
+    from workers.tasks import process_delivery
+
+    settings = get_settings()
+    body = _json.dumps(
+        {
+            "repository": {"full_name": settings.upstream_repo},
+            "head_sha": f"v{head_version}",
+            "base_version": base_version,
+            "head_version": head_version,
+        }
+    ).encode()
+    delivery_id = f"replay-{base_version}-{head_version}"
+    with session_scope(settings.database_url) as session:
+        outcome, pk = store(
+            session,
+            data=DeliveryCreate(
+                delivery_id=delivery_id,
+                event="periodic",
+                action=None,
+                repo=settings.upstream_repo,
+                raw_body=body,
+                source="replay",
+                head_sha=f"v{head_version}",
+            ),  # fmt: skip
+        )
+    if outcome is StoreOutcome.DUPLICATE:
+        return None
+    process_delivery.apply_async(args=[pk], headers={"delivery_id": delivery_id})
+    log.info("release replay requested", extra={"base": base_version, "head": head_version})
     return pk

@@ -152,5 +152,12 @@ def normalize(
     if event in ("nightly", "periodic"):
         # CRCR's self-report shape: the tested upstream SHA is the delivery id.
         sha = _require(payload, "head_sha")
-        return UpstreamEvent(**{**common, "upstream_delivery_id": sha}, head_sha=sha, after_sha=sha)
+        return UpstreamEvent(
+            **{**common, "upstream_delivery_id": sha},
+            head_sha=sha,
+            after_sha=sha,
+            # a release replay names the two versions it compares (our extension)
+            base_ref=payload.get("base_version"),
+            head_ref=payload.get("head_version"),
+        )
     raise EventError(f"unsupported event {event!r}")

@@ -155,6 +155,8 @@ def start_stack(
         "RELAY_TEST_MARKER_DIR": str(tmp / "markers"),
         "RELAY_LOG_JSON": "true",
         "RELAY_RUNNER_ENABLED": "false",
+        "RELAY_DEMO_REPLAY": "",
+        "RELAY_NIGHTLY_CRON": "",
         **(extra_env or {}),
     }
     (tmp / "markers").mkdir(parents=True, exist_ok=True)
