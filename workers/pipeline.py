@@ -605,7 +605,7 @@ def replay(base_version: str, head_version: str) -> int | None:
                 raw_body=body,
                 source="replay",
                 head_sha=f"v{head_version}",
-            ),  # fmt: skip
+            ),
         )
     if outcome is StoreOutcome.DUPLICATE:
         return None
