@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "submit": "relay.cli_serve:submit",
     "select": "selector.cli_select:select",
     "replay": "selector.cli_select:replay",
+    "eval": "selector.cli_select:evaluate",
 }
 
 

@@ -157,3 +157,63 @@ def replay(
 
 def _load_json(path: Path) -> dict:  # type: ignore[type-arg]
     return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def evaluate(
+    kind: str = typer.Option("mutation", "--kind", help="ground truth: mutation (release: see "
+                                                       "--ground-truth)"),
+    suite: list[str] = typer.Option([], "--suite", "-s", help="restrict the universe (and its "
+                                                              "full runs) to these suites"),
+    limit: int = typer.Option(0, "--limit", help="first N mutants of the catalogue (0 = all)"),
+    run: bool = typer.Option(False, "--run", help="run missing ground truth (long: the full "
+                                                 "universe once per mutant, cached)"),
+    ground_truth: Path | None = typer.Option(None, "--ground-truth",
+                                             help="a GroundTruth JSON to score instead"),
+    budget: float | None = _BUDGET,
+    profiling_map: Path | None = _PROFILING,
+    no_import_map: bool = _NO_IMPORTS,
+    report: Path | None = typer.Option(None, "--report", help="write the table (Markdown) here"),
+) -> None:
+    """Recall and cost of the selector against ground truth, beside run-all, random at equal
+    cost and PyTorch's file-level target determination."""
+    from selector.evaluate import GroundTruth, scores_json, table
+    from selector.evaluate import evaluate as score_all
+    from selector.groundtruth import (
+        event_facts,
+        installed_reader,
+        mutation_ground_truth,
+    )
+    from selector.mutations import MUTANTS
+
+    universe = universe_from_inventory(suites=suite)
+    if ground_truth is not None:
+        truth = GroundTruth.load(ground_truth)
+    elif kind == "mutation":
+        names = list(MUTANTS)[: limit or None]
+        truth = mutation_ground_truth(universe, names, run=run, log=typer.echo)
+    else:
+        typer.echo("error: release ground truth needs --ground-truth FILE (the 2.13.0/2.14.1 "
+                   "full runs are not produced by this build)", err=True)
+        raise typer.Exit(2)
+    if not truth.events:
+        typer.echo("no ground truth yet: add --run (runs the full universe per mutant)", err=True)
+        raise typer.Exit(1)
+    config = SignalConfig(profiling_map=profiling_map,
+                          import_map=None if no_import_map else import_map_for(universe))
+    plans = {}
+    for event in truth.events:
+        start = time.perf_counter()
+        plan = run_selection(event_facts(event), universe, reader=installed_reader,
+                             config=config, budget_seconds=budget)
+        plan.decision_seconds = round(time.perf_counter() - start, 4)
+        plans[event.name] = plan
+    scores = score_all(truth, universe, plans, profiling_map=profiling_map)
+    text = table(scores, truth)
+    typer.echo(text)
+    unobservable = [e.name for e in truth.events if not e.failing]
+    if unobservable:
+        typer.echo(f"unobservable mutants ({len(unobservable)}): {', '.join(unobservable)}")
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(text + "\n", encoding="utf-8")
+        report.with_suffix(".json").write_text(scores_json(scores), encoding="utf-8")

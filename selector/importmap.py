@@ -26,25 +26,104 @@ import pytest
 
 from selector.inventory import Variant
 
-IMPORT_MAP_VERSION = 1
+IMPORT_MAP_VERSION = 2
 DEFAULT_IMPORT_MAP_DIR = Path("var/selector")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--import-map-out", default=None,
                      help="write the torch modules loaded during the session (selector)")
+    parser.addoption("--trace-calls", action="store_true", default=False,
+                     help="with --import-map-out: also record the torch functions each test calls")
+    parser.addoption("--only-ids", default=None,
+                     help="file of node ids: deselect every other collected test")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    path = config.getoption("--only-ids")
+    if not path:
+        return
+    wanted = set(Path(path).read_text(encoding="utf-8").split())
+    keep = [i for i in items if i.nodeid in wanted]
+    config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in wanted])
+    items[:] = keep
+
+
+_CALLS: dict[str, set[Any]] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    if not item.config.getoption("--trace-calls"):
+        yield
+        return
+    seen: set[Any] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        # called once per Python frame entered; returning None skips line tracing
+        seen.add(frame.f_code)
+
+    old = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(old)
+        _CALLS[item.nodeid] = seen
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = session.config.getoption("--import-map-out")
-    if out:
-        Path(out).write_text(json.dumps(sorted(loaded_torch_modules())), encoding="utf-8")
+    if not out:
+        return
+    data: dict[str, Any] = {"modules": sorted(loaded_torch_modules())}
+    if _CALLS:
+        root = _torch_root()
+        tests = sorted(_CALLS)
+        calls: dict[str, list[int]] = {}
+        names: dict[Any, str | None] = {}
+        for index, test in enumerate(tests):
+            for code in _CALLS[test]:
+                if code not in names:
+                    names[code] = _symbol(code, root)
+                key = names[code]
+                if key is not None:
+                    calls.setdefault(key, []).append(index)
+        data["tests"] = tests
+        data["calls"] = {k: sorted(set(v)) for k, v in sorted(calls.items())}
+    Path(out).write_text(json.dumps(data), encoding="utf-8")
+
+
+def _torch_root() -> Path:
+    import torch
+
+    return Path(torch.__file__).resolve().parent.parent
+
+
+_PROJECT = Path(__file__).resolve().parent.parent
+
+
+def _symbol(code: Any, root: Path) -> str | None:
+    """``torch/x.py::Class.method`` for a code object in torch or the backend package
+    (``spyre_stack/...``); nested functions are folded into their enclosing definition."""
+    filename = Path(code.co_filename)
+    rel = None
+    for base, prefixes in ((root, ("torch/", "torchgen/")), (_PROJECT, ("spyre_stack/",))):
+        try:
+            candidate = filename.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if candidate.startswith(prefixes):
+            rel = candidate
+            break
+    if rel is None:
+        return None
+    qual = code.co_qualname.split(".<locals>", 1)[0]
+    return None if qual == "<module>" else f"{rel}::{qual}"
 
 
 def loaded_torch_modules() -> set[str]:
-    import torch
-
-    root = Path(torch.__file__).resolve().parent.parent
+    root = _torch_root()
     found = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
@@ -59,16 +138,30 @@ def loaded_torch_modules() -> set[str]:
     return found
 
 
-def sample(variants: Iterable[Variant], per_template: int) -> list[str]:
-    by_template: dict[tuple[str, str], list[str]] = {}
+def sample(variants: Iterable[Variant], per_template: int, *, sweep: int = 0) -> list[str]:
+    """``per_template`` variants of every template, plus one variant per op / module for the
+    ``sweep`` largest op-parametrized templates (the traced coverage needs every op once)."""
+    by_template: dict[tuple[str, str], list[Variant]] = {}
     for v in variants:
-        by_template.setdefault((v.file, v.base), []).append(v.test_id)
-    out = []
+        by_template.setdefault((v.file, v.base), []).append(v)
+    out: list[str] = []
     for key in sorted(by_template):
-        ids = sorted(by_template[key])
+        ids = sorted(v.test_id for v in by_template[key])
         step = max(1, len(ids) // per_template)
         out += ids[::step][:per_template]
-    return out
+    def width(key: tuple[str, str], attr: str) -> int:
+        return len({getattr(v, attr) for v in by_template[key] if getattr(v, attr)})
+
+    chosen = []
+    for attr in ("op", "module"):
+        ranked = sorted(by_template, key=lambda k: (-width(k, attr), k))
+        chosen += [k for k in ranked[:sweep] if width(k, attr)]
+    for key in chosen:
+        per_target: dict[str, Variant] = {}
+        for v in sorted(by_template[key], key=lambda v: (v.dtype != "float32", v.test_id)):
+            per_target.setdefault(str(v.op or v.module), v)
+        out += [v.test_id for v in per_target.values()]
+    return list(dict.fromkeys(out))
 
 
 def learn_import_map(
@@ -77,6 +170,7 @@ def learn_import_map(
     key: str,
     backend: str = "spyre",
     per_template: int = 3,
+    sweep: int = 0,
     cache_dir: Path = DEFAULT_IMPORT_MAP_DIR,
     root: Path | None = None,
     timeout: float = 1800,
@@ -84,25 +178,35 @@ def learn_import_map(
     """Run a sample, write and return the map file (reused when ``key`` already has one)."""
     from selector.inventory_sources import PROJECT_ROOT, get_backend
 
-    path = cache_dir / f"importmap-{key}.json"
+    path = cache_dir / f"importmap-{key}{'-traced' if sweep else ''}.json"
     if path.is_file():
         return path
     be = get_backend(backend)
-    ids = sample(variants, per_template)
+    ids = sample(variants, per_template, sweep=sweep)
     with tempfile.TemporaryDirectory(prefix="relay-importmap-") as tmp:
         out = Path(tmp) / "modules.json"
+        id_file = Path(tmp) / "ids.txt"
+        id_file.write_text("\n".join(ids), encoding="utf-8")
         cmd = [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "-p", "selector.importmap", "--import-map-out", str(out)]
+               "-W", "ignore::UserWarning", "-p", "selector.importmap",
+               "--import-map-out", str(out)]
+        if sweep:
+            cmd.append("--trace-calls")
         for plugin in be.plugins:
             cmd += ["-p", plugin]
-        cmd += ids
+        # collect the files exactly as the inventory did (same order: variant class names can
+        # depend on it) and keep only the sample
+        files = list(dict.fromkeys(v.file for v in variants))
+        cmd += ["--only-ids", str(id_file), *files]
         proc = subprocess.run(cmd, cwd=root or PROJECT_ROOT, env={**os.environ, **be.env},
                               capture_output=True, text=True, timeout=timeout, check=False)
         if not out.is_file():
             raise RuntimeError(f"import-map run failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
-        modules = json.loads(out.read_text(encoding="utf-8"))
+        traced = json.loads(out.read_text(encoding="utf-8"))
+        if sweep and "calls" not in traced:
+            raise RuntimeError(f"traced run recorded no calls:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
     data: dict[str, Any] = {"version": IMPORT_MAP_VERSION, "key": key, "tests_run": len(ids),
-                            "modules": modules}
+                            **traced}
     cache_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     return path

@@ -252,7 +252,7 @@ def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None
     if not universe.key or universe.kind not in ("bundled", "installed+facts"):
         return None
     key = "".join(c if c.isalnum() or c in ".-" else "_" for c in universe.key)
-    return learn_import_map(universe.variants, key=key, backend=backend)
+    return learn_import_map(universe.variants, key=key, backend=backend, sweep=1)
 
 
 def plan_for_event(

@@ -22,6 +22,7 @@ from selector.signals.edited import EditedTests
 from selector.signals.imports import NotImported
 from selector.signals.operators import Operators
 from selector.signals.paths import PathRules
+from selector.signals.traced import TracedCoverage
 
 SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
     "import-map": NotImported,
@@ -29,6 +30,7 @@ SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
     "edited-tests": EditedTests,
     "opinfo-moduleinfo": DatabaseEntries,
     "operators": Operators,
+    "traced-coverage": TracedCoverage,
     "coverage": CoverageMap,
     "path-rules": PathRules,
 }

@@ -39,8 +39,9 @@ def repo(tmp_path: Path) -> UpstreamRepo:
 def plan_for(repo: UpstreamRepo, config: SignalConfig = NO_PRIOR, **kw):  # type: ignore[no-untyped-def]
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
-    return run_selection(facts, make_universe(), reader=source_reader(source, facts),
-                         config=config, **kw)
+    return run_selection(
+        facts, make_universe(), reader=source_reader(source, facts), config=config, **kw
+    )
 
 
 def ids_with(plan, text: str) -> set[str]:  # type: ignore[no-untyped-def]
@@ -56,8 +57,13 @@ def test_every_signal_implements_the_protocol() -> None:
 
 
 def test_edited_test_selects_itself_and_nothing_else(repo: UpstreamRepo) -> None:
-    repo.commit({"test/test_ops.py": TEST_OPS.replace("self.assertTrue(_helper())",
-                                                       "self.assertEqual(_helper(), 1)")})
+    repo.commit(
+        {
+            "test/test_ops.py": TEST_OPS.replace(
+                "self.assertTrue(_helper())", "self.assertEqual(_helper(), 1)"
+            )
+        }
+    )
     plan = plan_for(repo)
     assert not plan.fallback
     assert {t.test_id.split("::")[-1].split("_spyre")[0].rsplit("_", 1)[0] for t in plan.tests}
@@ -75,8 +81,13 @@ def test_edited_helper_of_a_test_file_selects_the_whole_file(repo: UpstreamRepo)
 
 
 def test_changed_opinfo_selects_its_variants_across_dtypes(repo: UpstreamRepo) -> None:
-    repo.commit({"torch/testing/_internal/common_methods_invocations.py":
-                 OPINFO_DB.replace("return [1, 2]", "return [1, 2, 3]")})
+    repo.commit(
+        {
+            "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+                "return [1, 2]", "return [1, 2, 3]"
+            )
+        }
+    )
     plan = plan_for(repo)
     assert not plan.fallback
     assert set(plan.test_ids) == ids_with(plan, "_add_")
@@ -90,22 +101,34 @@ def test_changed_info_class_selects_every_entry_built_with_it(repo: UpstreamRepo
     text = OPINFO_DB + "\n\nclass UnaryUfuncInfo(OpInfo):\n    pass\n"
     repo.commit({"torch/testing/_internal/common_methods_invocations.py": text})
     base_plan = plan_for(repo)
-    repo.commit({"torch/testing/_internal/common_methods_invocations.py":
-                 text.replace("    pass\n", "    domain = (0, 1)\n")})
+    repo.commit(
+        {
+            "torch/testing/_internal/common_methods_invocations.py": text.replace(
+                "    pass\n", "    domain = (0, 1)\n"
+            )
+        }
+    )
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
-    plan = run_selection(facts, make_universe(), reader=source_reader(source, facts),
-                         config=NO_PRIOR)
+    plan = run_selection(
+        facts, make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
+    )
     assert base_plan.tests  # adding the class is itself a change
     assert {t.split("::")[-1].split("_spyre")[0] for t in plan.test_ids} == {
-        f"{tpl}_nn_functional_{op}" for tpl in ("test_compare_cpu", "test_out")
+        f"{tpl}_nn_functional_{op}"
+        for tpl in ("test_compare_cpu", "test_out")
         for op in ("gelu", "silu")
     }
 
 
 def test_changed_decomposition_helper_selects_the_ops_using_it(repo: UpstreamRepo) -> None:
-    repo.commit({"torch/_decomp/decompositions.py":
-                 DECOMPOSITIONS.replace("return x * 0.5", "return x * 0.25")})
+    repo.commit(
+        {
+            "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+                "return x * 0.5", "return x * 0.25"
+            )
+        }
+    )
     plan = plan_for(repo)
     assert not plan.fallback
     assert set(plan.test_ids) == ids_with(plan, "nn_functional_gelu")
@@ -115,8 +138,13 @@ def test_changed_decomposition_helper_selects_the_ops_using_it(repo: UpstreamRep
 
 
 def test_changed_decomposition_of_a_list_of_ops(repo: UpstreamRepo) -> None:
-    repo.commit({"torch/_decomp/decompositions.py":
-                 DECOMPOSITIONS.replace("self.sigmoid()", "self.sigmoid() * 1")})
+    repo.commit(
+        {
+            "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+                "self.sigmoid()", "self.sigmoid() * 1"
+            )
+        }
+    )
     plan = plan_for(repo)
     assert set(plan.test_ids) == ids_with(plan, "nn_functional_silu") and plan.tests
 
@@ -124,11 +152,14 @@ def test_changed_decomposition_of_a_list_of_ops(repo: UpstreamRepo) -> None:
 def test_schema_and_derivative_entries_select_their_ops(repo: UpstreamRepo) -> None:
     from tests.selector.stages_repo import DERIVATIVES, NATIVE_FUNCTIONS
 
-    repo.commit({
-        "aten/src/ATen/native/native_functions.yaml":
-            NATIVE_FUNCTIONS.replace("CPU: gelu_kernel", "CPU: gelu_kernel_v2"),
-        "tools/autograd/derivatives.yaml": DERIVATIVES.replace("grad * self", "self * grad"),
-    })
+    repo.commit(
+        {
+            "aten/src/ATen/native/native_functions.yaml": NATIVE_FUNCTIONS.replace(
+                "CPU: gelu_kernel", "CPU: gelu_kernel_v2"
+            ),
+            "tools/autograd/derivatives.yaml": DERIVATIVES.replace("grad * self", "self * grad"),
+        }
+    )
     plan = plan_for(repo)
     assert not plan.fallback
     selected = {t.split("::")[-1].split("_spyre")[0].split("_", 3)[-1] for t in plan.test_ids}
@@ -138,9 +169,12 @@ def test_schema_and_derivative_entries_select_their_ops(repo: UpstreamRepo) -> N
 
 
 def test_kernel_source_selects_the_ops_it_implements(repo: UpstreamRepo) -> None:
-    repo.commit({"aten/src/ATen/native/BinaryOps.cpp":
-                 "void add_out_kernel(TensorIterator& iter) { /* faster */ }\n"
-                 "void mul_kernel() {}\n"})
+    repo.commit(
+        {
+            "aten/src/ATen/native/BinaryOps.cpp": "void add_out_kernel(TensorIterator& iter) { /* faster */ }\n"
+            "void mul_kernel() {}\n"
+        }
+    )
     plan = plan_for(repo)
     assert not plan.fallback
     # the file defines both kernels: add (structured add.out) and mul
@@ -176,10 +210,15 @@ def test_path_rules_core_cpp_selects_all_and_docs_nothing(repo: UpstreamRepo) ->
 
 def test_coverage_prior_maps_unexplained_python_files(repo: UpstreamRepo, tmp_path: Path) -> None:
     prior = tmp_path / "profiling.json"
-    prior.write_text('{"torch/utils/thing.py": {"test_ops": 1.0}, '
-                     '"torch/other.py": {"dynamo/test_x": 1.0}}')
-    repo.commit({"torch/utils/thing.py": "def f():\n    return 1\n",
-                 "torch/other.py": "def g():\n    return 1\n"})
+    prior.write_text(
+        '{"torch/utils/thing.py": {"test_ops": 1.0}, "torch/other.py": {"dynamo/test_x": 1.0}}'
+    )
+    repo.commit(
+        {
+            "torch/utils/thing.py": "def f():\n    return 1\n",
+            "torch/other.py": "def g():\n    return 1\n",
+        }
+    )
     plan = plan_for(repo, config=SignalConfig(profiling_map=prior))
     assert not plan.fallback
     assert len(plan.tests) == 16 and all(t.signals == ["coverage"] for t in plan.tests)
@@ -233,11 +272,13 @@ def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(tmp_path: Pat
 def test_budget_keeps_the_riskiest_first_and_lists_the_rest(repo: UpstreamRepo) -> None:
     universe = make_universe()
     ids = [v.test_id for v in universe.variants]
-    history = History.from_mapping({
-        ids[5]: {"seconds": 1.0, "runs": 10, "failures": 5},
-        ids[9]: {"seconds": 1.0, "runs": 10, "failures": 0, "flaky": True},
-        **{tid: {"seconds": 1.0, "runs": 10} for tid in ids if tid not in (ids[5], ids[9])},
-    })
+    history = History.from_mapping(
+        {
+            ids[5]: {"seconds": 1.0, "runs": 10, "failures": 5},
+            ids[9]: {"seconds": 1.0, "runs": 10, "failures": 0, "flaky": True},
+            **{tid: {"seconds": 1.0, "runs": 10} for tid in ids if tid not in (ids[5], ids[9])},
+        }
+    )
     candidates = {tid: Candidate(tid, ("r",), ("s",), 0.5) for tid in ids}
     kept = applicability_stage(candidates, universe).kept
     result = budget_stage(kept, universe, budget_seconds=3.0, workers=2, history=history)
@@ -269,8 +310,10 @@ def test_new_tests_rank_first_and_unknown_durations_use_the_simulator() -> None:
 
 
 def test_sharding_is_longest_first_and_balanced() -> None:
-    items = [Ranked(f"t{i}", i, 0.0, s, "history", "run", True, (), ())
-             for i, s in enumerate([8, 7, 6, 5, 4, 3, 2, 1])]
+    items = [
+        Ranked(f"t{i}", i, 0.0, s, "history", "run", True, (), ())
+        for i, s in enumerate([8, 7, 6, 5, 4, 3, 2, 1])
+    ]
     shards, loads = shard_longest_first(items, 3)
     # LPT: 8,7,6 open the shards; 5,4,3 go to the lightest (6, then 7, then 8); 2 and 1 follow
     assert shards == [["t0", "t5", "t6"], ["t1", "t4", "t7"], ["t2", "t3"]]
@@ -279,16 +322,22 @@ def test_sharding_is_longest_first_and_balanced() -> None:
 
 
 def test_each_stage_records_counts_in_and_out(repo: UpstreamRepo) -> None:
-    repo.commit({"torch/testing/_internal/common_methods_invocations.py":
-                 OPINFO_DB.replace("return [3]", "return [4]"),
-                 "docs/index.md": "# changed\n"})
+    repo.commit(
+        {
+            "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+                "return [3]", "return [4]"
+            ),
+            "docs/index.md": "# changed\n",
+        }
+    )
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
     changes = changes_stage(facts)
     assert changes.record.count_in == 2
     assert {u.key for u in changes.units} >= {"docs/index.md", "opinfo:mul"}
-    impact = impact_stage(changes, make_universe(), config=NO_PRIOR,
-                          reader=source_reader(source, facts))
+    impact = impact_stage(
+        changes, make_universe(), config=NO_PRIOR, reader=source_reader(source, facts)
+    )
     assert impact.record.count_in == len(changes.units)
     assert impact.record.count_out == len(impact.candidates) == 4
     assert not impact.unexplained
@@ -306,18 +355,23 @@ def test_op_keys() -> None:
 def test_changes_only_for_other_devices_select_nothing(repo: UpstreamRepo) -> None:
     from tests.selector.stages_repo import NATIVE_FUNCTIONS
 
-    repo.commit({
-        "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
-            "    return self * _erf_helper(self)",
-            "    if self.device.type == 'xpu':\n        return self\n"
-            "    return self * _erf_helper(self)"),
-        "aten/src/ATen/native/native_functions.yaml": NATIVE_FUNCTIONS.replace(
-            "    CPU: mul_kernel", "    CPU: mul_kernel\n    XPU: mul_kernel_xpu"),
-        "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
-            'OpInfo("add", sample_inputs_func=sample_inputs_add)',
-            'OpInfo("add", sample_inputs_func=sample_inputs_add, '
-            'skips=(DecorateInfo(unittest.skip("x"), device_type="xpu"),))'),
-    })
+    repo.commit(
+        {
+            "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+                "    return self * _erf_helper(self)",
+                "    if self.device.type == 'xpu':\n        return self\n"
+                "    return self * _erf_helper(self)",
+            ),
+            "aten/src/ATen/native/native_functions.yaml": NATIVE_FUNCTIONS.replace(
+                "    CPU: mul_kernel", "    CPU: mul_kernel\n    XPU: mul_kernel_xpu"
+            ),
+            "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+                'OpInfo("add", sample_inputs_func=sample_inputs_add)',
+                'OpInfo("add", sample_inputs_func=sample_inputs_add, '
+                'skips=(DecorateInfo(unittest.skip("x"), device_type="xpu"),))',
+            ),
+        }
+    )
     plan = plan_for(repo)
     assert plan.tests == [] and not plan.fallback
     assert "code for xpu" in plan.explained["torch/_decomp/decompositions.py::gelu"][0]
@@ -326,10 +380,15 @@ def test_changes_only_for_other_devices_select_nothing(repo: UpstreamRepo) -> No
 
 
 def test_a_device_neutral_change_next_to_a_device_branch_still_selects(repo: UpstreamRepo) -> None:
-    repo.commit({"torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
-        "    return self * _erf_helper(self)",
-        "    if self.device.type == 'xpu':\n        return self\n"
-        "    return self * _erf_helper(self) + 0")})
+    repo.commit(
+        {
+            "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+                "    return self * _erf_helper(self)",
+                "    if self.device.type == 'xpu':\n        return self\n"
+                "    return self * _erf_helper(self) + 0",
+            )
+        }
+    )
     plan = plan_for(repo)
     assert plan.tests and set(plan.test_ids) == ids_with(plan, "gelu")
 
@@ -338,11 +397,52 @@ def test_modules_our_runs_never_import_select_nothing(repo: UpstreamRepo, tmp_pa
     import json
 
     imports = tmp_path / "imports.json"
-    imports.write_text(json.dumps({"version": 1, "key": "k", "tests_run": 3,
-                                   "modules": ["torch/__init__.py", "torch/used.py"]}))
-    repo.commit({"torch/unused.py": "def f():\n    return 1\n",
-                 "torch/used.py": "def g():\n    return 1\n"})
+    imports.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "key": "k",
+                "tests_run": 3,
+                "modules": ["torch/__init__.py", "torch/used.py"],
+            }
+        )
+    )
+    repo.commit(
+        {"torch/unused.py": "def f():\n    return 1\n", "torch/used.py": "def g():\n    return 1\n"}
+    )
     plan = plan_for(repo, config=SignalConfig(profiling_map=None, import_map=imports))
     assert "never imported" in plan.explained["torch/unused.py::f"][0]
     assert plan.fallback and "torch/used.py::g" in plan.unexplained
     assert not any(u.startswith("torch/unused.py") for u in plan.unexplained)
+
+
+def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
+        repo: UpstreamRepo, tmp_path: Path) -> None:
+    import json
+
+    universe = make_universe()
+    gelu = next(v.test_id for v in universe.variants if v.op == "nn.functional.gelu")
+    linear = next(v.test_id for v in universe.variants if v.module == "nn.Linear")
+    traced = tmp_path / "traced.json"
+    traced.write_text(json.dumps({
+        "version": 2, "key": "k", "tests_run": 2, "modules": ["torch/utils/act.py"],
+        "tests": [gelu, linear],
+        "calls": {"torch/utils/act.py::helper": [0, 1], "torch/utils/act.py::Act.run": [0]},
+    }))
+    repo.commit({"torch/utils/act.py": "LIMIT = 1\n\ndef helper():\n    return 1\n\n"
+                                      "def cold():\n    return 2\n\n"
+                                      "class Act:\n    def run(self):\n        return LIMIT\n"})
+    repo.git("tag", "traced-base")
+    repo.commit({"torch/utils/act.py": "LIMIT = 2\n\ndef helper():\n    return 3\n\n"
+                                      "def cold():\n    return 4\n\n"
+                                      "class Act:\n    def run(self):\n        return LIMIT\n"})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("traced-base"), source.resolve("HEAD"))
+    plan = run_selection(facts, universe, reader=source_reader(source, facts),
+                         config=SignalConfig(profiling_map=None, import_map=traced))
+    assert not plan.fallback
+    ops = {universe.by_id[t].op or universe.by_id[t].module for t in plan.test_ids}
+    # helper: gelu and Linear; LIMIT (module level) reaches Act.run: gelu; cold: nothing
+    assert ops == {"nn.functional.gelu", "nn.Linear"}
+    assert "not called by any" in plan.explained["torch/utils/act.py::cold"][0]
+    assert "module-level names used by Act" in plan.explained["torch/utils/act.py::<module>"][0]

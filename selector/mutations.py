@@ -1,0 +1,126 @@
+"""Mutation ground truth: single-function faults in upstream code the tests run on the device.
+
+A mutant names one function (``module:qualname``). Loaded as a pytest plugin with
+``RELAY_MUTANT=<name>``, this module replaces that function for the session by a wrapper that
+misbehaves only when one of its tensor arguments lives on the backend's device (the CPU
+reference the tests compare with is left alone): a floating result is shifted by 0.5, any other
+result raises. The full universe then runs once per mutant (and once without), and the variants
+whose outcome differs are the mutant's ground truth. Outcomes are recorded by this plugin with
+``--outcomes-out FILE``.
+
+The catalogue lists functions the bundled suites execute on the device: ``torch.nn.functional``
+Python wrappers, ``torch.functional`` helpers, ``Tensor`` methods written in Python, and the
+reference implementations the decompositions use.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# name -> (module, qualname)
+MUTANTS: dict[str, tuple[str, str]] = {
+    f"F.{n}": ("torch.nn.functional", n) for n in (
+        "relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "silu", "mish",
+        "hardswish", "hardsigmoid", "softmax", "log_softmax", "softmin", "glu", "normalize",
+        "pad", "dropout", "logsigmoid", "softsign", "tanhshrink", "threshold", "layer_norm",
+        "group_norm", "batch_norm", "instance_norm", "linear", "gelu", "cosine_similarity",
+        "pairwise_distance", "embedding", "mse_loss", "l1_loss", "smooth_l1_loss",
+    )
+}
+MUTANTS.update({
+    "torch.functional.norm": ("torch.functional", "norm"),
+    "torch.functional.split": ("torch.functional", "split"),
+    "torch.functional.broadcast_tensors": ("torch.functional", "broadcast_tensors"),
+    "torch.functional.tensordot": ("torch.functional", "tensordot"),
+    "torch.functional.cdist": ("torch.functional", "cdist"),
+    "Tensor.__rsub__": ("torch._tensor", "Tensor.__rsub__"),
+    "Tensor.__rdiv__": ("torch._tensor", "Tensor.__rdiv__"),
+    "Tensor.__rpow__": ("torch._tensor", "Tensor.__rpow__"),
+    "Tensor.__floordiv__": ("torch._tensor", "Tensor.__floordiv__"),
+    "Tensor.split": ("torch._tensor", "Tensor.split"),
+    "Tensor.unique": ("torch._tensor", "Tensor.unique"),
+    "Tensor.norm": ("torch._tensor", "Tensor.norm"),
+})
+
+DEVICE_TYPES = frozenset({"privateuse1", "spyre"})
+
+
+def module_path(module: str) -> str:
+    """``torch.nn.functional`` -> ``torch/nn/functional.py`` (the file a change would touch)."""
+    mod = importlib.import_module(module)
+    file = Path(mod.__file__ or "")
+    parts = module.split(".")
+    if file.name == "__init__.py":
+        return "/".join([*parts, "__init__.py"])
+    return "/".join([*parts[:-1], file.name])
+
+
+def _on_device(values: Any, depth: int = 0) -> bool:
+    import torch
+
+    if isinstance(values, torch.Tensor):
+        return values.device.type in DEVICE_TYPES
+    if depth < 2 and isinstance(values, list | tuple):
+        return any(_on_device(v, depth + 1) for v in values)
+    if depth < 2 and isinstance(values, dict):
+        return any(_on_device(v, depth + 1) for v in values.values())
+    return False
+
+
+def faulty(fn: Any, name: str) -> Any:
+    import torch
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        if not (_on_device(args) or _on_device(kwargs)):
+            return result
+        if isinstance(result, torch.Tensor) and result.is_floating_point():
+            return result + 0.5
+        raise RuntimeError(f"mutant {name}: injected fault")
+
+    return wrapper
+
+
+def apply(name: str) -> None:
+    module, qual = MUTANTS[name]
+    mod = importlib.import_module(module)
+    owner: Any = mod
+    parts = qual.split(".")
+    for part in parts[:-1]:
+        owner = getattr(owner, part)
+    original = getattr(owner, parts[-1])
+    setattr(owner, parts[-1], faulty(original, name))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--outcomes-out", default=None, help="write {node id: outcome} here")
+
+
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    name = os.environ.get("RELAY_MUTANT")
+    if name:
+        apply(name)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # a failure or skip in any phase wins over a passed call
+    if report.when == "call" or report.outcome != "passed":
+        _OUTCOMES[report.nodeid] = report.outcome if report.outcome != "passed" else (
+            _OUTCOMES.get(report.nodeid, "passed"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    out = session.config.getoption("--outcomes-out")
+    if out:
+        Path(out).write_text(json.dumps(_OUTCOMES, sort_keys=True), encoding="utf-8")
