@@ -57,7 +57,9 @@ def _inventory(
         else:
             if files:
                 raise InventoryError("--file needs --upstream (a PyTorch checkout)")
-            source = BundledSuites(tuple(suites))
+            BundledSuites(tuple(suites)).files()  # unknown suite names fail here
+            # --suite filters the full inventory: one cache entry serves every suite selection
+            source = BundledSuites()
         return build_inventory(
             source,
             backend=backend,
