@@ -141,6 +141,7 @@ def start_stack(
     broker_url: str,
     port: int,
     extra_env: dict[str, str] | None = None,
+    workers: int = 1,
 ) -> Stack:
     env = {
         **os.environ,
@@ -163,7 +164,7 @@ def start_stack(
     log_path = tmp / "relay-up.log"
     log = open(log_path, "wb")  # noqa: SIM115 - owned by the subprocess for its lifetime
     proc = subprocess.Popen(
-        [sys.executable, "-m", "relay", "up", "--port", str(port)],
+        [sys.executable, "-m", "relay", "up", "--port", str(port), "--workers", str(workers)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

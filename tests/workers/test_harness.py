@@ -153,3 +153,18 @@ def test_unknown_test_ids_are_reported_not_run(project: Path, launcher: Launcher
     )
     assert [r.outcome for r in run.results] == ["not_run"]
     assert "test_does_not_exist" in (run.results[0].message or "")
+
+
+def test_one_child_per_test_file(project: Path, launcher: Launcher) -> None:
+    (project / "test_other_file.py").write_text("def test_elsewhere():\n    assert True\n")
+    ids = [
+        "test_shard_sample.py::test_a_passes",
+        "test_other_file.py::test_elsewhere",
+        "test_shard_sample.py::TestStyle::test_j_unittest_passes",
+    ]
+    run = run_shard(
+        ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
+        workdir=project / "work3",
+    )  # fmt: skip
+    assert [r.outcome for r in run.results] == ["passed", "passed", "passed"]
+    assert run.children == 2

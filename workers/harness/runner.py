@@ -1,6 +1,6 @@
 """Run one shard's test ids to completion, whatever the tests do.
 
-The shard runs in a child pytest process that streams one JSON event per test. When the child
+The shard runs in child pytest processes (one per test file) that stream one JSON event per test. When the child
 dies in the middle of a test (a signal, ``os._exit``) that test is recorded as ``crashed``; when a
 test runs past the per-test timeout the child is killed and the test is recorded as ``timeout``.
 Either way the tests not yet run continue in a fresh child; tests already finished are neither
@@ -55,6 +55,10 @@ class ShardRun:
     results: list[TestOutcome]
     children: int  # processes used (1 + one per crash or timeout)
     seconds: float
+
+
+def _file_of(test_id: str) -> str:
+    return test_id.split("::", 1)[0]
 
 
 def _signal_name(code: int) -> str:
@@ -127,6 +131,10 @@ def run_shard(
             remaining = [t for t in ids if t not in results]
             if not remaining:
                 break
+            # One test file per child process, as upstream's run_test.py does: device-generic
+            # class names can depend on what the process instantiated before.
+            first_file = _file_of(remaining[0])
+            remaining = [t for t in remaining if _file_of(t) == first_file]
             children += 1
             events = workdir / f"events-{children}.jsonl"
             argsfile = workdir / f"args-{children}.txt"

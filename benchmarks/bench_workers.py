@@ -1,0 +1,138 @@
+"""The same bundled spyre variants run (a) by plain pytest in one process, (b) by `relay up` with
+one shard worker, (c) with two; wall-time ratios, per-test overhead and start-up cost.
+
+(b) and (c) go through the whole loop: a signed webhook, planning (a fixed plan of these
+variants, so the selector's time is not in the numbers), Celery shard tasks, the warm pool, the
+harness and result rows. N = BENCH_WORKERS_TESTS (default 2000) variants, drawn with a fixed
+seed from the runnable inventory of the bundled suites.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from benchmarks.report import Report
+from relay.db import session_scope
+from relay.models import TestResult
+from relay.settings import Settings
+from tests.relay.stack import start_stack
+from tests.services import free_port
+from tests.workers.test_loop import job_for, pr_body, wait_job
+from workers.selector_bridge import PRELOAD, PROJECT_ROOT, run_config, spec_paths
+
+N = int(os.environ.get("BENCH_WORKERS_TESTS", "2000"))
+
+
+def _variants() -> list[str]:
+    from selector.plan import universe_from_inventory
+
+    settings = Settings()
+    universe = universe_from_inventory(backend="spyre", specs=spec_paths(settings))
+    pool = sorted(v.test_id for v in universe.variants if v.decision != "skip" and not v.via)
+    return sorted(random.Random(1234).sample(pool, min(N, len(pool))))
+
+
+def _plain_pytest(ids: list[str], tmp: Path) -> float:
+    args, env = run_config(Settings(), spec_paths(Settings()))
+    argsfile = tmp / "ids.txt"
+    argsfile.write_text("\n".join(ids) + "\n")
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, f"@{argsfile}"],
+        cwd=PROJECT_ROOT, env={**os.environ, **env, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=7200,
+    )  # fmt: skip
+    return time.perf_counter() - start
+
+
+def _through_workers(ids: list[str], workers: int, tmp: Path) -> tuple[float, float, float]:
+    """(wall seconds from webhook to job completed, seconds to the first result, sum of test
+    durations)."""
+    args, env = run_config(Settings(), spec_paths(Settings()))
+    shards = [ids[i::workers] for i in range(workers)]
+    plans = tmp / "plans.json"
+    plans.write_text(
+        json.dumps(
+            {"bench": {"shards": shards, "pytest_args": args, "env": env, "preload": PRELOAD}}
+        )
+    )
+    stack = start_stack(
+        tmp=tmp, database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
+        broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}", port=free_port(), workers=workers,
+        extra_env={
+            "RELAY_RUNNER_ENABLED": "true", "RELAY_EVENT_HANDLERS": "[]",
+            "RELAY_PLANNER": "tests.workers.planners:labelled_planner", "RELAY_TEST_PLANS": str(plans),
+            "RELAY_PER_TEST_TIMEOUT": "300",
+        },
+    )  # fmt: skip
+    try:
+        delivery_id = str(uuid.uuid4())
+        start = time.perf_counter()
+        assert (
+            stack.post("pull_request", pr_body("bench"), delivery_id=delivery_id).status_code == 202
+        )
+
+        def first() -> bool:
+            job = job_for(stack, delivery_id)
+            if job is None:
+                return False
+            with session_scope(stack.database_url) as s:
+                return bool(
+                    s.scalar(
+                        select(func.count())
+                        .select_from(TestResult)
+                        .where(TestResult.job_pk == job.id)
+                    )
+                )
+
+        stack.wait_for(first, timeout=3600, what="first result")
+        first_result = time.perf_counter() - start
+        job = wait_job(stack, delivery_id, timeout=7200)
+        wall = time.perf_counter() - start
+        with session_scope(stack.database_url) as s:
+            busy = float(
+                s.scalar(select(func.sum(TestResult.duration_s)).where(TestResult.job_pk == job.id))
+                or 0.0
+            )
+        return wall, first_result, busy
+    finally:
+        stack.stop()
+
+
+def run(report: Report) -> None:
+    ids = _variants()
+    table = report.table(
+        f"Running {len(ids)} bundled spyre variants: plain pytest vs the workers",
+        ["runner", "wall s", "vs plain pytest", "first result s", "overhead per test ms"],
+        note="Overhead per test: (wall x workers - sum of test durations) / tests. First result: "
+        "from the webhook (or process start) to the first stored result, the start-up cost "
+        "(planning here is a fixed plan; the warm pool imports torch and the test databases once).",
+    )
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        plain = _plain_pytest(ids, tmp)
+        table.rows.append(["plain pytest, one process", f"{plain:.1f}", "1.00", "-", "-"])
+        for workers in (1, 2):
+            sub = tmp / f"w{workers}"
+            sub.mkdir()
+            wall, first, busy = _through_workers(ids, workers, sub)
+            overhead = (wall * workers - busy) / len(ids) * 1000
+            table.rows.append(
+                [
+                    f"relay up, {workers} shard worker(s)",
+                    f"{wall:.1f}",
+                    f"{wall / plain:.2f}",
+                    f"{first:.1f}",
+                    f"{overhead:.1f}",
+                ]
+            )
