@@ -66,45 +66,60 @@ class History:
 
 
 class SimulatorEstimate:
-    """Seconds of simulated device time for a variant without history (cached per kind)."""
+    """Seconds of simulated device time for a variant without history.
+
+    The estimate depends on the op only through the op table (status, kernel class, special
+    function unit or not), so it is cached per (op) and per (kernel, dtype, template).
+    """
 
     source = "simulator-estimate"
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, str, str], float] = {}
+        self._ops: dict[tuple[str, bool], tuple[str, str, bool]] = {}
+        self._cache: dict[tuple[tuple[str, str, bool], str, str, bool], float] = {}
 
     def seconds(self, v: Variant) -> float:
         op = v.op or (v.module or "")
-        key = (op, v.dtype or "float32", v.base)
+        module = v.module is not None and v.op is None
+        kernel = self._ops.get((op, module))
+        if kernel is None:
+            kernel = _kernel(op, module=module)
+            self._ops[(op, module)] = kernel
+        key = (kernel, v.dtype or "float32", v.base, module)
         got = self._cache.get(key)
         if got is None:
-            got = _estimate(op, v.dtype or "float32", v.base, module=v.module is not None)
+            got = _estimate(kernel, v.dtype or "float32", v.base)
             self._cache[key] = got
         return got
 
 
-@lru_cache(maxsize=4096)
-def _estimate(op: str, dtype: str, base: str, *, module: bool) -> float:
-    import torch
-
+def _kernel(op: str, *, module: bool) -> tuple[str, str, bool]:
+    """(status, kernel class, special-function) of the op's base name in the op table."""
     from spyre_stack import optable
     from spyre_stack.sim import cost
 
+    if module:
+        return "native", "matmul", False
     table = optable.load()
     name = op.rsplit(".", 1)[-1] if op.startswith("nn.") else op.split(".", 1)[0]
+    return table.status(name), table.kind(name), name in cost.SPECIAL
+
+
+@lru_cache(maxsize=4096)
+def _estimate(kernel: tuple[str, str, bool], dtype: str, base: str) -> float:
+    import torch
+
+    from spyre_stack.sim import cost
+
+    status, kind, special = kernel
     tdtype = getattr(torch, dtype.split(",")[0], torch.float32)
     if not isinstance(tdtype, torch.dtype):
         tdtype = torch.float32
     meta = cost.TensorMeta(SAMPLE_SHAPE, tdtype)
-    status = table.status(name)
-    if module:
-        status, kind = "native", "matmul"
-    else:
-        kind = table.kind(name)
     if status != "native" or dtype in HOST_DTYPES:
-        kernel = cost.estimate_fallback([meta, meta], [meta])
+        estimate = cost.estimate_fallback([meta, meta], [meta])
     else:
-        kernel = cost.estimate_native(kind, name, [meta, meta], [meta])
+        estimate = cost.estimate_native(kind, "exp" if special else "add", [meta, meta], [meta])
     copies = 3 * cost.estimate_copy("h2d", meta, meta).total_us
     kernels = TEMPLATE_KERNELS.get(base, 2)
-    return round(SAMPLES_PER_TEST * (kernels * kernel.total_us + copies) * 1e-6, 9)
+    return round(SAMPLES_PER_TEST * (kernels * estimate.total_us + copies) * 1e-6, 9)

@@ -1,0 +1,147 @@
+"""Selector decision latency: a single-file change and the whole 2.13 -> 2.14 release step on
+the bundled universe, and a synthetic universe of 500,000 variants.
+
+Baseline (same run, same universe): the run-all plan, i.e. the applicability and budget stages
+(ranking, estimates, longest-first sharding) over every variant, which any plan pays for. The
+ratio says what the change analysis and the impact signals add on top of it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from benchmarks.report import Report
+from selector.changes import ChangeFacts, DbEntryChange, YamlEntryChange
+from selector.inventory import Variant
+from selector.plan import SelectionPlan, run_selection, source_reader
+from selector.signals import SignalConfig
+from selector.stages import Universe
+from selector.upstream import FileChange, FileStatus, ResolvedRevision
+
+N_SYNTHETIC = 500_000
+WORKERS = 8
+
+
+def _timed(fn):  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - start
+
+
+def _run_all(universe: Universe, facts: ChangeFacts) -> SelectionPlan:
+    return run_selection(facts, universe, workers=WORKERS, force_all="benchmark baseline: all",
+                         config=SignalConfig(profiling_map=None))
+
+
+def _rev(name: str) -> ResolvedRevision:
+    return ResolvedRevision(kind="git", requested=name, resolved=name)
+
+
+def _empty(source_kind: str = "git") -> ChangeFacts:
+    return ChangeFacts(source_kind=source_kind, base=_rev("a"), head=_rev("b"), files=[],
+                       python=[], native_functions=[], derivatives=[], db_entries=[])
+
+
+def _synthetic_universe(n: int) -> Universe:
+    templates = [("test/test_ops.py", "TestCommonPRIVATEUSE1", f"test_t{i}") for i in range(8)]
+    dtypes = ["float16", "bfloat16", "float32", "int32", "int64", "bool"]
+    n_ops = n // (len(templates) * len(dtypes)) + 1
+    variants = []
+    for o in range(n_ops):
+        op = f"op{o}"
+        for file, cls, base in templates:
+            for d in dtypes:
+                name = f"{base}_{op}_spyre_{d}"
+                variants.append(Variant(test_id=f"{file}::{cls}::{name}", file=file, cls=cls,
+                                        name=name, base=base, suite="ops", op=op, dtype=d))
+                if len(variants) == n:
+                    return Universe(variants=variants, label="synthetic", kind="synthetic")
+    return Universe(variants=variants, label="synthetic", kind="synthetic")
+
+
+def _synthetic_facts() -> ChangeFacts:
+    facts = _empty()
+    return facts.model_copy(update={
+        "files": [FileChange(path="aten/src/ATen/native/native_functions.yaml",
+                             status=FileStatus.modified)],
+        "native_functions": [YamlEntryChange(name=f"op{i}.Tensor", op=f"op{i}",
+                                             status="modified", fields=["func"])
+                             for i in range(0, 2000, 10)],
+        "db_entries": [DbEntryChange(name=f"op{i}", kind="opinfo", info_class="OpInfo",
+                                     file="torch/testing/_internal/common_methods_invocations.py",
+                                     status="modified", reasons=["definition changed"])
+                       for i in range(5, 2000, 40)],
+    })
+
+
+def _bundled(report: Report) -> None:
+    from selector.groundtruth import event_facts, installed_reader, mutation_event
+    from selector.plan import universe_from_inventory
+
+    table = report.table(
+        "Selector decision latency on the bundled universe",
+        ["case", "variants", "selected", "decision", "run-all plan (baseline)", "ratio"],
+    )
+    universe, load_s = _timed(lambda: universe_from_inventory())
+    _, base_s = _timed(lambda: _run_all(universe, _empty()))
+    imports = sorted(Path("var/selector").glob("importmap-*-traced.json"))
+    config = SignalConfig(import_map=imports[-1] if imports else None)
+    facts = event_facts(mutation_event("F.softmax"))
+    plan, single_s = _timed(lambda: run_selection(facts, universe, reader=installed_reader,
+                                                  config=config, workers=WORKERS))
+    table.rows.append(["single-file change (torch/nn/functional.py::softmax)", len(universe),
+                       len(plan.tests), f"{single_s:.3f} s", f"{base_s:.3f} s",
+                       f"{single_s / base_s:.2f}x"])
+    release = _cached_release_facts()
+    if release is None:
+        table.note = (f"universe loaded from the inventory cache in {load_s:.1f} s; the release "
+                      "row needs cached 2.13 -> 2.14 change facts (run `relay replay` once)")
+        return
+    facts, source = release
+    plan, release_s = _timed(lambda: run_selection(
+        facts, universe, reader=source_reader(source, facts), config=config, workers=WORKERS))
+    table.rows.append([f"release step 2.13 -> 2.14 ({len(facts.files)} files, cached facts)",
+                       len(universe), len(plan.tests), f"{release_s:.3f} s", f"{base_s:.3f} s",
+                       f"{release_s / base_s:.2f}x"])
+    table.note = (f"universe loaded from the inventory cache in {load_s:.1f} s (not included); "
+                  f"import map: {config.import_map or 'none'}")
+
+
+def _cached_release_facts():  # type: ignore[no-untyped-def]
+    from selector.upstream import ReleasedWheels, UpstreamError
+
+    source = ReleasedWheels(offline=True)
+    try:
+        base, head = source.resolve("2.13"), source.resolve("2.14")
+    except UpstreamError:
+        return None
+    for path in sorted((source.cache_dir / "facts").glob("*.json"), reverse=True):
+        try:
+            facts = ChangeFacts.model_validate_json(path.read_bytes())
+        except ValueError:
+            continue
+        if (facts.base.resolved, facts.head.resolved) == (base.resolved, head.resolved):
+            return facts.model_copy(update={"base": base, "head": head}), source
+    return None
+
+
+def _synthetic(report: Report) -> None:
+    universe, build_s = _timed(lambda: _synthetic_universe(N_SYNTHETIC))
+    _, base_s = _timed(lambda: _run_all(universe, _empty()))
+    facts = _synthetic_facts()
+    plan, ours_s = _timed(lambda: run_selection(facts, universe, workers=WORKERS,
+                                                config=SignalConfig(profiling_map=None)))
+    table = report.table(
+        "Selector on a synthetic universe of 500,000 variants",
+        ["case", "variants", "selected", "decision", "run-all plan (baseline)", "ratio"],
+        note=f"universe generated in {build_s:.1f} s (not included); {WORKERS} shards",
+    )
+    table.rows.append([f"{len(facts.native_functions)} schema + {len(facts.db_entries)} OpInfo "
+                       "changes", len(universe), len(plan.tests), f"{ours_s:.3f} s",
+                       f"{base_s:.3f} s", f"{ours_s / base_s:.2f}x"])
+
+
+def run(report: Report) -> None:
+    _bundled(report)
+    _synthetic(report)
