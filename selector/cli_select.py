@@ -37,7 +37,7 @@ _NO_IMPORTS = typer.Option(False, "--no-import-map",
                            help="do not use (or learn) the import map of our own runs")
 
 
-def _open(upstream: Path | None, online: bool, cache_dir: Path | None, base: str, head: str):  # type: ignore[no-untyped-def]
+def _open(upstream: Path | None, online: bool, cache_dir: Path | None, base: str, head: str):
     from selector.changes import compute_change_facts
     from selector.upstream import UpstreamError, open_source
 
@@ -155,8 +155,8 @@ def replay(
     typer.echo(f"plan written to {path} (fingerprint {plan.fingerprint()})")
 
 
-def _load_json(path: Path) -> dict:  # type: ignore[type-arg]
-    return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+def _load_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def evaluate(

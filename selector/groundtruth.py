@@ -37,7 +37,7 @@ def run_outcomes(universe: Universe, *, mutant: str | None, backend: str = "spyr
     """{test id: outcome} for every variant of the universe (cached)."""
     path = cache_dir / "runs" / f"{_key(universe)}-{mutant or 'baseline'}.json"
     if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+        return json.loads(path.read_text(encoding="utf-8"))
     be = get_backend(backend)
     files = list(dict.fromkeys(v.file for v in universe.variants))
     with tempfile.TemporaryDirectory(prefix="relay-groundtruth-") as tmp:
@@ -62,7 +62,7 @@ def run_outcomes(universe: Universe, *, mutant: str | None, backend: str = "spyr
             f"{time.perf_counter() - start:.0f} s")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(outcomes, sort_keys=True), encoding="utf-8")
-    return outcomes  # type: ignore[no-any-return]
+    return outcomes
 
 
 def mutation_event(name: str) -> GroundTruthEvent:

@@ -146,7 +146,7 @@ def _new_variants(templates: Iterable[_Template], op: str, dtypes: set[str]) -> 
         if None in t.dtypes:  # a template that is not parametrized by dtype
             wanted: list[str | None] = [None]
         else:
-            wanted = sorted(d for d in dtypes if d in t.dtypes)
+            wanted = [d for d in sorted(dtypes) if d in t.dtypes]
         for dtype in wanted:
             name = f"{t.base}_{formatted}_{t.device}" + (f"_{dtype}" if dtype else "")
             out.append(Variant(test_id=f"{t.file}::{t.cls}::{name}", file=t.file, cls=t.cls,

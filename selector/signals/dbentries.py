@@ -27,7 +27,7 @@ class DatabaseEntries:
         entry_users: dict[str, list[str]] = {}
         for d in ctx.facts.db_entries:
             name = d.name.split("#", 1)[0]
-            unit = f"{d.kind}:{d.name}"
+            unit_key = f"{d.kind}:{d.name}"
             if d.kind == "opinfo":
                 variants = uni.by_op.get(name, [])
             else:
@@ -35,7 +35,7 @@ class DatabaseEntries:
             why = "; ".join(d.reasons) or d.status
             result.add((v.test_id for v in variants), f"{d.kind} {name} {d.status}: {why}")
             dtypes = sorted({v.dtype or "-" for v in variants})
-            result.explained[unit] = (
+            result.explained[unit_key] = (
                 f"{len(variants)} variant(s) over dtypes {', '.join(dtypes)}" if variants
                 else "entry has no variant in the universe"
             )

@@ -171,16 +171,16 @@ def changed_arguments(old: ast.Call, new: ast.Call) -> list[ast.AST]:
     okw = {k.arg: k.value for k in old.keywords}
     nkw = {k.arg: k.value for k in new.keywords}
     for key in sorted(okw.keys() | nkw.keys(), key=str):
-        o, n = okw.get(key), nkw.get(key)
-        if o is None or n is None:
-            out.append(next(x for x in (o, n) if x is not None))
+        old_value, new_value = okw.get(key), nkw.get(key)
+        if old_value is None or new_value is None:
+            out.append(old_value if old_value is not None else new_value)  # type: ignore[arg-type]
             if key is not None and not any(d in key.lower() for d in ("xpu", "cuda", "hpu", "mps")):
-                out[-1] = ast.Tuple(elts=[ast.Name(id=key), out[-1]], ctx=ast.Load())
+                out[-1] = ast.Tuple(elts=[ast.Name(id=key), out[-1]], ctx=ast.Load())  # type: ignore[list-item]
             continue
-        if _dump(o) == _dump(n):
+        if _dump(old_value) == _dump(new_value):
             continue
-        if isinstance(o, ast.List | ast.Tuple) and isinstance(n, ast.List | ast.Tuple):
-            out += changed_nodes(o.elts, n.elts)
+        if isinstance(old_value, ast.List | ast.Tuple) and isinstance(new_value, ast.List | ast.Tuple):
+            out += changed_nodes(old_value.elts, new_value.elts)
         else:
-            out += [o, n]
+            out += [old_value, new_value]
     return out

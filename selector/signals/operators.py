@@ -249,7 +249,7 @@ def _kernel_table(ctx: SignalContext) -> dict[str, set[str]]:
     """kernel function name -> base ops, from the head's native_functions.yaml dispatch."""
     cache = getattr(ctx, "_kernel_cache", None)
     if cache is not None:
-        return cache  # type: ignore[no-any-return]
+        return cache
     data = ctx.read(_layout_path(ctx))
     table: dict[str, set[str]] = {}
     try:

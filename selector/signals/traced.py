@@ -110,7 +110,7 @@ class TracedCoverage:
         return users
 
 
-def _target(uni, test_id: str) -> str | None:  # type: ignore[no-untyped-def]
+def _target(uni, test_id: str) -> str | None:
     v = uni.by_id.get(test_id)
     if v is None:
         return None

@@ -93,8 +93,8 @@ class Universe:
         return set(self.by_file)
 
 
-def _group(variants: Iterable[Variant], keys: object) -> dict:  # type: ignore[type-arg]
-    out: dict = defaultdict(list)  # type: ignore[type-arg]
+def _group(variants: Iterable[Variant], keys: object) -> dict:
+    out: dict = defaultdict(list)
     for v in variants:
         for k in keys(v):  # type: ignore[operator]
             out[k].append(v)
