@@ -21,15 +21,19 @@ def _path(path: Path | None) -> Path:
     return chosen
 
 
-@app.command()
-def check(path: Path = typer.Argument(None, help="default: RELAY_ALLOWLIST_PATH")) -> None:
-    """Validate the file and print its entries; exit 1 listing every problem."""
+def _load(path: Path | None) -> list[allowlist.AllowlistEntry]:
     try:
-        entries = allowlist.load(_path(path))
+        return allowlist.load(_path(path))
     except allowlist.AllowlistError as exc:
         for problem in exc.problems:
             typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(1) from exc
+
+
+@app.command()
+def check(path: Path = typer.Argument(None, help="default: RELAY_ALLOWLIST_PATH")) -> None:
+    """Validate the file and print its entries; exit 1 listing every problem."""
+    entries = _load(path)
     for e in entries:
         events = ",".join(e.events) if e.events is not None else "all"
         typer.echo(
@@ -43,12 +47,7 @@ def sync(path: Path = typer.Argument(None, help="default: RELAY_ALLOWLIST_PATH")
     """Load the allowlist into the database (adds, updates, disables repos no longer listed)."""
     from relay.db import session_scope
 
-    try:
-        entries = allowlist.load(_path(path))
-    except allowlist.AllowlistError as exc:
-        for problem in exc.problems:
-            typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(1) from exc
+    entries = _load(path)
     with session_scope(get_settings().database_url) as session:
         counts = allowlist.sync(session, entries=entries)
     typer.echo(", ".join(f"{k} {v}" for k, v in counts.items()))

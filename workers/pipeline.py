@@ -537,78 +537,65 @@ def installed_upstream_sha() -> str:
         return "torch-" + importlib.metadata.version("torch")
 
 
-@app.task(name=TASK_NIGHTLY)
-def nightly(head_sha: str | None = None, day: str | None = None) -> int | None:
-    """One nightly run per day (idempotent on the day and SHA): a CRCR-shaped nightly delivery
-    planned and run like any other event, reported with event_type "nightly"."""
-    import hashlib
+def _self_report(
+    *, delivery_id: str, event: str, source: str, payload: dict[str, Any]
+) -> int | None:
+    """Store a delivery the relay makes itself (nightly, release replay) and process it like a
+    received one; None when it was already stored (one run per key)."""
     import json as _json
 
     from relay.deliveries import DeliveryCreate, StoreOutcome, store
+    from workers.tasks import process_delivery
 
     settings = get_settings()
-    sha = head_sha or installed_upstream_sha()
-    day = day or utcnow().strftime("%Y-%m-%d")
-    body = _json.dumps(
-        {"repository": {"full_name": settings.upstream_repo}, "head_sha": sha}
-    ).encode()
-    delivery_id = f"nightly-{day}-{hashlib.sha1(sha.encode()).hexdigest()[:12]}"
+    body = _json.dumps({"repository": {"full_name": settings.upstream_repo}, **payload}).encode()
     with session_scope(settings.database_url) as session:
         outcome, pk = store(
             session,
             data=DeliveryCreate(
                 delivery_id=delivery_id,
-                event="nightly",
+                event=event,
                 action=None,
                 repo=settings.upstream_repo,
                 raw_body=body,
-                source="nightly",
-                head_sha=sha,
+                source=source,
+                head_sha=str(payload["head_sha"]),
             ),
         )
     if outcome is StoreOutcome.DUPLICATE:
         return None
-    from workers.tasks import process_delivery
-
     process_delivery.apply_async(args=[pk], headers={"delivery_id": delivery_id})
-    log.info("nightly run requested", extra={"head_sha": sha, "delivery_pk": pk})
+    log.info("%s run requested", source, extra={"delivery_pk": pk, **payload})
     return pk
+
+
+@app.task(name=TASK_NIGHTLY)
+def nightly(head_sha: str | None = None, day: str | None = None) -> int | None:
+    """One nightly run per day (idempotent on the day and SHA): a CRCR-shaped nightly delivery
+    planned and run like any other event, reported with event_type "nightly"."""
+    import hashlib
+
+    sha = head_sha or installed_upstream_sha()
+    day = day or utcnow().strftime("%Y-%m-%d")
+    return _self_report(
+        delivery_id=f"nightly-{day}-{hashlib.sha1(sha.encode()).hexdigest()[:12]}",
+        event="nightly",
+        source="nightly",
+        payload={"head_sha": sha},
+    )
 
 
 @app.task(name=TASK_REPLAY)
 def replay(base_version: str, head_version: str) -> int | None:
     """A release replay (e.g. 2.13 -> 2.14) run as a CRCR "periodic" event: planned by the
     selector on the released wheels and run like any other. Once per version pair."""
-    import json as _json
-
-    from relay.deliveries import DeliveryCreate, StoreOutcome, store
-    from workers.tasks import process_delivery
-
-    settings = get_settings()
-    body = _json.dumps(
-        {
-            "repository": {"full_name": settings.upstream_repo},
+    return _self_report(
+        delivery_id=f"replay-{base_version}-{head_version}",
+        event="periodic",
+        source="replay",
+        payload={
             "head_sha": f"v{head_version}",
             "base_version": base_version,
             "head_version": head_version,
-        }
-    ).encode()
-    delivery_id = f"replay-{base_version}-{head_version}"
-    with session_scope(settings.database_url) as session:
-        outcome, pk = store(
-            session,
-            data=DeliveryCreate(
-                delivery_id=delivery_id,
-                event="periodic",
-                action=None,
-                repo=settings.upstream_repo,
-                raw_body=body,
-                source="replay",
-                head_sha=f"v{head_version}",
-            ),
-        )
-    if outcome is StoreOutcome.DUPLICATE:
-        return None
-    process_delivery.apply_async(args=[pk], headers={"delivery_id": delivery_id})
-    log.info("release replay requested", extra={"base": base_version, "head": head_version})
-    return pk
+        },
+    )
