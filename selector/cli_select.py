@@ -33,6 +33,9 @@ _PROFILING = typer.Option(DEFAULT_PROFILING_MAP, "--profiling-map",
 _COVERAGE = typer.Option(None, "--coverage-map", help="our coverage map JSON {source: [tests]}")
 _ONLINE = typer.Option(False, "--online", help="let the wheel source download missing releases")
 _CACHE = typer.Option(None, "--cache-dir", help="wheel and change-facts cache folder")
+_FOCUS = typer.Option(0.0, "--focus", help="cut variants only broad signals chose (closeness "
+                                           "below this, e.g. 0.5: common code, file-level "
+                                           "coverage, fallback); they are listed as cut")
 _NO_IMPORTS = typer.Option(False, "--no-import-map",
                            help="do not use (or learn) the import map of our own runs")
 
@@ -75,7 +78,7 @@ def print_plan(plan: SelectionPlan, *, show: int = 20) -> None:
     if len(plan.tests) > show:
         typer.echo(f"  ... {len(plan.tests) - show} more (see the plan JSON)")
     if plan.cut:
-        typer.echo(f"cut by the budget: {len(plan.cut)} (first: #{plan.cut[0].rank} "
+        typer.echo(f"cut by focus/budget: {len(plan.cut)} (first: #{plan.cut[0].rank} "
                    f"{plan.cut[0].test_id}: {plan.cut[0].reason})")
     typer.echo(plan.summary())
 
@@ -95,6 +98,7 @@ def select(
     cache_dir: Path | None = _CACHE,
     out: Path | None = typer.Option(None, "--out", help="also write the plan JSON here"),
     no_import_map: bool = _NO_IMPORTS,
+    focus: float = _FOCUS,
 ) -> None:
     """Select the variants one upstream change (base..head) can affect on the backend."""
     start = time.perf_counter()
@@ -105,7 +109,8 @@ def select(
                                              coverage_map=coverage_map,
                                              import_map=None if no_import_map
                                              else import_map_for(universe)),
-                         budget_seconds=budget, workers=workers, history=History.load(history))
+                         budget_seconds=budget, workers=workers, history=History.load(history),
+                         min_closeness=focus)
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     if out is not None:
         plan.write(out)
@@ -130,6 +135,7 @@ def replay(
                                                        "replay-FROM-TO.json)"),
     as_json: bool = typer.Option(False, "--json", help="print the plan JSON instead"),
     no_import_map: bool = _NO_IMPORTS,
+    focus: float = _FOCUS,
 ) -> None:
     """The whole release step through the four stages; prints the funnel, writes the plan."""
     from selector.replay import head_universe
@@ -142,7 +148,8 @@ def replay(
                          config=SignalConfig(profiling_map=profiling_map,
                                              import_map=None if no_import_map
                                              else import_map_for(installed)),
-                         budget_seconds=budget, workers=workers, history=History.load(history))
+                         budget_seconds=budget, workers=workers, history=History.load(history),
+                         min_closeness=focus)
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     path = out or DEFAULT_PLAN_DIR / f"replay-{from_}-{to}.json"
     plan.write(path)
@@ -172,6 +179,7 @@ def evaluate(
     budget: float | None = _BUDGET,
     profiling_map: Path | None = _PROFILING,
     no_import_map: bool = _NO_IMPORTS,
+    focus: float = _FOCUS,
     report: Path | None = typer.Option(None, "--report", help="write the table (Markdown) here"),
 ) -> None:
     """Recall and cost of the selector against ground truth, beside run-all, random at equal
@@ -204,7 +212,7 @@ def evaluate(
     for event in truth.events:
         start = time.perf_counter()
         plan = run_selection(event_facts(event), universe, reader=installed_reader,
-                             config=config, budget_seconds=budget)
+                             config=config, budget_seconds=budget, min_closeness=focus)
         plan.decision_seconds = round(time.perf_counter() - start, 4)
         plans[event.name] = plan
     scores = score_all(truth, universe, plans, profiling_map=profiling_map)

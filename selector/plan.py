@@ -116,6 +116,7 @@ class SelectionPlan(BaseModel):
     shards: list[list[str]]
     shard_seconds: list[float]
     budget_seconds: float | None = None
+    min_closeness: float = 0.0
     estimated_device_seconds: float
     full_device_seconds: float
     decision_seconds: float = 0.0
@@ -170,6 +171,7 @@ def run_selection(
     triage: TriageHook | None = None,
     estimator: SimulatorEstimate | None = None,
     force_all: str | None = None,
+    min_closeness: float = 0.0,
 ) -> SelectionPlan:
     """The four stages over ``facts`` and ``universe``; deterministic for the same inputs."""
     start = time.perf_counter()
@@ -178,7 +180,8 @@ def run_selection(
     impact = impact_stage(changes, universe, config=config, reader=reader, force_all=force_all)
     applicable = applicability_stage(impact.candidates, universe)
     budget = budget_stage(applicable.kept, universe, budget_seconds=budget_seconds,
-                          workers=workers, history=history, estimator=estimator, triage=triage)
+                          workers=workers, history=history, estimator=estimator, triage=triage,
+                          min_closeness=min_closeness)
     hist = history or History()
     full = 0.0
     for v in universe.variants:
@@ -209,7 +212,8 @@ def run_selection(
                      reason=c.reason) for c in budget.cut],
         removed=[RemovedTest(test_id=r.test_id, reason=r.reason) for r in applicable.removed],
         shards=budget.shards, shard_seconds=budget.shard_seconds,
-        budget_seconds=budget_seconds, estimated_device_seconds=budget.selected_seconds,
+        budget_seconds=budget_seconds, min_closeness=min_closeness,
+        estimated_device_seconds=budget.selected_seconds,
         full_device_seconds=round(full, 9),
         decision_seconds=round(time.perf_counter() - start, 4),
         errors=list(facts.errors),
@@ -247,11 +251,21 @@ def universe_from_inventory(
 
 def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None:
     """The learned import map for the universe's torch build and backend (run once, cached)."""
-    from selector.importmap import learn_import_map
+    from selector.importmap import DEFAULT_IMPORT_MAP_DIR, learn_import_map
 
     if not universe.key or universe.kind not in ("bundled", "installed+facts"):
         return None
     key = "".join(c if c.isalnum() or c in ".-" else "_" for c in universe.key)
+    exact = DEFAULT_IMPORT_MAP_DIR / f"importmap-{key}-traced.json"
+    if not exact.is_file():
+        # the traced run takes minutes: a map of the same torch build learned with an earlier
+        # backend version is reused (its backend symbols may be stale; upstream ones are not)
+        build = key.split("-spyre", 1)[0]
+        same_build = sorted(DEFAULT_IMPORT_MAP_DIR.glob(f"importmap-{build}-*-traced.json"),
+                            key=lambda p: p.stat().st_mtime)
+        if same_build:
+            log.info("reusing import map %s for %s", same_build[-1], key)
+            return same_build[-1]
     return learn_import_map(universe.variants, key=key, backend=backend, sweep=1)
 
 

@@ -22,7 +22,7 @@ from selector.signals.edited import EditedTests
 from selector.signals.imports import NotImported
 from selector.signals.operators import Operators
 from selector.signals.paths import PathRules
-from selector.signals.traced import TracedCoverage
+from selector.signals.traced import TracedCommon, TracedCoverage
 
 SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
     "import-map": NotImported,
@@ -31,6 +31,7 @@ SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
     "opinfo-moduleinfo": DatabaseEntries,
     "operators": Operators,
     "traced-coverage": TracedCoverage,
+    "traced-common": TracedCommon,
     "coverage": CoverageMap,
     "path-rules": PathRules,
 }

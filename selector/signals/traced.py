@@ -28,14 +28,21 @@ def _load(path: str) -> tuple[dict[str, list[int]], list[str], frozenset[str]] |
     if data is None or "calls" not in data:
         return None
     calls = data["calls"]
-    traced_files = frozenset(k.split("::", 1)[0] for k in calls)
+    # every module the runs imported is traced: its functions that no test called were not run
+    traced_files = frozenset({k.split("::", 1)[0] for k in calls} | set(data.get("modules", [])))
     return calls, list(data["tests"]), traced_files
 
 
+COMMON_SHARE = 0.25  # a function called by the tests of more than this share of targets
+
+
 class TracedCoverage:
+    """Functions called by the traced tests of a few ops / modules (specific code)."""
+
     name = "traced-coverage"
     closeness = 0.6
     only_unexplained = False
+    common = False
 
     def map(self, ctx: SignalContext) -> SignalResult:
         result = SignalResult()
@@ -50,6 +57,8 @@ class TracedCoverage:
             path, qual = key.split("::", 1)
             by_prefix.setdefault(path, []).append(qual)
         uni = ctx.universe
+        all_targets = _all_targets(uni, tuple(tests))
+        common: list[str] = []
         for unit in ctx.units:
             if unit.kind != "symbol" or unit.path not in traced_files:
                 continue
@@ -71,17 +80,31 @@ class TracedCoverage:
                         hit.update(calls[f"{unit.path}::{known}"])
             targets = sorted({t for i in hit if (t := _target(uni, tests[i]))})
             n = 0
+            if (len(targets) > COMMON_SHARE * all_targets) != self.common:
+                continue  # the other of the two traced signals handles this unit
             for target in targets:
                 variants = uni.by_op.get(target[3:], []) if target.startswith("op:") else \
                     uni.by_module.get(target[7:], [])
                 n += len(variants)
-                result.add((v.test_id for v in variants),
-                           f"{what} ({unit.status}) is called by the traced test of {target}")
+            if self.common:
+                common.append(unit.key)
+                n = len(uni)
+            else:
+                for target in targets:
+                    variants = (uni.by_op.get(target[3:], []) if target.startswith("op:")
+                                else uni.by_module.get(target[7:], []))
+                    result.add((v.test_id for v in variants),
+                               f"{what} ({unit.status}) is called by the traced test of {target}")
             result.explained[unit.key] = (
                 f"{what}: called by the traced tests of {len(targets)} op(s)/module(s), "
                 f"{n} variant(s)" if targets else
                 f"{what}: not called by any of the {len(tests)} traced tests"
             )
+        if common:
+            shown = ", ".join(common[:3]) + (f" (+{len(common) - 3})" if len(common) > 3 else "")
+            result.add((v.test_id for v in uni.variants),
+                       f"common code (called by the traced tests of more than "
+                       f"{COMMON_SHARE:.0%} of {all_targets} ops/modules) changed: {shown}")
         return result
 
     def _module_users(self, ctx: SignalContext, unit: ChangeUnit) -> set[str] | None:
@@ -108,6 +131,25 @@ class TracedCoverage:
             names.discard("__all__")
         users = {fn for fn, used in used_names(new).items() if used & names}
         return users
+
+
+class TracedCommon(TracedCoverage):
+    """Functions called by the traced tests of most ops (test harness, dispatch glue): they run
+    in nearly every variant, so they select everything, at a low closeness."""
+
+    name = "traced-common"
+    closeness = 0.2
+    common = True
+
+
+_TARGET_COUNTS: dict[int, int] = {}
+
+
+def _all_targets(uni, tests: tuple[str, ...]) -> int:  # type: ignore[no-untyped-def]
+    key = hash((id(uni), tests))
+    if key not in _TARGET_COUNTS:
+        _TARGET_COUNTS[key] = max(1, len({t for x in tests if (t := _target(uni, x))}))
+    return _TARGET_COUNTS[key]
 
 
 def _target(uni, test_id: str) -> str | None:

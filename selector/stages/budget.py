@@ -74,7 +74,10 @@ def budget_stage(
     history: History | None = None,
     estimator: SimulatorEstimate | None = None,
     triage: TriageHook | None = None,
+    min_closeness: float = 0.0,
 ) -> BudgetResult:
+    """``min_closeness`` (focus): variants only broad signals chose (common code, file-level
+    coverage, fallback) are cut, listed with that reason, before the budget applies."""
     start = time.perf_counter()
     history = history or History()
     estimator = estimator or SimulatorEstimate()
@@ -103,7 +106,13 @@ def budget_stage(
     cut: list[Cut] = []
     total = 0.0
     over = False
+    closeness = {item.test_id: item.closeness for item in kept}
     for r in ranked:
+        if closeness[r.test_id] < min_closeness and r.flag != NEW_AT_HEAD:
+            cut.append(Cut(r.test_id, r.rank, r.risk, r.seconds,
+                           f"focus: only broad signals chose it (closeness "
+                           f"{closeness[r.test_id]:.2f} < {min_closeness})"))
+            continue
         if not over and (budget_seconds is None or total + r.seconds <= budget_seconds):
             selected.append(r)
             total += r.seconds

@@ -421,28 +421,36 @@ def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
     import json
 
     universe = make_universe()
-    gelu = next(v.test_id for v in universe.variants if v.op == "nn.functional.gelu")
-    linear = next(v.test_id for v in universe.variants if v.module == "nn.Linear")
+    traced_ids = []
+    for target in ("add", "mul", "nn.functional.gelu", "nn.functional.silu", "nn.Linear"):
+        traced_ids.append(next(v.test_id for v in universe.variants
+                               if target in (v.op, v.module)))
     traced = tmp_path / "traced.json"
     traced.write_text(json.dumps({
-        "version": 2, "key": "k", "tests_run": 2, "modules": ["torch/utils/act.py"],
-        "tests": [gelu, linear],
-        "calls": {"torch/utils/act.py::helper": [0, 1], "torch/utils/act.py::Act.run": [0]},
+        "version": 2, "key": "k", "tests_run": 5, "modules": ["torch/utils/act.py"],
+        "tests": traced_ids,
+        # helper: every traced target (common code); Act.run: only gelu's test
+        "calls": {"torch/utils/act.py::helper": [0, 1, 2, 3, 4],
+                  "torch/utils/act.py::Act.run": [2]},
     }))
-    repo.commit({"torch/utils/act.py": "LIMIT = 1\n\ndef helper():\n    return 1\n\n"
-                                      "def cold():\n    return 2\n\n"
-                                      "class Act:\n    def run(self):\n        return LIMIT\n"})
+    text = ("LIMIT = {}\n\ndef helper():\n    return {}\n\ndef cold():\n    return {}\n\n"
+            "class Act:\n    def run(self):\n        return LIMIT\n")
+    repo.commit({"torch/utils/act.py": text.format(1, 1, 2)})
     repo.git("tag", "traced-base")
-    repo.commit({"torch/utils/act.py": "LIMIT = 2\n\ndef helper():\n    return 3\n\n"
-                                      "def cold():\n    return 4\n\n"
-                                      "class Act:\n    def run(self):\n        return LIMIT\n"})
+    repo.commit({"torch/utils/act.py": text.format(2, 3, 4)})
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("traced-base"), source.resolve("HEAD"))
-    plan = run_selection(facts, universe, reader=source_reader(source, facts),
-                         config=SignalConfig(profiling_map=None, import_map=traced))
+    config = SignalConfig(profiling_map=None, import_map=traced)
+    plan = run_selection(facts, universe, reader=source_reader(source, facts), config=config)
     assert not plan.fallback
-    ops = {universe.by_id[t].op or universe.by_id[t].module for t in plan.test_ids}
-    # helper: gelu and Linear; LIMIT (module level) reaches Act.run: gelu; cold: nothing
-    assert ops == {"nn.functional.gelu", "nn.Linear"}
+    assert len(plan.tests) == len(universe)  # the common helper reaches every variant
     assert "not called by any" in plan.explained["torch/utils/act.py::cold"][0]
     assert "module-level names used by Act" in plan.explained["torch/utils/act.py::<module>"][0]
+    gelu = {t.test_id for t in plan.tests if "traced-coverage" in t.signals}
+    assert gelu == {v.test_id for v in universe.by_op["nn.functional.gelu"]}
+    assert plan.tests[0].test_id in gelu  # closer signal ranks first
+    focused = run_selection(facts, universe, reader=source_reader(source, facts),
+                            config=config, min_closeness=0.5)
+    assert set(focused.test_ids) == gelu
+    assert len(focused.cut) == len(universe) - len(gelu)
+    assert all(c.reason.startswith("focus: only broad signals") for c in focused.cut)
