@@ -9,7 +9,6 @@ ratio says what the change analysis and the impact signals add on top of it.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from benchmarks.report import Report
 from selector.changes import ChangeFacts, DbEntryChange, YamlEntryChange
@@ -77,7 +76,7 @@ def _synthetic_facts() -> ChangeFacts:
 
 def _bundled(report: Report) -> None:
     from selector.groundtruth import event_facts, installed_reader, mutation_event
-    from selector.plan import universe_from_inventory
+    from selector.plan import import_map_for, universe_from_inventory
 
     table = report.table(
         "Selector decision latency on the bundled universe",
@@ -85,8 +84,7 @@ def _bundled(report: Report) -> None:
     )
     universe, load_s = _timed(lambda: universe_from_inventory())
     _, base_s = _timed(lambda: _run_all(universe, _empty()))
-    imports = sorted(Path("var/selector").glob("importmap-*-traced.json"))
-    config = SignalConfig(import_map=imports[-1] if imports else None)
+    config = SignalConfig(import_map=import_map_for(universe))
     facts = event_facts(mutation_event("F.softmax"))
     plan, single_s = _timed(lambda: run_selection(facts, universe, reader=installed_reader,
                                                   config=config, workers=WORKERS))

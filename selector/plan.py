@@ -255,17 +255,19 @@ def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None
 
     if not universe.key or universe.kind not in ("bundled", "installed+facts"):
         return None
-    key = "".join(c if c.isalnum() or c in ".-" else "_" for c in universe.key)
+    safe = "".join(c if c.isalnum() or c in ".-" else "_" for c in universe.key)
+    build, _, backend_version = safe.partition("-spyre")
+    files = hashlib.sha256(",".join(sorted(universe.by_file)).encode()).hexdigest()[:8]
+    key = f"{build}-{files}-spyre{backend_version}"
     exact = DEFAULT_IMPORT_MAP_DIR / f"importmap-{key}-traced.json"
     if not exact.is_file():
-        # the traced run takes minutes: a map of the same torch build learned with an earlier
-        # backend version is reused (its backend symbols may be stale; upstream ones are not)
-        build = key.split("-spyre", 1)[0]
-        same_build = sorted(DEFAULT_IMPORT_MAP_DIR.glob(f"importmap-{build}-*-traced.json"),
-                            key=lambda p: p.stat().st_mtime)
-        if same_build:
-            log.info("reusing import map %s for %s", same_build[-1], key)
-            return same_build[-1]
+        # the traced run takes minutes: a map of the same torch build and test files learned
+        # with an earlier backend version is reused (its backend symbols may be stale)
+        same = sorted(DEFAULT_IMPORT_MAP_DIR.glob(f"importmap-{build}-{files}-*-traced.json"),
+                      key=lambda p: p.stat().st_mtime)
+        if same:
+            log.info("reusing import map %s for %s", same[-1], key)
+            return same[-1]
     return learn_import_map(universe.variants, key=key, backend=backend, sweep=1)
 
 

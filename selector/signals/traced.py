@@ -79,6 +79,10 @@ class TracedCoverage:
                     if known == q or known.startswith(q + "."):
                         hit.update(calls[f"{unit.path}::{known}"])
             targets = sorted({t for i in hit if (t := _target(uni, tests[i]))})
+            if hit and not targets:
+                result.explained[unit.key] = (
+                    f"{what}: called only by traced tests of ops/modules outside the universe")
+                continue
             n = 0
             if (len(targets) > COMMON_SHARE * all_targets) != self.common:
                 continue  # the other of the two traced signals handles this unit
@@ -145,7 +149,7 @@ class TracedCommon(TracedCoverage):
 _TARGET_COUNTS: dict[int, int] = {}
 
 
-def _all_targets(uni, tests: tuple[str, ...]) -> int:  # type: ignore[no-untyped-def]
+def _all_targets(uni, tests: tuple[str, ...]) -> int:
     key = hash((id(uni), tests))
     if key not in _TARGET_COUNTS:
         _TARGET_COUNTS[key] = max(1, len({t for x in tests if (t := _target(uni, x))}))
