@@ -29,8 +29,13 @@ def _timed(fn):  # type: ignore[no-untyped-def]
 
 
 def _run_all(universe: Universe, facts: ChangeFacts) -> SelectionPlan:
-    return run_selection(facts, universe, workers=WORKERS, force_all="benchmark baseline: all",
-                         config=SignalConfig(profiling_map=None))
+    return run_selection(
+        facts,
+        universe,
+        workers=WORKERS,
+        force_all="benchmark baseline: all",
+        config=SignalConfig(profiling_map=None),
+    )
 
 
 def _rev(name: str) -> ResolvedRevision:
@@ -38,8 +43,16 @@ def _rev(name: str) -> ResolvedRevision:
 
 
 def _empty(source_kind: str = "git") -> ChangeFacts:
-    return ChangeFacts(source_kind=source_kind, base=_rev("a"), head=_rev("b"), files=[],
-                       python=[], native_functions=[], derivatives=[], db_entries=[])
+    return ChangeFacts(
+        source_kind=source_kind,
+        base=_rev("a"),
+        head=_rev("b"),
+        files=[],
+        python=[],
+        native_functions=[],
+        derivatives=[],
+        db_entries=[],
+    )
 
 
 def _synthetic_universe(n: int) -> Universe:
@@ -52,8 +65,18 @@ def _synthetic_universe(n: int) -> Universe:
         for file, cls, base in templates:
             for d in dtypes:
                 name = f"{base}_{op}_spyre_{d}"
-                variants.append(Variant(test_id=f"{file}::{cls}::{name}", file=file, cls=cls,
-                                        name=name, base=base, suite="ops", op=op, dtype=d))
+                variants.append(
+                    Variant(
+                        test_id=f"{file}::{cls}::{name}",
+                        file=file,
+                        cls=cls,
+                        name=name,
+                        base=base,
+                        suite="ops",
+                        op=op,
+                        dtype=d,
+                    )
+                )
                 if len(variants) == n:
                     return Universe(variants=variants, label="synthetic", kind="synthetic")
     return Universe(variants=variants, label="synthetic", kind="synthetic")
@@ -61,17 +84,32 @@ def _synthetic_universe(n: int) -> Universe:
 
 def _synthetic_facts() -> ChangeFacts:
     facts = _empty()
-    return facts.model_copy(update={
-        "files": [FileChange(path="aten/src/ATen/native/native_functions.yaml",
-                             status=FileStatus.modified)],
-        "native_functions": [YamlEntryChange(name=f"op{i}.Tensor", op=f"op{i}",
-                                             status="modified", fields=["func"])
-                             for i in range(0, 2000, 10)],
-        "db_entries": [DbEntryChange(name=f"op{i}", kind="opinfo", info_class="OpInfo",
-                                     file="torch/testing/_internal/common_methods_invocations.py",
-                                     status="modified", reasons=["definition changed"])
-                       for i in range(5, 2000, 40)],
-    })
+    return facts.model_copy(
+        update={
+            "files": [
+                FileChange(
+                    path="aten/src/ATen/native/native_functions.yaml", status=FileStatus.modified
+                )
+            ],
+            "native_functions": [
+                YamlEntryChange(
+                    name=f"op{i}.Tensor", op=f"op{i}", status="modified", fields=["func"]
+                )
+                for i in range(0, 2000, 10)
+            ],
+            "db_entries": [
+                DbEntryChange(
+                    name=f"op{i}",
+                    kind="opinfo",
+                    info_class="OpInfo",
+                    file="torch/testing/_internal/common_methods_invocations.py",
+                    status="modified",
+                    reasons=["definition changed"],
+                )
+                for i in range(5, 2000, 40)
+            ],
+        }
+    )
 
 
 def _bundled(report: Report) -> None:
@@ -86,24 +124,48 @@ def _bundled(report: Report) -> None:
     _, base_s = _timed(lambda: _run_all(universe, _empty()))
     config = SignalConfig(import_map=import_map_for(universe))
     facts = event_facts(mutation_event("F.softmax"))
-    plan, single_s = _timed(lambda: run_selection(facts, universe, reader=installed_reader,
-                                                  config=config, workers=WORKERS))
-    table.rows.append(["single-file change (torch/nn/functional.py::softmax)", len(universe),
-                       len(plan.tests), f"{single_s:.3f} s", f"{base_s:.3f} s",
-                       f"{single_s / base_s:.2f}x"])
+    plan, single_s = _timed(
+        lambda: run_selection(
+            facts, universe, reader=installed_reader, config=config, workers=WORKERS
+        )
+    )
+    table.rows.append(
+        [
+            "single-file change (torch/nn/functional.py::softmax)",
+            len(universe),
+            len(plan.tests),
+            f"{single_s:.3f} s",
+            f"{base_s:.3f} s",
+            f"{single_s / base_s:.2f}x",
+        ]
+    )
     release = _cached_release_facts()
     if release is None:
-        table.note = (f"universe loaded from the inventory cache in {load_s:.1f} s; the release "
-                      "row needs cached 2.13 -> 2.14 change facts (run `relay replay` once)")
+        table.note = (
+            f"universe loaded from the inventory cache in {load_s:.1f} s; the release "
+            "row needs cached 2.13 -> 2.14 change facts (run `relay replay` once)"
+        )
         return
     facts, source = release
-    plan, release_s = _timed(lambda: run_selection(
-        facts, universe, reader=source_reader(source, facts), config=config, workers=WORKERS))
-    table.rows.append([f"release step 2.13 -> 2.14 ({len(facts.files)} files, cached facts)",
-                       len(universe), len(plan.tests), f"{release_s:.3f} s", f"{base_s:.3f} s",
-                       f"{release_s / base_s:.2f}x"])
-    table.note = (f"universe loaded from the inventory cache in {load_s:.1f} s (not included); "
-                  f"import map: {config.import_map or 'none'}")
+    plan, release_s = _timed(
+        lambda: run_selection(
+            facts, universe, reader=source_reader(source, facts), config=config, workers=WORKERS
+        )
+    )
+    table.rows.append(
+        [
+            f"release step 2.13 -> 2.14 ({len(facts.files)} files, cached facts)",
+            len(universe),
+            len(plan.tests),
+            f"{release_s:.3f} s",
+            f"{base_s:.3f} s",
+            f"{release_s / base_s:.2f}x",
+        ]
+    )
+    table.note = (
+        f"universe loaded from the inventory cache in {load_s:.1f} s (not included); "
+        f"import map: {config.import_map or 'none'}"
+    )
 
 
 def _cached_release_facts():  # type: ignore[no-untyped-def]
@@ -128,16 +190,26 @@ def _synthetic(report: Report) -> None:
     universe, build_s = _timed(lambda: _synthetic_universe(N_SYNTHETIC))
     _, base_s = _timed(lambda: _run_all(universe, _empty()))
     facts = _synthetic_facts()
-    plan, ours_s = _timed(lambda: run_selection(facts, universe, workers=WORKERS,
-                                                config=SignalConfig(profiling_map=None)))
+    plan, ours_s = _timed(
+        lambda: run_selection(
+            facts, universe, workers=WORKERS, config=SignalConfig(profiling_map=None)
+        )
+    )
     table = report.table(
         "Selector on a synthetic universe of 500,000 variants",
         ["case", "variants", "selected", "decision", "run-all plan (baseline)", "ratio"],
         note=f"universe generated in {build_s:.1f} s (not included); {WORKERS} shards",
     )
-    table.rows.append([f"{len(facts.native_functions)} schema + {len(facts.db_entries)} OpInfo "
-                       "changes", len(universe), len(plan.tests), f"{ours_s:.3f} s",
-                       f"{base_s:.3f} s", f"{ours_s / base_s:.2f}x"])
+    table.rows.append(
+        [
+            f"{len(facts.native_functions)} schema + {len(facts.db_entries)} OpInfo changes",
+            len(universe),
+            len(plan.tests),
+            f"{ours_s:.3f} s",
+            f"{base_s:.3f} s",
+            f"{ours_s / base_s:.2f}x",
+        ]
+    )
 
 
 def run(report: Report) -> None:

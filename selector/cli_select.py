@@ -20,24 +20,37 @@ from selector.stages import History
 
 DEFAULT_PLAN_DIR = Path("var/plans")
 
-_UPSTREAM = typer.Option(None, "--upstream", envvar="RELAY_UPSTREAM_PATH",
-                         help="a PyTorch checkout (revisions are commits); default: released "
-                              "wheels (revisions are versions)")
+_UPSTREAM = typer.Option(
+    None,
+    "--upstream",
+    envvar="RELAY_UPSTREAM_PATH",
+    help="a PyTorch checkout (revisions are commits); default: released "
+    "wheels (revisions are versions)",
+)
 _BUDGET = typer.Option(None, "--budget", help="budget in simulated device-seconds")
 _WORKERS = typer.Option(1, "--workers", "-n", help="shards to split the selection into")
-_HISTORY = typer.Option(None, "--history", help="JSON {test id: seconds | {seconds, runs, "
-                                               "failures, flaky}}")
+_HISTORY = typer.Option(
+    None, "--history", help="JSON {test id: seconds | {seconds, runs, failures, flaky}}"
+)
 _SPECS = typer.Option([], "--specs", help="spec file or folder; repeatable")
-_PROFILING = typer.Option(DEFAULT_PROFILING_MAP, "--profiling-map",
-                          help="PyTorch's td_heuristic_profiling.json (coverage prior)")
+_PROFILING = typer.Option(
+    DEFAULT_PROFILING_MAP,
+    "--profiling-map",
+    help="PyTorch's td_heuristic_profiling.json (coverage prior)",
+)
 _COVERAGE = typer.Option(None, "--coverage-map", help="our coverage map JSON {source: [tests]}")
 _ONLINE = typer.Option(False, "--online", help="let the wheel source download missing releases")
 _CACHE = typer.Option(None, "--cache-dir", help="wheel and change-facts cache folder")
-_FOCUS = typer.Option(0.0, "--focus", help="cut variants only broad signals chose (closeness "
-                                           "below this, e.g. 0.5: common code, file-level "
-                                           "coverage, fallback); they are listed as cut")
-_NO_IMPORTS = typer.Option(False, "--no-import-map",
-                           help="do not use (or learn) the import map of our own runs")
+_FOCUS = typer.Option(
+    0.0,
+    "--focus",
+    help="cut variants only broad signals chose (closeness "
+    "below this, e.g. 0.5: common code, file-level "
+    "coverage, fallback); they are listed as cut",
+)
+_NO_IMPORTS = typer.Option(
+    False, "--no-import-map", help="do not use (or learn) the import map of our own runs"
+)
 
 
 def _open(upstream: Path | None, online: bool, cache_dir: Path | None, base: str, head: str):
@@ -56,16 +69,22 @@ def _open(upstream: Path | None, online: bool, cache_dir: Path | None, base: str
 
 
 def print_plan(plan: SelectionPlan, *, show: int = 20) -> None:
-    typer.echo(f"# {plan.backend}: {plan.base} ({plan.base_resolved[:12]}) -> {plan.head} "
-               f"({plan.head_resolved[:12]}), universe {plan.universe.label}")
+    typer.echo(
+        f"# {plan.backend}: {plan.base} ({plan.base_resolved[:12]}) -> {plan.head} "
+        f"({plan.head_resolved[:12]}), universe {plan.universe.label}"
+    )
     if plan.universe.new_at_head or plan.universe.removed_at_head:
-        typer.echo(f"  universe: {plan.universe.variants} variants, "
-                   f"{plan.universe.new_at_head} flagged new-at-head, "
-                   f"{plan.universe.removed_at_head} flagged removed-at-head")
+        typer.echo(
+            f"  universe: {plan.universe.variants} variants, "
+            f"{plan.universe.new_at_head} flagged new-at-head, "
+            f"{plan.universe.removed_at_head} flagged removed-at-head"
+        )
     typer.echo("funnel:")
     for step in plan.funnel:
-        typer.echo(f"  {step.stage:<14} {step.count_in:>8} -> {step.count_out:<8} {step.unit}"
-                   f"  ({step.seconds:.3f} s)")
+        typer.echo(
+            f"  {step.stage:<14} {step.count_in:>8} -> {step.count_out:<8} {step.unit}"
+            f"  ({step.seconds:.3f} s)"
+        )
     typer.echo("signals: " + ", ".join(f"{k} {v}" for k, v in plan.signals.items()))
     if plan.fallback:
         for fb in plan.fallbacks:
@@ -73,13 +92,17 @@ def print_plan(plan: SelectionPlan, *, show: int = 20) -> None:
     else:
         typer.echo("fallback: none (every change was mapped by a signal)")
     for t in plan.tests[:show]:
-        typer.echo(f"  #{t.rank:<5} {t.test_id}  [{t.mode}{'' if t.gating else ', non-gating'}]"
-                   f"  {t.reasons[0][:110]}")
+        typer.echo(
+            f"  #{t.rank:<5} {t.test_id}  [{t.mode}{'' if t.gating else ', non-gating'}]"
+            f"  {t.reasons[0][:110]}"
+        )
     if len(plan.tests) > show:
         typer.echo(f"  ... {len(plan.tests) - show} more (see the plan JSON)")
     if plan.cut:
-        typer.echo(f"cut by focus/budget: {len(plan.cut)} (first: #{plan.cut[0].rank} "
-                   f"{plan.cut[0].test_id}: {plan.cut[0].reason})")
+        typer.echo(
+            f"cut by focus/budget: {len(plan.cut)} (first: #{plan.cut[0].rank} "
+            f"{plan.cut[0].test_id}: {plan.cut[0].reason})"
+        )
     typer.echo(plan.summary())
 
 
@@ -104,13 +127,20 @@ def select(
     start = time.perf_counter()
     source, facts = _open(upstream, online, cache_dir, base, head)
     universe = universe_from_inventory(specs=specs)
-    plan = run_selection(facts, universe, reader=source_reader(source, facts),
-                         config=SignalConfig(profiling_map=profiling_map,
-                                             coverage_map=coverage_map,
-                                             import_map=None if no_import_map
-                                             else import_map_for(universe)),
-                         budget_seconds=budget, workers=workers, history=History.load(history),
-                         min_closeness=focus)
+    plan = run_selection(
+        facts,
+        universe,
+        reader=source_reader(source, facts),
+        config=SignalConfig(
+            profiling_map=profiling_map,
+            coverage_map=coverage_map,
+            import_map=None if no_import_map else import_map_for(universe),
+        ),
+        budget_seconds=budget,
+        workers=workers,
+        history=History.load(history),
+        min_closeness=focus,
+    )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     if out is not None:
         plan.write(out)
@@ -131,8 +161,9 @@ def replay(
     profiling_map: Path | None = _PROFILING,
     online: bool = _ONLINE,
     cache_dir: Path | None = _CACHE,
-    out: Path | None = typer.Option(None, "--out", help="plan JSON (default var/plans/"
-                                                       "replay-FROM-TO.json)"),
+    out: Path | None = typer.Option(
+        None, "--out", help="plan JSON (default var/plans/replay-FROM-TO.json)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the plan JSON instead"),
     no_import_map: bool = _NO_IMPORTS,
     focus: float = _FOCUS,
@@ -144,12 +175,19 @@ def replay(
     source, facts = _open(upstream, online, cache_dir, from_, to)
     installed = universe_from_inventory(specs=specs)
     head = head_universe(installed, facts, source)
-    plan = run_selection(facts, head.universe, reader=source_reader(source, facts),
-                         config=SignalConfig(profiling_map=profiling_map,
-                                             import_map=None if no_import_map
-                                             else import_map_for(installed)),
-                         budget_seconds=budget, workers=workers, history=History.load(history),
-                         min_closeness=focus)
+    plan = run_selection(
+        facts,
+        head.universe,
+        reader=source_reader(source, facts),
+        config=SignalConfig(
+            profiling_map=profiling_map,
+            import_map=None if no_import_map else import_map_for(installed),
+        ),
+        budget_seconds=budget,
+        workers=workers,
+        history=History.load(history),
+        min_closeness=focus,
+    )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     path = out or DEFAULT_PLAN_DIR / f"replay-{from_}-{to}.json"
     plan.write(path)
@@ -167,15 +205,21 @@ def _load_json(path: Path) -> dict:
 
 
 def evaluate(
-    kind: str = typer.Option("mutation", "--kind", help="ground truth: mutation (release: see "
-                                                       "--ground-truth)"),
-    suite: list[str] = typer.Option([], "--suite", "-s", help="restrict the universe (and its "
-                                                              "full runs) to these suites"),
+    kind: str = typer.Option(
+        "mutation", "--kind", help="ground truth: mutation (release: see --ground-truth)"
+    ),
+    suite: list[str] = typer.Option(
+        [], "--suite", "-s", help="restrict the universe (and its full runs) to these suites"
+    ),
     limit: int = typer.Option(0, "--limit", help="first N mutants of the catalogue (0 = all)"),
-    run: bool = typer.Option(False, "--run", help="run missing ground truth (long: the full "
-                                                 "universe once per mutant, cached)"),
-    ground_truth: Path | None = typer.Option(None, "--ground-truth",
-                                             help="a GroundTruth JSON to score instead"),
+    run: bool = typer.Option(
+        False,
+        "--run",
+        help="run missing ground truth (long: the full universe once per mutant, cached)",
+    ),
+    ground_truth: Path | None = typer.Option(
+        None, "--ground-truth", help="a GroundTruth JSON to score instead"
+    ),
     budget: float | None = _BUDGET,
     profiling_map: Path | None = _PROFILING,
     no_import_map: bool = _NO_IMPORTS,
@@ -200,19 +244,29 @@ def evaluate(
         names = list(MUTANTS)[: limit or None]
         truth = mutation_ground_truth(universe, names, run=run, log=typer.echo)
     else:
-        typer.echo("error: release ground truth needs --ground-truth FILE (the 2.13.0/2.14.1 "
-                   "full runs are not produced by this build)", err=True)
+        typer.echo(
+            "error: release ground truth needs --ground-truth FILE (the 2.13.0/2.14.1 "
+            "full runs are not produced by this build)",
+            err=True,
+        )
         raise typer.Exit(2)
     if not truth.events:
         typer.echo("no ground truth yet: add --run (runs the full universe per mutant)", err=True)
         raise typer.Exit(1)
-    config = SignalConfig(profiling_map=profiling_map,
-                          import_map=None if no_import_map else import_map_for(universe))
+    config = SignalConfig(
+        profiling_map=profiling_map, import_map=None if no_import_map else import_map_for(universe)
+    )
     plans = {}
     for event in truth.events:
         start = time.perf_counter()
-        plan = run_selection(event_facts(event), universe, reader=installed_reader,
-                             config=config, budget_seconds=budget, min_closeness=focus)
+        plan = run_selection(
+            event_facts(event),
+            universe,
+            reader=installed_reader,
+            config=config,
+            budget_seconds=budget,
+            min_closeness=focus,
+        )
         plan.decision_seconds = round(time.perf_counter() - start, 4)
         plans[event.name] = plan
     scores = score_all(truth, universe, plans, profiling_map=profiling_map)

@@ -85,8 +85,9 @@ class Score:
 Selector = Callable[[GroundTruthEvent], Selection]
 
 
-def cost_of(tests: Iterable[str], universe: Universe, history: History,
-            estimator: SimulatorEstimate) -> float:
+def cost_of(
+    tests: Iterable[str], universe: Universe, history: History, estimator: SimulatorEstimate
+) -> float:
     total = 0.0
     by_id = universe.by_id
     for tid in tests:
@@ -99,8 +100,9 @@ def cost_of(tests: Iterable[str], universe: Universe, history: History,
     return total
 
 
-def score(name: str, truth: GroundTruth, select: Selector, *, full_seconds: float,
-          universe_size: int) -> Score:
+def score(
+    name: str, truth: GroundTruth, select: Selector, *, full_seconds: float, universe_size: int
+) -> Score:
     caught = observable = failing = failing_selected = 0
     seconds = latency = count = 0.0
     rows: list[dict[str, object]] = []
@@ -116,8 +118,15 @@ def score(name: str, truth: GroundTruth, select: Selector, *, full_seconds: floa
         seconds += sel.seconds
         latency += sel.latency
         count += len(sel.tests)
-        rows.append({"event": event.name, "failing": len(fails), "selected_failing": hit,
-                     "selected": len(sel.tests), "seconds": round(sel.seconds, 6)})
+        rows.append(
+            {
+                "event": event.name,
+                "failing": len(fails),
+                "selected_failing": hit,
+                "selected": len(sel.tests),
+                "seconds": round(sel.seconds, 6),
+            }
+        )
     n = max(len(truth.events), 1)
     return Score(
         selector=name,
@@ -125,8 +134,13 @@ def score(name: str, truth: GroundTruth, select: Selector, *, full_seconds: floa
         event_recall=caught / observable if observable else None,
         cost_ratio=(seconds / n) / full_seconds if full_seconds else 0.0,
         count_ratio=(count / n) / max(universe_size, 1),
-        latency=latency / n, events=len(truth.events), observable=observable, caught=caught,
-        failing=failing, failing_selected=failing_selected, per_event=rows,
+        latency=latency / n,
+        events=len(truth.events),
+        observable=observable,
+        caught=caught,
+        failing=failing,
+        failing_selected=failing_selected,
+        per_event=rows,
     )
 
 
@@ -138,8 +152,13 @@ def run_all(universe: Universe, full_seconds: float) -> Selector:
     return lambda event: Selection(everything, full_seconds, 0.0)
 
 
-def random_at_cost(universe: Universe, costs: Mapping[str, float],
-                   target: Callable[[GroundTruthEvent], float], *, seed: int = 0) -> Selector:
+def random_at_cost(
+    universe: Universe,
+    costs: Mapping[str, float],
+    target: Callable[[GroundTruthEvent], float],
+    *,
+    seed: int = 0,
+) -> Selector:
     ids = sorted(v.test_id for v in universe.variants)
 
     def select(event: GroundTruthEvent) -> Selection:
@@ -163,8 +182,13 @@ def random_at_cost(universe: Universe, costs: Mapping[str, float],
 _WORD = re.compile(r"[a-z][a-z0-9]+")
 
 
-def pytorch_td(universe: Universe, costs: Mapping[str, float], *,
-               profiling_map: Path | None, top_share: float = 0.25) -> Selector:
+def pytorch_td(
+    universe: Universe,
+    costs: Mapping[str, float],
+    *,
+    profiling_map: Path | None,
+    top_share: float = 0.25,
+) -> Selector:
     """File-level target determination in PyTorch's style (edited tests, profiling, file path)."""
     prior = load_map(str(profiling_map)) if profiling_map else {}
     files = sorted(universe.by_file)
@@ -190,7 +214,7 @@ def pytorch_td(universe: Universe, costs: Mapping[str, float], *,
                 if words & set(_WORD.findall(Path(f).stem.lower())):
                     scores[f] += 0.25
         ranked = sorted(files, key=lambda f: (-scores[f], f))
-        keep = [f for f in ranked[:max(1, math.ceil(top_share * len(files)))] if scores[f] > 0]
+        keep = [f for f in ranked[: max(1, math.ceil(top_share * len(files)))] if scores[f] > 0]
         chosen = {v.test_id for f in keep for v in universe.by_file[f]}
         return Selection(chosen, sum(file_cost[f] for f in keep), time.perf_counter() - start)
 
@@ -200,30 +224,39 @@ def pytorch_td(universe: Universe, costs: Mapping[str, float], *,
 def from_plans(plans: Mapping[str, SelectionPlan]) -> Selector:
     def select(event: GroundTruthEvent) -> Selection:
         plan = plans[event.name]
-        return Selection(set(plan.test_ids), plan.estimated_device_seconds,
-                         plan.decision_seconds)
+        return Selection(set(plan.test_ids), plan.estimated_device_seconds, plan.decision_seconds)
 
     return select
 
 
-def evaluate(truth: GroundTruth, universe: Universe, plans: Mapping[str, SelectionPlan], *,
-             history: History | None = None, profiling_map: Path | None = None,
-             seed: int = 0) -> list[Score]:
+def evaluate(
+    truth: GroundTruth,
+    universe: Universe,
+    plans: Mapping[str, SelectionPlan],
+    *,
+    history: History | None = None,
+    profiling_map: Path | None = None,
+    seed: int = 0,
+) -> list[Score]:
     history = history or History()
     estimator = SimulatorEstimate()
-    costs = {v.test_id: cost_of([v.test_id], universe, history, estimator)
-             for v in universe.variants}
+    costs = {
+        v.test_id: cost_of([v.test_id], universe, history, estimator) for v in universe.variants
+    }
     full = sum(costs.values())
     ours = from_plans(plans)
     selectors: dict[str, Selector] = {
         "ours": ours,
         "run-all": run_all(universe, full),
         "random (equal cost)": random_at_cost(
-            universe, costs, lambda e: plans[e.name].estimated_device_seconds, seed=seed),
+            universe, costs, lambda e: plans[e.name].estimated_device_seconds, seed=seed
+        ),
         "pytorch-td top 25%": pytorch_td(universe, costs, profiling_map=profiling_map),
     }
-    return [score(name, truth, sel, full_seconds=full, universe_size=len(universe))
-            for name, sel in selectors.items()]
+    return [
+        score(name, truth, sel, full_seconds=full, universe_size=len(universe))
+        for name, sel in selectors.items()
+    ]
 
 
 def table(scores: Sequence[Score], truth: GroundTruth) -> str:

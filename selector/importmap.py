@@ -31,12 +31,20 @@ DEFAULT_IMPORT_MAP_DIR = Path("var/selector")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--import-map-out", default=None,
-                     help="write the torch modules loaded during the session (selector)")
-    parser.addoption("--trace-calls", action="store_true", default=False,
-                     help="with --import-map-out: also record the torch functions each test calls")
-    parser.addoption("--only-ids", default=None,
-                     help="file of node ids: deselect every other collected test")
+    parser.addoption(
+        "--import-map-out",
+        default=None,
+        help="write the torch modules loaded during the session (selector)",
+    )
+    parser.addoption(
+        "--trace-calls",
+        action="store_true",
+        default=False,
+        help="with --import-map-out: also record the torch functions each test calls",
+    )
+    parser.addoption(
+        "--only-ids", default=None, help="file of node ids: deselect every other collected test"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -149,6 +157,7 @@ def sample(variants: Iterable[Variant], per_template: int, *, sweep: int = 0) ->
         ids = sorted(v.test_id for v in by_template[key])
         step = max(1, len(ids) // per_template)
         out += ids[::step][:per_template]
+
     def width(key: tuple[str, str], attr: str) -> int:
         return len({getattr(v, attr) for v in by_template[key] if getattr(v, attr)})
 
@@ -187,9 +196,21 @@ def learn_import_map(
         out = Path(tmp) / "modules.json"
         id_file = Path(tmp) / "ids.txt"
         id_file.write_text("\n".join(ids), encoding="utf-8")
-        cmd = [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "-W", "ignore::UserWarning", "-p", "selector.importmap",
-               "--import-map-out", str(out)]
+        cmd = [
+            sys.executable,
+            "-P",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::UserWarning",
+            "-p",
+            "selector.importmap",
+            "--import-map-out",
+            str(out),
+        ]
         if sweep:
             cmd.append("--trace-calls")
         for plugin in be.plugins:
@@ -198,15 +219,28 @@ def learn_import_map(
         # depend on it) and keep only the sample
         files = list(dict.fromkeys(v.file for v in variants))
         cmd += ["--only-ids", str(id_file), *files]
-        proc = subprocess.run(cmd, cwd=root or PROJECT_ROOT, env={**os.environ, **be.env},
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            cmd,
+            cwd=root or PROJECT_ROOT,
+            env={**os.environ, **be.env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if not out.is_file():
             raise RuntimeError(f"import-map run failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
         traced = json.loads(out.read_text(encoding="utf-8"))
         if sweep and "calls" not in traced:
-            raise RuntimeError(f"traced run recorded no calls:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
-    data: dict[str, Any] = {"version": IMPORT_MAP_VERSION, "key": key, "tests_run": len(ids),
-                            **traced}
+            raise RuntimeError(
+                f"traced run recorded no calls:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}"
+            )
+    data: dict[str, Any] = {
+        "version": IMPORT_MAP_VERSION,
+        "key": key,
+        "tests_run": len(ids),
+        **traced,
+    }
     cache_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     return path

@@ -26,28 +26,60 @@ import pytest
 
 # name -> (module, qualname)
 MUTANTS: dict[str, tuple[str, str]] = {
-    f"F.{n}": ("torch.nn.functional", n) for n in (
-        "relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "silu", "mish",
-        "hardswish", "hardsigmoid", "softmax", "log_softmax", "softmin", "glu", "normalize",
-        "pad", "dropout", "logsigmoid", "softsign", "tanhshrink", "threshold", "layer_norm",
-        "group_norm", "batch_norm", "instance_norm", "linear", "gelu", "cosine_similarity",
-        "pairwise_distance", "embedding", "mse_loss", "l1_loss", "smooth_l1_loss",
+    f"F.{n}": ("torch.nn.functional", n)
+    for n in (
+        "relu",
+        "relu6",
+        "elu",
+        "selu",
+        "celu",
+        "leaky_relu",
+        "hardtanh",
+        "silu",
+        "mish",
+        "hardswish",
+        "hardsigmoid",
+        "softmax",
+        "log_softmax",
+        "softmin",
+        "glu",
+        "normalize",
+        "pad",
+        "dropout",
+        "logsigmoid",
+        "softsign",
+        "tanhshrink",
+        "threshold",
+        "layer_norm",
+        "group_norm",
+        "batch_norm",
+        "instance_norm",
+        "linear",
+        "gelu",
+        "cosine_similarity",
+        "pairwise_distance",
+        "embedding",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
     )
 }
-MUTANTS.update({
-    "torch.functional.norm": ("torch.functional", "norm"),
-    "torch.functional.split": ("torch.functional", "split"),
-    "torch.functional.broadcast_tensors": ("torch.functional", "broadcast_tensors"),
-    "torch.functional.tensordot": ("torch.functional", "tensordot"),
-    "torch.functional.cdist": ("torch.functional", "cdist"),
-    "Tensor.__rsub__": ("torch._tensor", "Tensor.__rsub__"),
-    "Tensor.__rdiv__": ("torch._tensor", "Tensor.__rdiv__"),
-    "Tensor.__rpow__": ("torch._tensor", "Tensor.__rpow__"),
-    "Tensor.__floordiv__": ("torch._tensor", "Tensor.__floordiv__"),
-    "Tensor.split": ("torch._tensor", "Tensor.split"),
-    "Tensor.unique": ("torch._tensor", "Tensor.unique"),
-    "Tensor.norm": ("torch._tensor", "Tensor.norm"),
-})
+MUTANTS.update(
+    {
+        "torch.functional.norm": ("torch.functional", "norm"),
+        "torch.functional.split": ("torch.functional", "split"),
+        "torch.functional.broadcast_tensors": ("torch.functional", "broadcast_tensors"),
+        "torch.functional.tensordot": ("torch.functional", "tensordot"),
+        "torch.functional.cdist": ("torch.functional", "cdist"),
+        "Tensor.__rsub__": ("torch._tensor", "Tensor.__rsub__"),
+        "Tensor.__rdiv__": ("torch._tensor", "Tensor.__rdiv__"),
+        "Tensor.__rpow__": ("torch._tensor", "Tensor.__rpow__"),
+        "Tensor.__floordiv__": ("torch._tensor", "Tensor.__floordiv__"),
+        "Tensor.split": ("torch._tensor", "Tensor.split"),
+        "Tensor.unique": ("torch._tensor", "Tensor.unique"),
+        "Tensor.norm": ("torch._tensor", "Tensor.norm"),
+    }
+)
 
 DEVICE_TYPES = frozenset({"privateuse1", "spyre"})
 
@@ -116,8 +148,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # a failure or skip in any phase wins over a passed call
     if report.when == "call" or report.outcome != "passed":
-        _OUTCOMES[report.nodeid] = report.outcome if report.outcome != "passed" else (
-            _OUTCOMES.get(report.nodeid, "passed"))
+        _OUTCOMES[report.nodeid] = (
+            report.outcome
+            if report.outcome != "passed"
+            else (_OUTCOMES.get(report.nodeid, "passed"))
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -137,8 +137,15 @@ class SelectionPlan(BaseModel):
 
     def fingerprint(self) -> str:
         """Digest of the decision (tests, modes, cut, shards), not of timings."""
-        body = json.dumps([self.test_ids, [t.mode for t in self.tests],
-                           [c.test_id for c in self.cut], self.shards, self.fallback])
+        body = json.dumps(
+            [
+                self.test_ids,
+                [t.mode for t in self.tests],
+                [c.test_id for c in self.cut],
+                self.shards,
+                self.fallback,
+            ]
+        )
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def to_json(self, *, indent: int | None = 2) -> str:
@@ -154,8 +161,17 @@ class SelectionPlan(BaseModel):
 
 
 def _funnel(records: Iterable[StageRecord]) -> list[FunnelStep]:
-    return [FunnelStep(stage=r.stage, count_in=r.count_in, count_out=r.count_out, unit=r.unit,
-                       seconds=r.seconds, notes=list(r.notes)) for r in records]
+    return [
+        FunnelStep(
+            stage=r.stage,
+            count_in=r.count_in,
+            count_out=r.count_out,
+            unit=r.unit,
+            seconds=r.seconds,
+            notes=list(r.notes),
+        )
+        for r in records
+    ]
 
 
 def run_selection(
@@ -179,9 +195,16 @@ def run_selection(
     changes = changes_stage(facts)
     impact = impact_stage(changes, universe, config=config, reader=reader, force_all=force_all)
     applicable = applicability_stage(impact.candidates, universe)
-    budget = budget_stage(applicable.kept, universe, budget_seconds=budget_seconds,
-                          workers=workers, history=history, estimator=estimator, triage=triage,
-                          min_closeness=min_closeness)
+    budget = budget_stage(
+        applicable.kept,
+        universe,
+        budget_seconds=budget_seconds,
+        workers=workers,
+        history=history,
+        estimator=estimator,
+        triage=triage,
+        min_closeness=min_closeness,
+    )
     hist = history or History()
     full = 0.0
     for v in universe.variants:
@@ -191,28 +214,52 @@ def run_selection(
         full += h.seconds if h is not None and h.seconds is not None else estimator.seconds(v)
     flags = list(universe.flags.values())
     return SelectionPlan(
-        backend=backend, source_kind=facts.source_kind,
-        base=facts.base.requested, head=facts.head.requested,
-        base_resolved=facts.base.resolved, head_resolved=facts.head.resolved,
-        universe=UniverseInfo(label=universe.label, kind=universe.kind, variants=len(universe),
-                              new_at_head=flags.count(NEW_AT_HEAD),
-                              removed_at_head=flags.count(REMOVED_AT_HEAD)),
+        backend=backend,
+        source_kind=facts.source_kind,
+        base=facts.base.requested,
+        head=facts.head.requested,
+        base_resolved=facts.base.resolved,
+        head_resolved=facts.head.resolved,
+        universe=UniverseInfo(
+            label=universe.label,
+            kind=universe.kind,
+            variants=len(universe),
+            new_at_head=flags.count(NEW_AT_HEAD),
+            removed_at_head=flags.count(REMOVED_AT_HEAD),
+        ),
         funnel=_funnel([changes.record, impact.record, applicable.record, budget.record]),
         fallback=bool(impact.fallbacks),
-        fallbacks=[FallbackInfo(scope=f.scope, units=list(f.units), reason=f.reason,
-                                tests=f.tests) for f in impact.fallbacks],
+        fallbacks=[
+            FallbackInfo(scope=f.scope, units=list(f.units), reason=f.reason, tests=f.tests)
+            for f in impact.fallbacks
+        ],
         unexplained=[u.key for u in impact.unexplained],
         explained=impact.explained,
         signals=impact.per_signal,
-        tests=[PlannedTest(test_id=r.test_id, rank=r.rank, risk=r.risk, seconds=r.seconds,
-                           seconds_source=r.seconds_source, mode=r.mode, gating=r.gating,
-                           signals=list(r.signals), reasons=list(r.reasons), flag=r.flag)
-               for r in budget.selected],
-        cut=[CutTest(test_id=c.test_id, rank=c.rank, risk=c.risk, seconds=c.seconds,
-                     reason=c.reason) for c in budget.cut],
+        tests=[
+            PlannedTest(
+                test_id=r.test_id,
+                rank=r.rank,
+                risk=r.risk,
+                seconds=r.seconds,
+                seconds_source=r.seconds_source,
+                mode=r.mode,
+                gating=r.gating,
+                signals=list(r.signals),
+                reasons=list(r.reasons),
+                flag=r.flag,
+            )
+            for r in budget.selected
+        ],
+        cut=[
+            CutTest(test_id=c.test_id, rank=c.rank, risk=c.risk, seconds=c.seconds, reason=c.reason)
+            for c in budget.cut
+        ],
         removed=[RemovedTest(test_id=r.test_id, reason=r.reason) for r in applicable.removed],
-        shards=budget.shards, shard_seconds=budget.shard_seconds,
-        budget_seconds=budget_seconds, min_closeness=min_closeness,
+        shards=budget.shards,
+        shard_seconds=budget.shard_seconds,
+        budget_seconds=budget_seconds,
+        min_closeness=min_closeness,
         estimated_device_seconds=budget.selected_seconds,
         full_device_seconds=round(full, 9),
         decision_seconds=round(time.perf_counter() - start, 4),
@@ -245,8 +292,12 @@ def universe_from_inventory(
     else:
         source, kind = BundledSuites(tuple(suites)), "bundled"
     inv = build_inventory(source, backend=backend, specs=specs, cache_dir=cache_dir)
-    return Universe(variants=inv.variants, label=f"{inv.key.revision} ({inv.key.torch_build})",
-                    kind=kind, key=f"{inv.key.torch_build}-{inv.key.backend_version}")
+    return Universe(
+        variants=inv.variants,
+        label=f"{inv.key.revision} ({inv.key.torch_build})",
+        kind=kind,
+        key=f"{inv.key.torch_build}-{inv.key.backend_version}",
+    )
 
 
 def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None:
@@ -263,8 +314,10 @@ def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None
     if not exact.is_file():
         # the traced run takes minutes: a map of the same torch build and test files learned
         # with an earlier backend version is reused (its backend symbols may be stale)
-        same = sorted(DEFAULT_IMPORT_MAP_DIR.glob(f"importmap-{build}-{files}-*-traced.json"),
-                      key=lambda p: p.stat().st_mtime)
+        same = sorted(
+            DEFAULT_IMPORT_MAP_DIR.glob(f"importmap-{build}-{files}-*-traced.json"),
+            key=lambda p: p.stat().st_mtime,
+        )
         if same:
             log.info("reusing import map %s for %s", same[-1], key)
             return same[-1]
@@ -303,26 +356,64 @@ def plan_for_event(
         facts = compute_change_facts(source, b, h, cache_dir=cache)
     except UpstreamError as exc:
         log.warning("cannot read upstream %s..%s: %s; selecting everything", base, head, exc)
-        return unreadable_plan(base, head, uni, backend=backend, error=str(exc), history=hist,
-                               budget_seconds=budget_seconds, workers=workers)
-    plan = run_selection(facts, uni, backend=backend, reader=source_reader(source, facts),
-                         config=config, budget_seconds=budget_seconds, workers=workers,
-                         history=hist)
+        return unreadable_plan(
+            base,
+            head,
+            uni,
+            backend=backend,
+            error=str(exc),
+            history=hist,
+            budget_seconds=budget_seconds,
+            workers=workers,
+        )
+    plan = run_selection(
+        facts,
+        uni,
+        backend=backend,
+        reader=source_reader(source, facts),
+        config=config,
+        budget_seconds=budget_seconds,
+        workers=workers,
+        history=hist,
+    )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return plan
 
 
-def unreadable_plan(base: str, head: str, universe: Universe, *, backend: str, error: str,
-                    history: History, budget_seconds: float | None, workers: int) -> SelectionPlan:
+def unreadable_plan(
+    base: str,
+    head: str,
+    universe: Universe,
+    *,
+    backend: str,
+    error: str,
+    history: History,
+    budget_seconds: float | None,
+    workers: int,
+) -> SelectionPlan:
     """Everything, because the change could not be analysed; the error is in the plan."""
     from selector.upstream import ResolvedRevision
 
     def rev(r: str) -> ResolvedRevision:
         return ResolvedRevision(kind="git", requested=r, resolved=r, detail="unresolved")
 
-    facts = ChangeFacts(source_kind="unknown", base=rev(base), head=rev(head),
-                        files=[], python=[], native_functions=[], derivatives=[], db_entries=[],
-                        errors=[error])
-    return run_selection(facts, universe, backend=backend, history=history,
-                         budget_seconds=budget_seconds, workers=workers,
-                         force_all=f"upstream change not readable ({error}); selecting everything")
+    facts = ChangeFacts(
+        source_kind="unknown",
+        base=rev(base),
+        head=rev(head),
+        files=[],
+        python=[],
+        native_functions=[],
+        derivatives=[],
+        db_entries=[],
+        errors=[error],
+    )
+    return run_selection(
+        facts,
+        universe,
+        backend=backend,
+        history=history,
+        budget_seconds=budget_seconds,
+        workers=workers,
+        force_all=f"upstream change not readable ({error}); selecting everything",
+    )

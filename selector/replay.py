@@ -46,10 +46,15 @@ class HeadUniverse:
 def installed_matches(facts: ChangeFacts) -> bool:
     """Whether the installed torch is the head release (then the inventory is the head's)."""
     installed = torch_build().split("+git", 1)[0]
-    return facts.head.resolved == installed or facts.head.resolved.split("+")[0] == installed.split("+")[0]
+    return (
+        facts.head.resolved == installed
+        or facts.head.resolved.split("+")[0] == installed.split("+")[0]
+    )
 
 
-def head_universe(installed: Universe, facts: ChangeFacts, source: UpstreamSource | None) -> HeadUniverse:
+def head_universe(
+    installed: Universe, facts: ChangeFacts, source: UpstreamSource | None
+) -> HeadUniverse:
     if installed_matches(facts):
         return HeadUniverse(installed, notes=["installed torch is the head release"])
     by_op = installed.by_op
@@ -60,8 +65,9 @@ def head_universe(installed: Universe, facts: ChangeFacts, source: UpstreamSourc
     new: list[Variant] = []
     opinfo = [d for d in facts.db_entries if d.kind == "opinfo"]
     head_dtypes = _entry_dtypes(source, facts, opinfo, at_base=False, notes=notes)
-    base_dtypes = _entry_dtypes(source, facts, [d for d in opinfo if d.status == "modified"],
-                                at_base=True, notes=notes)
+    base_dtypes = _entry_dtypes(
+        source, facts, [d for d in opinfo if d.status == "modified"], at_base=True, notes=notes
+    )
     for d in opinfo:
         name = d.name.split("#", 1)[0]
         if d.status == "removed":
@@ -91,9 +97,13 @@ def head_universe(installed: Universe, facts: ChangeFacts, source: UpstreamSourc
         flags[v.test_id] = NEW_AT_HEAD
     if any(d.kind == "moduleinfo" and d.status == "added" for d in facts.db_entries):
         notes.append("ModuleInfo entries added at head are not synthesized (collect with --run)")
-    universe = Universe(variants=[*installed.variants, *new],
-                        label=f"{installed.label} + facts {facts.head.resolved}",
-                        kind="installed+facts", flags=flags, key=installed.key)
+    universe = Universe(
+        variants=[*installed.variants, *new],
+        label=f"{installed.label} + facts {facts.head.resolved}",
+        kind="installed+facts",
+        flags=flags,
+        key=installed.key,
+    )
     return HeadUniverse(universe, added=len(new), removed=removed, notes=notes)
 
 
@@ -127,8 +137,7 @@ def _full_templates(universe: Universe) -> list[_Template]:
             continue
         v = sample[key]
         device = _device_token(v)
-        out.append(_Template(v.file, v.cls or "", v.base, v.suite, device,
-                             frozenset(dtypes[key])))
+        out.append(_Template(v.file, v.cls or "", v.base, v.suite, device, frozenset(dtypes[key])))
     return out
 
 
@@ -149,14 +158,30 @@ def _new_variants(templates: Iterable[_Template], op: str, dtypes: set[str]) -> 
             wanted = [d for d in sorted(dtypes) if d in t.dtypes]
         for dtype in wanted:
             name = f"{t.base}_{formatted}_{t.device}" + (f"_{dtype}" if dtype else "")
-            out.append(Variant(test_id=f"{t.file}::{t.cls}::{name}", file=t.file, cls=t.cls,
-                               name=name, base=t.base, suite=t.suite, op=op, dtype=dtype,
-                               tags=[NEW_AT_HEAD]))
+            out.append(
+                Variant(
+                    test_id=f"{t.file}::{t.cls}::{name}",
+                    file=t.file,
+                    cls=t.cls,
+                    name=name,
+                    base=t.base,
+                    suite=t.suite,
+                    op=op,
+                    dtype=dtype,
+                    tags=[NEW_AT_HEAD],
+                )
+            )
     return out
 
 
-def _entry_dtypes(source: UpstreamSource | None, facts: ChangeFacts, entries: list[DbEntryChange],
-                  *, at_base: bool, notes: list[str]) -> dict[str, set[str]]:
+def _entry_dtypes(
+    source: UpstreamSource | None,
+    facts: ChangeFacts,
+    entries: list[DbEntryChange],
+    *,
+    at_base: bool,
+    notes: list[str],
+) -> dict[str, set[str]]:
     if source is None or not entries:
         return {}
     revision = facts.base if at_base else facts.head
@@ -181,8 +206,9 @@ def _entry_dtypes(source: UpstreamSource | None, facts: ChangeFacts, entries: li
             if expr is None:
                 continue
             try:
-                value = eval(compile(ast.Expression(expr), path, "eval"),
-                             {"__builtins__": {}}, namespace)
+                value = eval(
+                    compile(ast.Expression(expr), path, "eval"), {"__builtins__": {}}, namespace
+                )
                 out[key] = {str(d).removeprefix("torch.") for d in value}
             except Exception:
                 failed += 1
@@ -196,8 +222,9 @@ def _dtype_namespace() -> dict[str, Any]:
     import torch
     from torch.testing._internal import common_dtype
 
-    ns: dict[str, Any] = {k: getattr(common_dtype, k) for k in dir(common_dtype)
-                          if not k.startswith("__")}
+    ns: dict[str, Any] = {
+        k: getattr(common_dtype, k) for k in dir(common_dtype) if not k.startswith("__")
+    }
     ns["torch"] = torch
     return ns
 

@@ -39,11 +39,19 @@ class SignalConfig:
     # dispatch keys whose kernels the backend can run (its own, the CPU it falls back to and
     # compares with, the composite kernels, meta for shapes); a dispatch-only change to other
     # keys (CUDA, XPU, MPS, sparse, nested...) selects nothing
-    relevant_dispatch_keys: frozenset[str] = frozenset({
-        "CPU", "PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
-        "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutogradNestedTensor",
-        "Meta", "Math", "DefaultBackend",
-    })
+    relevant_dispatch_keys: frozenset[str] = frozenset(
+        {
+            "CPU",
+            "PrivateUse1",
+            "CompositeImplicitAutograd",
+            "CompositeExplicitAutograd",
+            "CompositeExplicitAutogradNonFunctional",
+            "CompositeImplicitAutogradNestedTensor",
+            "Meta",
+            "Math",
+            "DefaultBackend",
+        }
+    )
     # device names whose code paths the backend never takes (changes guarded by them are inert)
     other_devices: frozenset[str] = frozenset({"cuda", "xpu", "hpu", "mps", "rocm", "mtia", "xla"})
 

@@ -18,9 +18,12 @@ from selector.signals.base import SignalContext, SignalResult
 
 # upstream test file (profiling-map name) -> bundled conformance files that play its part
 UPSTREAM_ANALOGS: dict[str, tuple[str, ...]] = {
-    "test_ops": ("spyre_stack/conformance/test_common.py", "spyre_stack/conformance/test_out.py",
-                 "spyre_stack/conformance/test_variants.py",
-                 "spyre_stack/conformance/test_errors.py"),
+    "test_ops": (
+        "spyre_stack/conformance/test_common.py",
+        "spyre_stack/conformance/test_out.py",
+        "spyre_stack/conformance/test_variants.py",
+        "spyre_stack/conformance/test_errors.py",
+    ),
     "test_ops_gradients": ("spyre_stack/conformance/test_gradients.py",),
     "test_ops_fwd_gradients": ("spyre_stack/conformance/test_gradients.py",),
     "test_modules": ("spyre_stack/conformance/test_modules.py",),
@@ -71,13 +74,17 @@ class CoverageMap:
                 sources.setdefault((target, origin), []).append(unit.path)
             n = sum(len(uni.by_file[t]) if t in uni.by_file else 1 for t in targets)
             result.explained[unit.key] = (
-                f"{origin}: {len(targets)} file(s)/test(s), {n} variant(s)" if targets else
-                f"{origin}: executed only by {len(tests)} test file(s) outside the universe"
+                f"{origin}: {len(targets)} file(s)/test(s), {n} variant(s)"
+                if targets
+                else f"{origin}: executed only by {len(tests)} test file(s) outside the universe"
             )
         for (target, origin), paths in sorted(sources.items()):
             shown = sorted(set(paths))
-            why = f"{origin}: {', '.join(shown[:3])}" + (
-                f" (+{len(shown) - 3} files)" if len(shown) > 3 else "") + f" -> {target}"
+            why = (
+                f"{origin}: {', '.join(shown[:3])}"
+                + (f" (+{len(shown) - 3} files)" if len(shown) > 3 else "")
+                + f" -> {target}"
+            )
             if target in uni.by_file:
                 result.add((v.test_id for v in uni.by_file[target]), why)
             else:

@@ -36,7 +36,8 @@ class DatabaseEntries:
             result.add((v.test_id for v in variants), f"{d.kind} {name} {d.status}: {why}")
             dtypes = sorted({v.dtype or "-" for v in variants})
             result.explained[unit_key] = (
-                f"{len(variants)} variant(s) over dtypes {', '.join(dtypes)}" if variants
+                f"{len(variants)} variant(s) over dtypes {', '.join(dtypes)}"
+                if variants
                 else "entry has no variant in the universe"
             )
             for reason in d.reasons:
@@ -55,7 +56,9 @@ class DatabaseEntries:
                 variants = [v for n in names for v in uni.by_op.get(n, [])]
                 variants += [v for n in names for v in uni.by_module.get(module_key(n), [])]
                 result.add((v.test_id for v in variants), f"{top} class changed ({qual})")
-                result.explained[unit.key] = f"{len(names)} {top} entries, {len(variants)} variant(s)"
+                result.explained[unit.key] = (
+                    f"{len(names)} {top} entries, {len(variants)} variant(s)"
+                )
             elif top in entry_users:
                 result.explained[unit.key] = (
                     f"reaches entries {', '.join(sorted(set(entry_users[top]))[:5])}"
@@ -102,8 +105,11 @@ def entry_calls_with_nodes(tree: ast.Module) -> Iterable[tuple[str, str, ast.Cal
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
-            cls = func.id if isinstance(func, ast.Name) else (
-                func.attr if isinstance(func, ast.Attribute) else "")
+            cls = (
+                func.id
+                if isinstance(func, ast.Name)
+                else (func.attr if isinstance(func, ast.Attribute) else "")
+            )
             if not cls.endswith("Info") or cls in ("DecorateInfo", "AliasInfo"):
                 continue
             first = node.args[0] if node.args else None

@@ -44,15 +44,18 @@ class OtherDevicesOnly:
                 continue
             changed = changed_nodes(old.body, new.body)
             if changed and all(pattern.search(ast.unparse(n).lower()) for n in changed):
-                devices = sorted({m for n in changed for m in pattern.findall(ast.unparse(n).lower())})
+                devices = sorted(
+                    {m for n in changed for m in pattern.findall(ast.unparse(n).lower())}
+                )
                 result.explained[unit.key] = f"changes only code for {', '.join(devices)}"
                 if is_db_file(unit.path):
                     inert_functions.add(qual.split(".", 1)[0])
         self._entries(ctx, pattern, inert_functions, result)
         return result
 
-    def _entries(self, ctx: SignalContext, pattern: re.Pattern[str], inert: set[str],
-                 result: SignalResult) -> None:
+    def _entries(
+        self, ctx: SignalContext, pattern: re.Pattern[str], inert: set[str], result: SignalResult
+    ) -> None:
         modified = [d for d in ctx.facts.db_entries if d.status == "modified"]
         if not modified:
             return
@@ -65,7 +68,9 @@ class OtherDevicesOnly:
                     calls[key] = _calls(ctx, d.file, at_base)
                 sides.append(calls[key].get(d.name))
             old, new = sides
-            reasons_ok = all(_inert_reason(r, inert) for r in d.reasons if r != "definition changed")
+            reasons_ok = all(
+                _inert_reason(r, inert) for r in d.reasons if r != "definition changed"
+            )
             if not reasons_ok:
                 continue
             if "definition changed" in d.reasons:
@@ -100,14 +105,23 @@ def _device_pattern(devices: Iterable[str]) -> re.Pattern[str]:
     return re.compile("|".join(sorted(re.escape(d.lower()) for d in devices)) or "(?!)")
 
 
-def _find(tree: ast.Module | None, qual: str) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
+def _find(
+    tree: ast.Module | None, qual: str
+) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
     if tree is None:
         return None
     body: Sequence[ast.stmt] = tree.body
     node = None
     for part in qual.split("."):
-        node = next((s for s in body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                     and s.name == part), None)
+        node = next(
+            (
+                s
+                for s in body
+                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and s.name == part
+            ),
+            None,
+        )
         if node is None:
             return None
         body = node.body
@@ -130,8 +144,12 @@ def changed_nodes(old: Sequence[ast.AST], new: Sequence[ast.AST]) -> list[ast.AS
             for o, n in zip(olds, news, strict=True):
                 out += _refine(o, n)
             continue
-        if tag == "replace" and len(news) == 1 and isinstance(news[0], ast.If) and (
-                [_dump(x) for x in news[0].orelse] == [_dump(x) for x in olds]):
+        if (
+            tag == "replace"
+            and len(news) == 1
+            and isinstance(news[0], ast.If)
+            and ([_dump(x) for x in news[0].orelse] == [_dump(x) for x in olds])
+        ):
             # a new branch wrapped around the old code: only the new test and body changed
             out += [news[0].test, *news[0].body]
             continue
@@ -179,7 +197,9 @@ def changed_arguments(old: ast.Call, new: ast.Call) -> list[ast.AST]:
             continue
         if _dump(old_value) == _dump(new_value):
             continue
-        if isinstance(old_value, ast.List | ast.Tuple) and isinstance(new_value, ast.List | ast.Tuple):
+        if isinstance(old_value, ast.List | ast.Tuple) and isinstance(
+            new_value, ast.List | ast.Tuple
+        ):
             out += changed_nodes(old_value.elts, new_value.elts)
         else:
             out += [old_value, new_value]

@@ -28,8 +28,11 @@ class EditedTests:
                 result.add((v.test_id for v in exact), f"{unit.status} test {qual}")
                 result.explained[unit.key] = f"{len(exact)} variant(s) of {qual}"
                 continue
-            by_class = [v for v in uni.by_file[unit.path]
-                        if v.cls and (v.cls == top or v.cls.startswith(top))]
+            by_class = [
+                v
+                for v in uni.by_file[unit.path]
+                if v.cls and (v.cls == top or v.cls.startswith(top))
+            ]
             if by_class and top != "*":
                 result.add((v.test_id for v in by_class), f"{unit.status} test class code {qual}")
                 result.explained[unit.key] = f"{len(by_class)} variant(s) of class {top}"

@@ -22,8 +22,10 @@ class NotImported:
         if data is None:
             return result
         modules = set(data["modules"])
-        why = (f"module never imported by the universe's runs (import map of {len(modules)} "
-               f"modules from {data['tests_run']} traced tests)")
+        why = (
+            f"module never imported by the universe's runs (import map of {len(modules)} "
+            f"modules from {data['tests_run']} traced tests)"
+        )
         for unit in ctx.units:
             if unit.kind not in ("symbol", "file") or not unit.path.endswith(".py"):
                 continue

@@ -52,18 +52,29 @@ class Operators:
         uni = ctx.universe
         relevant = ctx.config.relevant_dispatch_keys
         for e in ctx.facts.native_functions:
-            if (e.status == "modified" and list(e.fields) == ["dispatch"] and e.dispatch_keys
-                    and not set(e.dispatch_keys) & relevant):
+            if (
+                e.status == "modified"
+                and list(e.fields) == ["dispatch"]
+                and e.dispatch_keys
+                and not set(e.dispatch_keys) & relevant
+            ):
                 result.explained[f"native_functions:{e.name}"] = (
                     f"dispatch changed only for {', '.join(e.dispatch_keys)}: kernels the "
-                    "backend never runs")
+                    "backend never runs"
+                )
                 continue
             fields = f" ({', '.join(e.fields)})" if e.fields else ""
-            _select_op(result, uni, e.op, f"native_functions:{e.name}",
-                       f"schema/dispatch of {e.name} {e.status}{fields}")
+            _select_op(
+                result,
+                uni,
+                e.op,
+                f"native_functions:{e.name}",
+                f"schema/dispatch of {e.name} {e.status}{fields}",
+            )
         for e in ctx.facts.derivatives:
-            _select_op(result, uni, e.op, f"derivatives:{e.name}",
-                       f"derivative of {e.name} {e.status}")
+            _select_op(
+                result, uni, e.op, f"derivatives:{e.name}", f"derivative of {e.name} {e.status}"
+            )
         by_file: dict[str, list[ChangeUnit]] = {}
         for unit in ctx.units:
             if unit.kind == "symbol" and unit.path.endswith(".py") and not is_db_file(unit.path):
@@ -80,8 +91,9 @@ class Operators:
 
     # -- Python: registrations and op-named functions ----------------------------------
 
-    def _python_file(self, ctx: SignalContext, path: str, units: list[ChangeUnit],
-                     result: SignalResult) -> None:
+    def _python_file(
+        self, ctx: SignalContext, path: str, units: list[ChangeUnit], result: SignalResult
+    ) -> None:
         for at_base in (False, True):
             todo = [u for u in units if (u.status == "removed") == at_base]
             if not todo:
@@ -105,11 +117,18 @@ class Operators:
                     kind, ops = targets[name]
                     via = "" if name == top else f" (calls changed {top})"
                     for op in ops:
-                        n = _select(result, uni=ctx.universe, key=op,
-                                    reason=f"{kind} {name} {unit.status}{via} -> {op}")
+                        n = _select(
+                            result,
+                            uni=ctx.universe,
+                            key=op,
+                            reason=f"{kind} {name} {unit.status}{via} -> {op}",
+                        )
                         parts.append(f"{op}:{n}")
-                result.explained[unit.key] = "ops " + ", ".join(parts[:8]) + (
-                    f" (+{len(parts) - 8})" if len(parts) > 8 else "")
+                result.explained[unit.key] = (
+                    "ops "
+                    + ", ".join(parts[:8])
+                    + (f" (+{len(parts) - 8})" if len(parts) > 8 else "")
+                )
 
     # -- C++ kernels ---------------------------------------------------------------------
 
@@ -122,9 +141,15 @@ class Operators:
         ops = sorted({op for ident in idents & kernels.keys() for op in kernels[ident]})
         if not ops:
             return
-        counts = [f"{op}:{_select_op(result, ctx.universe, op, None, f'kernel source {unit.path} {unit.status} -> {op}')}" for op in ops]
-        result.explained[unit.key] = "kernels of " + ", ".join(counts[:8]) + (
-            f" (+{len(counts) - 8})" if len(counts) > 8 else "")
+        counts = [
+            f"{op}:{_select_op(result, ctx.universe, op, None, f'kernel source {unit.path} {unit.status} -> {op}')}"
+            for op in ops
+        ]
+        result.explained[unit.key] = (
+            "kernels of "
+            + ", ".join(counts[:8])
+            + (f" (+{len(counts) - 8})" if len(counts) > 8 else "")
+        )
 
 
 def used_names(tree: ast.Module) -> dict[str, set[str]]:
@@ -133,8 +158,11 @@ def used_names(tree: ast.Module) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
 
     def names(node: ast.AST) -> set[str]:
-        return {n.id if isinstance(n, ast.Name) else n.attr
-                for n in ast.walk(node) if isinstance(n, ast.Name | ast.Attribute)}
+        return {
+            n.id if isinstance(n, ast.Name) else n.attr
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name | ast.Attribute)
+        }
 
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -171,8 +199,9 @@ def _select(result: SignalResult, *, uni: Universe, key: str, reason: str) -> in
     return len(variants)
 
 
-def _select_op(result: SignalResult, uni: Universe, op: str, unit_key: str | None,
-               reason: str) -> int:
+def _select_op(
+    result: SignalResult, uni: Universe, op: str, unit_key: str | None, reason: str
+) -> int:
     n = _select(result, uni=uni, key=op, reason=reason)
     if unit_key is not None:
         result.explained[unit_key] = f"{n} variant(s) of {aten_key(op)}"
@@ -229,7 +258,7 @@ def registered_ops(decorators: Iterable[ast.expr]) -> list[str]:
                 chain = _chain(node)
                 if "aten" in chain[:-1] or "prims" in chain[:-1]:
                     root = "aten" if "aten" in chain else "prims"
-                    rest = chain[chain.index(root) + 1:]
+                    rest = chain[chain.index(root) + 1 :]
                     if rest:
                         ops.append(aten_key(rest[0]))
     return list(dict.fromkeys(ops))
@@ -268,5 +297,8 @@ def _kernel_table(ctx: SignalContext) -> dict[str, set[str]]:
 
 
 def _layout_path(ctx: SignalContext) -> str:
-    return ("torchgen/packaged/ATen/native/native_functions.yaml"
-            if ctx.facts.source_kind == "wheels" else "aten/src/ATen/native/native_functions.yaml")
+    return (
+        "torchgen/packaged/ATen/native/native_functions.yaml"
+        if ctx.facts.source_kind == "wheels"
+        else "aten/src/ATen/native/native_functions.yaml"
+    )

@@ -21,12 +21,19 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     (".github/*", "none", "upstream CI configuration"),
     (".ci/*", "none", "upstream CI configuration"),
     ("benchmarks/*", "none", "benchmarks are not tests"),
-    ("torch/include/*", "none",
-     "wheel headers: the operator surface they declare is tracked through native_functions.yaml",
-     "wheels"),
-    ("torch/lib/*", "none",
-     "compiled libraries: a wheel has no kernel sources; kernel changes are tracked through "
-     "native_functions.yaml and derivatives.yaml entries", "wheels"),
+    (
+        "torch/include/*",
+        "none",
+        "wheel headers: the operator surface they declare is tracked through native_functions.yaml",
+        "wheels",
+    ),
+    (
+        "torch/lib/*",
+        "none",
+        "compiled libraries: a wheel has no kernel sources; kernel changes are tracked through "
+        "native_functions.yaml and derivatives.yaml entries",
+        "wheels",
+    ),
     ("*.so", "none", "compiled library (see torch/lib)", "wheels"),
     ("*.pyi", "none", "type stubs"),
     ("*.jinja", "none", "code-generation templates of the compiler (torch.compile only)"),
@@ -41,8 +48,11 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ("c10/*", "all", "core C++ used by every op (conservative)"),
     ("aten/src/ATen/core/*", "all", "core ATen used by every op (conservative)"),
     ("torch/csrc/*", "all", "core C++ bindings (conservative)"),
-    ("torch/testing/_internal/common_device_type.py", "all",
-     "device-generic test machinery (conservative)"),
+    (
+        "torch/testing/_internal/common_device_type.py",
+        "all",
+        "device-generic test machinery (conservative)",
+    ),
     ("torch/testing/_internal/common_utils.py", "all", "test machinery (conservative)"),
 )
 
@@ -75,8 +85,9 @@ class PathRules:
                     pattern = action.removeprefix("files:")
                     files = [f for f in uni.files if fnmatchcase(f, pattern)]
                     for f in files:
-                        result.add((v.test_id for v in uni.by_file[f]),
-                                   f"path rule {glob}: {reason}")
+                        result.add(
+                            (v.test_id for v in uni.by_file[f]), f"path rule {glob}: {reason}"
+                        )
                     result.explained[unit.key] = f"path rule {glob}: {len(files)} file(s)"
                 break
         for why, paths in sorted(everything.items()):

@@ -69,7 +69,9 @@ class TracedCoverage:
                 quals = self._module_users(ctx, unit)
                 if quals is None:
                     continue
-                what = "module-level names used by " + (", ".join(sorted(quals)[:3]) or "no function")
+                what = "module-level names used by " + (
+                    ", ".join(sorted(quals)[:3]) or "no function"
+                )
             else:
                 quals = {qual}
                 what = qual
@@ -81,34 +83,46 @@ class TracedCoverage:
             targets = sorted({t for i in hit if (t := _target(uni, tests[i]))})
             if hit and not targets:
                 result.explained[unit.key] = (
-                    f"{what}: called only by traced tests of ops/modules outside the universe")
+                    f"{what}: called only by traced tests of ops/modules outside the universe"
+                )
                 continue
             n = 0
             if (len(targets) > COMMON_SHARE * all_targets) != self.common:
                 continue  # the other of the two traced signals handles this unit
             for target in targets:
-                variants = uni.by_op.get(target[3:], []) if target.startswith("op:") else \
-                    uni.by_module.get(target[7:], [])
+                variants = (
+                    uni.by_op.get(target[3:], [])
+                    if target.startswith("op:")
+                    else uni.by_module.get(target[7:], [])
+                )
                 n += len(variants)
             if self.common:
                 common.append(unit.key)
                 n = len(uni)
             else:
                 for target in targets:
-                    variants = (uni.by_op.get(target[3:], []) if target.startswith("op:")
-                                else uni.by_module.get(target[7:], []))
-                    result.add((v.test_id for v in variants),
-                               f"{what} ({unit.status}) is called by the traced test of {target}")
+                    variants = (
+                        uni.by_op.get(target[3:], [])
+                        if target.startswith("op:")
+                        else uni.by_module.get(target[7:], [])
+                    )
+                    result.add(
+                        (v.test_id for v in variants),
+                        f"{what} ({unit.status}) is called by the traced test of {target}",
+                    )
             result.explained[unit.key] = (
                 f"{what}: called by the traced tests of {len(targets)} op(s)/module(s), "
-                f"{n} variant(s)" if targets else
-                f"{what}: not called by any of the {len(tests)} traced tests"
+                f"{n} variant(s)"
+                if targets
+                else f"{what}: not called by any of the {len(tests)} traced tests"
             )
         if common:
             shown = ", ".join(common[:3]) + (f" (+{len(common) - 3})" if len(common) > 3 else "")
-            result.add((v.test_id for v in uni.variants),
-                       f"common code (called by the traced tests of more than "
-                       f"{COMMON_SHARE:.0%} of {all_targets} ops/modules) changed: {shown}")
+            result.add(
+                (v.test_id for v in uni.variants),
+                f"common code (called by the traced tests of more than "
+                f"{COMMON_SHARE:.0%} of {all_targets} ops/modules) changed: {shown}",
+            )
         return result
 
     def _module_users(self, ctx: SignalContext, unit: ChangeUnit) -> set[str] | None:

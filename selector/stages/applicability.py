@@ -23,7 +23,9 @@ from selector.stages.model import (
 NON_GATING = frozenset({"xfail", "xfail_strict"})
 
 
-def applicability_stage(candidates: dict[str, Candidate], universe: Universe) -> ApplicabilityResult:
+def applicability_stage(
+    candidates: dict[str, Candidate], universe: Universe
+) -> ApplicabilityResult:
     start = time.perf_counter()
     kept: list[Applicable] = []
     removed: list[Removed] = []
@@ -42,12 +44,19 @@ def applicability_stage(candidates: dict[str, Candidate], universe: Universe) ->
             removed.append(Removed(tid, f"skipped by the test file: {v.static_skip}"))
         else:
             mode = v.decision or "run"
-            kept.append(Applicable(tid, mode, mode not in NON_GATING, c.reasons, c.signals,
-                                   c.closeness, flag))
+            kept.append(
+                Applicable(
+                    tid, mode, mode not in NON_GATING, c.reasons, c.signals, c.closeness, flag
+                )
+            )
     record = StageRecord(
-        stage="applicability", count_in=len(candidates), count_out=len(kept),
-        unit="variants", seconds=round(time.perf_counter() - start, 4),
-        notes=tuple(f"{sum(1 for k in kept if not k.gating)} kept as non-gating (xfail)"
-                    for _ in [0]),
+        stage="applicability",
+        count_in=len(candidates),
+        count_out=len(kept),
+        unit="variants",
+        seconds=round(time.perf_counter() - start, 4),
+        notes=tuple(
+            f"{sum(1 for k in kept if not k.gating)} kept as non-gating (xfail)" for _ in [0]
+        ),
     )
     return ApplicabilityResult(kept=kept, removed=removed, record=record)

@@ -93,9 +93,18 @@ def budget_stage(
         rows.append((-risk, item.test_id, risk, seconds, source, item, why))
     rows.sort(key=lambda r: (r[0], r[1]))
     ranked = [
-        Ranked(test_id=tid, rank=i + 1, risk=risk, seconds=seconds, seconds_source=source,
-               mode=item.mode, gating=item.gating, reasons=(*item.reasons, "; ".join(why)),
-               signals=item.signals, flag=item.flag)
+        Ranked(
+            test_id=tid,
+            rank=i + 1,
+            risk=risk,
+            seconds=seconds,
+            seconds_source=source,
+            mode=item.mode,
+            gating=item.gating,
+            reasons=(*item.reasons, "; ".join(why)),
+            signals=item.signals,
+            flag=item.flag,
+        )
         for i, (_, tid, risk, seconds, source, item, why) in enumerate(rows)
     ]
     if triage is not None:
@@ -109,30 +118,56 @@ def budget_stage(
     closeness = {item.test_id: item.closeness for item in kept}
     for r in ranked:
         if closeness[r.test_id] < min_closeness and r.flag != NEW_AT_HEAD:
-            cut.append(Cut(r.test_id, r.rank, r.risk, r.seconds,
-                           f"focus: only broad signals chose it (closeness "
-                           f"{closeness[r.test_id]:.2f} < {min_closeness})"))
+            cut.append(
+                Cut(
+                    r.test_id,
+                    r.rank,
+                    r.risk,
+                    r.seconds,
+                    f"focus: only broad signals chose it (closeness "
+                    f"{closeness[r.test_id]:.2f} < {min_closeness})",
+                )
+            )
             continue
         if not over and (budget_seconds is None or total + r.seconds <= budget_seconds):
             selected.append(r)
             total += r.seconds
             continue
         over = True
-        cut.append(Cut(r.test_id, r.rank, r.risk, r.seconds,
-                       f"over budget: rank {r.rank}, risk {r.risk:.2f}; "
-                       f"{total:.6f} s of {budget_seconds} s used by higher-ranked tests"))
+        cut.append(
+            Cut(
+                r.test_id,
+                r.rank,
+                r.risk,
+                r.seconds,
+                f"over budget: rank {r.rank}, risk {r.risk:.2f}; "
+                f"{total:.6f} s of {budget_seconds} s used by higher-ranked tests",
+            )
+        )
     shards, shard_seconds = shard_longest_first(selected, workers)
     record = StageRecord(
-        stage="budget", count_in=len(kept), count_out=len(selected), unit="variants",
+        stage="budget",
+        count_in=len(kept),
+        count_out=len(selected),
+        unit="variants",
         seconds=round(time.perf_counter() - start, 4),
         notes=(f"{len(cut)} cut by the budget",) if cut else (),
     )
-    return BudgetResult(selected=selected, cut=cut, shards=shards, shard_seconds=shard_seconds,
-                        budget_seconds=budget_seconds, selected_seconds=round(total, 9),
-                        record=record, triage=getattr(triage, "name", None))
+    return BudgetResult(
+        selected=selected,
+        cut=cut,
+        shards=shards,
+        shard_seconds=shard_seconds,
+        budget_seconds=budget_seconds,
+        selected_seconds=round(total, 9),
+        record=record,
+        triage=getattr(triage, "name", None),
+    )
 
 
-def shard_longest_first(items: Sequence[Ranked], workers: int) -> tuple[list[list[str]], list[float]]:
+def shard_longest_first(
+    items: Sequence[Ranked], workers: int
+) -> tuple[list[list[str]], list[float]]:
     """Greedy LPT: longest test first onto the least-loaded shard (ties: lowest shard index)."""
     n = max(1, workers)
     shards: list[list[str]] = [[] for _ in range(n)]

@@ -36,14 +36,29 @@ def change_units(facts: ChangeFacts) -> list[ChangeUnit]:
         for s in py.symbols:
             units.append(ChangeUnit(f"{f.path}::{s.qualname}", "symbol", f.path, s.status, s.kind))
     for e in facts.native_functions:
-        units.append(ChangeUnit(f"native_functions:{e.name}", "native_function",
-                                facts.head.requested, e.status, ",".join(e.fields)))
+        units.append(
+            ChangeUnit(
+                f"native_functions:{e.name}",
+                "native_function",
+                facts.head.requested,
+                e.status,
+                ",".join(e.fields),
+            )
+        )
     for e in facts.derivatives:
-        units.append(ChangeUnit(f"derivatives:{e.name}", "derivative", facts.head.requested,
-                                e.status, ",".join(e.fields)))
+        units.append(
+            ChangeUnit(
+                f"derivatives:{e.name}",
+                "derivative",
+                facts.head.requested,
+                e.status,
+                ",".join(e.fields),
+            )
+        )
     for d in facts.db_entries:
-        units.append(ChangeUnit(f"{d.kind}:{d.name}", d.kind, d.file, d.status,
-                                "; ".join(d.reasons)))
+        units.append(
+            ChangeUnit(f"{d.kind}:{d.name}", d.kind, d.file, d.status, "; ".join(d.reasons))
+        )
     return units
 
 
@@ -52,7 +67,10 @@ def changes_stage(facts: ChangeFacts) -> ChangeSet:
     start = time.perf_counter()
     units = change_units(facts)
     record = StageRecord(
-        stage="changes", count_in=len(facts.files), count_out=len(units), unit="files -> units",
+        stage="changes",
+        count_in=len(facts.files),
+        count_out=len(units),
+        unit="files -> units",
         seconds=round(time.perf_counter() - start, 4),
         notes=tuple(facts.errors),
     )

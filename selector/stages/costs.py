@@ -59,8 +59,10 @@ class History:
                 tests[tid] = TestHistory(seconds=float(row))
             else:
                 tests[tid] = TestHistory(
-                    seconds=row.get("seconds"), runs=int(row.get("runs", 0)),
-                    failures=int(row.get("failures", 0)), flaky=bool(row.get("flaky", False)),
+                    seconds=row.get("seconds"),
+                    runs=int(row.get("runs", 0)),
+                    failures=int(row.get("failures", 0)),
+                    flaky=bool(row.get("flaky", False)),
                 )
         return cls(tests)
 

@@ -46,8 +46,14 @@ def impact_stage(
     explained: dict[str, list[str]] = {}
     hits: dict[str, tuple[list[str], list[str], float]] = {}
     per_signal: dict[str, int] = {}
-    ctx = SignalContext(facts=changes.facts, units=changes.units, universe=universe,
-                        config=config, reader=reader, explained=explained)
+    ctx = SignalContext(
+        facts=changes.facts,
+        units=changes.units,
+        universe=universe,
+        config=config,
+        reader=reader,
+        explained=explained,
+    )
     for name, factory in registry.items():
         signal = factory()
         result = signal.map(ctx)
@@ -71,8 +77,11 @@ def impact_stage(
     if force_all is not None:  # the change itself could not be analysed
         fallbacks = [Fallback("all", tuple(u.key for u in unexplained), force_all, len(universe))]
     for fb in fallbacks:
-        variants = universe.variants if fb.scope == "all" else universe.by_file.get(
-            fb.scope.removeprefix("suite:"), [])
+        variants = (
+            universe.variants
+            if fb.scope == "all"
+            else universe.by_file.get(fb.scope.removeprefix("suite:"), [])
+        )
         for v in variants:
             got = hits.get(v.test_id)
             if got is None:
@@ -87,11 +96,21 @@ def impact_stage(
     }
     notes = tuple(f"{u.key}: unmapped -> fallback" for u in unexplained[:20])
     record = StageRecord(
-        stage="impact", count_in=len(changes.units), count_out=len(candidates),
-        unit="units -> variants", seconds=round(time.perf_counter() - start, 4), notes=notes,
+        stage="impact",
+        count_in=len(changes.units),
+        count_out=len(candidates),
+        unit="units -> variants",
+        seconds=round(time.perf_counter() - start, 4),
+        notes=notes,
     )
-    return ImpactResult(candidates=candidates, explained=explained, unexplained=unexplained,
-                        fallbacks=fallbacks, per_signal=per_signal, record=record)
+    return ImpactResult(
+        candidates=candidates,
+        explained=explained,
+        unexplained=unexplained,
+        fallbacks=fallbacks,
+        per_signal=per_signal,
+        record=record,
+    )
 
 
 MAX_REASONS = 8
@@ -106,12 +125,15 @@ def _cap(reasons: tuple[str, ...]) -> tuple[str, ...]:
 def _without(facts: ChangeFacts, keys: Iterable[str]) -> ChangeFacts:
     """The facts without the database / yaml entries whose units are in ``keys``."""
     gone = set(keys)
-    return facts.model_copy(update={
-        "db_entries": [d for d in facts.db_entries if f"{d.kind}:{d.name}" not in gone],
-        "native_functions": [e for e in facts.native_functions
-                             if f"native_functions:{e.name}" not in gone],
-        "derivatives": [e for e in facts.derivatives if f"derivatives:{e.name}" not in gone],
-    })
+    return facts.model_copy(
+        update={
+            "db_entries": [d for d in facts.db_entries if f"{d.kind}:{d.name}" not in gone],
+            "native_functions": [
+                e for e in facts.native_functions if f"native_functions:{e.name}" not in gone
+            ],
+            "derivatives": [e for e in facts.derivatives if f"derivatives:{e.name}" not in gone],
+        }
+    )
 
 
 def _fallbacks(units: list[ChangeUnit], universe: Universe, mode: str) -> list[Fallback]:
@@ -125,8 +147,12 @@ def _fallbacks(units: list[ChangeUnit], universe: Universe, mode: str) -> list[F
         keys = [k for ks in by_scope.values() for k in ks]
         return [Fallback("all", tuple(keys), _why(keys, "every variant"), len(universe))]
     return [
-        Fallback(scope, tuple(keys), _why(keys, f"all of {scope.removeprefix('suite:')}"),
-                 len(universe.by_file.get(scope.removeprefix("suite:"), [])))
+        Fallback(
+            scope,
+            tuple(keys),
+            _why(keys, f"all of {scope.removeprefix('suite:')}"),
+            len(universe.by_file.get(scope.removeprefix("suite:"), [])),
+        )
         for scope, keys in sorted(by_scope.items())
     ]
 

@@ -39,7 +39,7 @@ DERIVATIVES = """\
   other: grad * self
 """
 
-DECOMPOSITIONS = textwrap.dedent('''
+DECOMPOSITIONS = textwrap.dedent("""
     from torch._decomp import register_decomposition
     from torch._ops import ops
 
@@ -58,9 +58,9 @@ DECOMPOSITIONS = textwrap.dedent('''
     @register_decomposition([aten.silu, aten.silu.default])
     def silu(self):
         return self * self.sigmoid()
-''')
+""")
 
-OPINFO_DB = textwrap.dedent('''
+OPINFO_DB = textwrap.dedent("""
     from torch.testing._internal.opinfo.core import OpInfo, UnaryUfuncInfo
     from torch.testing._internal.common_modules import ModuleInfo
 
@@ -79,9 +79,9 @@ OPINFO_DB = textwrap.dedent('''
         UnaryUfuncInfo("nn.functional.gelu"),
         UnaryUfuncInfo("nn.functional.silu"),
     ]
-''')
+""")
 
-MODULES_DB = textwrap.dedent('''
+MODULES_DB = textwrap.dedent("""
     from torch.testing._internal.common_modules import ModuleInfo
     import torch
 
@@ -91,9 +91,9 @@ MODULES_DB = textwrap.dedent('''
 
 
     module_db = [ModuleInfo(torch.nn.Linear, module_inputs_func=module_inputs_linear)]
-''')
+""")
 
-TEST_OPS = textwrap.dedent('''
+TEST_OPS = textwrap.dedent("""
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.testing._internal.common_utils import TestCase
 
@@ -108,7 +108,7 @@ TEST_OPS = textwrap.dedent('''
 
         def test_out(self, device, dtype, op):
             self.assertTrue(_helper())
-''')
+""")
 
 BINARY_OPS = "void add_out_kernel(TensorIterator& iter) { /* add */ }\nvoid mul_kernel() {}\n"
 
@@ -147,8 +147,9 @@ class UpstreamRepo:
         return repo
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", "-C", str(self.path), *args], check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", "-C", str(self.path), *args], check=True, capture_output=True, text=True
+        ).stdout
 
     def commit(self, files: dict[str, str | None], message: str = "change") -> str:
         for rel, text in files.items():
@@ -163,17 +164,41 @@ class UpstreamRepo:
         return self.git("rev-parse", "HEAD").strip()
 
 
-def variant(template: str, op: str | None, dtype: str | None, *, module: str | None = None,
-            file: str = "test/test_ops.py", cls: str = "TestCommonPRIVATEUSE1") -> Variant:
+def variant(
+    template: str,
+    op: str | None,
+    dtype: str | None,
+    *,
+    module: str | None = None,
+    file: str = "test/test_ops.py",
+    cls: str = "TestCommonPRIVATEUSE1",
+) -> Variant:
     target = (op or module or "").replace(".", "_")
     name = f"{template}_{target}_spyre_{dtype}"
-    return Variant(test_id=f"{file}::{cls}::{name}", file=file, cls=cls, name=name,
-                   base=template, suite=Path(file).stem, op=op, module=module, dtype=dtype)
+    return Variant(
+        test_id=f"{file}::{cls}::{name}",
+        file=file,
+        cls=cls,
+        name=name,
+        base=template,
+        suite=Path(file).stem,
+        op=op,
+        module=module,
+        dtype=dtype,
+    )
 
 
 def make_universe() -> Universe:
     variants = [variant(t, op, d) for t in TEMPLATES for op in OPS for d in DTYPES]
-    variants += [variant("test_module_forward", None, d, module="nn.Linear",
-                         file="test/test_modules.py", cls="TestModulesPRIVATEUSE1")
-                 for d in DTYPES]
+    variants += [
+        variant(
+            "test_module_forward",
+            None,
+            d,
+            module="nn.Linear",
+            file="test/test_modules.py",
+            cls="TestModulesPRIVATEUSE1",
+        )
+        for d in DTYPES
+    ]
     return Universe(variants=variants, label="generated", kind="checkout")

@@ -22,21 +22,30 @@ from tests.selector.stages_repo import make_universe
 def _truth() -> GroundTruth:
     u = make_universe()
     add = [v.test_id for v in u.variants if v.op == "add"]
-    return GroundTruth(kind="mutation", universe="generated", variants=len(u), events=[
-        GroundTruthEvent(name="add-fault", kind="mutation",
-                         changed_files=["test/test_ops.py"],
-                         changed_symbols={"test/test_ops.py": ["TestCommon.test_out"]},
-                         failing=[add[0], add[2]]),  # compare_cpu and test_out
-        GroundTruthEvent(name="silent", kind="mutation", changed_files=["docs/index.md"]),
-    ])
+    return GroundTruth(
+        kind="mutation",
+        universe="generated",
+        variants=len(u),
+        events=[
+            GroundTruthEvent(
+                name="add-fault",
+                kind="mutation",
+                changed_files=["test/test_ops.py"],
+                changed_symbols={"test/test_ops.py": ["TestCommon.test_out"]},
+                failing=[add[0], add[2]],
+            ),  # compare_cpu and test_out
+            GroundTruthEvent(name="silent", kind="mutation", changed_files=["docs/index.md"]),
+        ],
+    )
 
 
 def test_scores_for_ours_and_the_baselines() -> None:
     universe = make_universe()
     truth = _truth()
-    plans = {e.name: run_selection(event_facts(e), universe,
-                                   config=SignalConfig(profiling_map=None))
-             for e in truth.events}
+    plans = {
+        e.name: run_selection(event_facts(e), universe, config=SignalConfig(profiling_map=None))
+        for e in truth.events
+    }
     scores = {s.selector: s for s in evaluate(truth, universe, plans)}
     assert set(scores) == {"ours", "run-all", "random (equal cost)", "pytorch-td top 25%"}
     everything = scores["run-all"]
@@ -68,8 +77,7 @@ def test_pytorch_td_picks_the_top_quarter_of_files_by_score(tmp_path: Path) -> N
     prior.write_text('{"torch/x.py": {"test_modules": 1.0}}')
     costs = dict.fromkeys((v.test_id for v in universe.variants), 1.0)
     select = pytorch_td(universe, costs, profiling_map=prior)
-    edited = select(GroundTruthEvent(name="e", kind="mutation",
-                                     changed_files=["test/test_ops.py"]))
+    edited = select(GroundTruthEvent(name="e", kind="mutation", changed_files=["test/test_ops.py"]))
     assert edited.tests == {v.test_id for v in universe.by_file["test/test_ops.py"]}
     nothing = select(GroundTruthEvent(name="n", kind="mutation", changed_files=["docs/a.md"]))
     assert nothing.tests == set()

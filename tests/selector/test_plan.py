@@ -20,12 +20,22 @@ from tests.selector.stages_repo import OPINFO_DB, UpstreamRepo, make_universe
 
 def _plan(tmp_path: Path, **kw):  # type: ignore[no-untyped-def]
     repo = UpstreamRepo.create(tmp_path)
-    repo.commit({"torch/testing/_internal/common_methods_invocations.py":
-                 OPINFO_DB.replace("return [3]", "return [3, 4]")})
+    repo.commit(
+        {
+            "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+                "return [3]", "return [3, 4]"
+            )
+        }
+    )
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
-    return repo, run_selection(facts, make_universe(), reader=source_reader(source, facts),
-                               config=SignalConfig(profiling_map=None), **kw)
+    return repo, run_selection(
+        facts,
+        make_universe(),
+        reader=source_reader(source, facts),
+        config=SignalConfig(profiling_map=None),
+        **kw,
+    )
 
 
 def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path) -> None:
@@ -33,8 +43,17 @@ def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path) -
     path = plan.write(tmp_path / "plan.json")
     data = json.loads(path.read_text())
     assert data["schema_version"] == SCHEMA_VERSION
-    assert {"tests", "funnel", "fallback", "fallbacks", "shards", "estimated_device_seconds",
-            "cut", "removed", "universe"} <= data.keys()
+    assert {
+        "tests",
+        "funnel",
+        "fallback",
+        "fallbacks",
+        "shards",
+        "estimated_device_seconds",
+        "cut",
+        "removed",
+        "universe",
+    } <= data.keys()
     back = SelectionPlan.model_validate_json(path.read_text())
     assert back == plan
     assert len(back.shards) == 2
@@ -47,27 +66,40 @@ def test_plan_is_deterministic(tmp_path: Path) -> None:
     repo, first = _plan(tmp_path)
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
-    second = run_selection(facts, make_universe(), reader=source_reader(source, facts),
-                           config=SignalConfig(profiling_map=None))
+    second = run_selection(
+        facts,
+        make_universe(),
+        reader=source_reader(source, facts),
+        config=SignalConfig(profiling_map=None),
+    )
     assert first.fingerprint() == second.fingerprint()
     assert first.tests == second.tests
 
 
 def test_plan_for_event_on_a_checkout(tmp_path: Path) -> None:
     repo, _ = _plan(tmp_path)
-    plan = plan_for_event(base="base", head="HEAD", upstream=repo.path, universe=make_universe(),
-                          workers=3, config=SignalConfig(profiling_map=None))
+    plan = plan_for_event(
+        base="base",
+        head="HEAD",
+        upstream=repo.path,
+        universe=make_universe(),
+        workers=3,
+        config=SignalConfig(profiling_map=None),
+    )
     assert not plan.fallback
     assert plan.source_kind == "git"
     assert {t.test_id.split("::")[-1].split("_spyre")[0] for t in plan.tests} == {
-        "test_compare_cpu_mul", "test_out_mul"}
+        "test_compare_cpu_mul",
+        "test_out_mul",
+    }
     assert len(plan.shards) == 3
 
 
 def test_plan_for_event_that_cannot_be_read_runs_everything_and_says_why(tmp_path: Path) -> None:
     repo, _ = _plan(tmp_path)
-    plan = plan_for_event(base="base", head="no-such-rev", upstream=repo.path,
-                          universe=make_universe())
+    plan = plan_for_event(
+        base="base", head="no-such-rev", upstream=repo.path, universe=make_universe()
+    )
     assert plan.fallback and plan.fallbacks[0].scope == "all"
     assert "unknown revision" in plan.fallbacks[0].reason
     assert len(plan.tests) == len(make_universe())

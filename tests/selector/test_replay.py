@@ -12,13 +12,16 @@ from selector.stages import NEW_AT_HEAD, REMOVED_AT_HEAD
 from selector.upstream import GitCheckout
 from tests.selector.stages_repo import OPINFO_DB, UpstreamRepo, make_universe
 
-BASE_DB = OPINFO_DB.replace('OpInfo("add", sample_inputs_func=sample_inputs_add)',
-                            'OpInfo("add", sample_inputs_func=sample_inputs_add, '
-                            'dtypes=(torch.float16, torch.float32))')
-HEAD_DB = (BASE_DB
-           .replace("dtypes=(torch.float16, torch.float32)", "dtypes=(torch.float16,)")
-           .replace('    OpInfo("mul", sample_inputs_func=sample_inputs_mul),\n',
-                    '    OpInfo("sub", dtypes=floating_types()),\n'))
+BASE_DB = OPINFO_DB.replace(
+    'OpInfo("add", sample_inputs_func=sample_inputs_add)',
+    'OpInfo("add", sample_inputs_func=sample_inputs_add, dtypes=(torch.float16, torch.float32))',
+)
+HEAD_DB = BASE_DB.replace(
+    "dtypes=(torch.float16, torch.float32)", "dtypes=(torch.float16,)"
+).replace(
+    '    OpInfo("mul", sample_inputs_func=sample_inputs_mul),\n',
+    '    OpInfo("sub", dtypes=floating_types()),\n',
+)
 
 
 def test_head_universe_adds_new_entries_and_flags_removed_ones(tmp_path: Path) -> None:
@@ -41,16 +44,24 @@ def test_head_universe_adds_new_entries_and_flags_removed_ones(tmp_path: Path) -
     removed = {t for t, f in flags.items() if f == REMOVED_AT_HEAD}
     assert {t for t in removed if "_mul_" in t} == {v.test_id for v in installed.by_op["mul"]}
     assert {t for t in removed if "_add_" in t} == {
-        v.test_id for v in installed.by_op["add"] if v.dtype == "float32"}
+        v.test_id for v in installed.by_op["add"] if v.dtype == "float32"
+    }
     assert head.added == 2 and head.removed == len(removed)
 
-    plan = run_selection(facts, head.universe, reader=source_reader(source, facts),
-                         config=SignalConfig(profiling_map=None))
+    plan = run_selection(
+        facts,
+        head.universe,
+        reader=source_reader(source, facts),
+        config=SignalConfig(profiling_map=None),
+    )
     assert plan.universe.new_at_head == 2
     assert plan.tests[0].flag == NEW_AT_HEAD  # new tests rank first
     dropped = {r.test_id: r.reason for r in plan.removed}
     assert all(dropped[t] == "removed at head (per the change facts)" for t in removed)
-    second = run_selection(facts, head_universe(installed, facts, source).universe,
-                           reader=source_reader(source, facts),
-                           config=SignalConfig(profiling_map=None))
+    second = run_selection(
+        facts,
+        head_universe(installed, facts, source).universe,
+        reader=source_reader(source, facts),
+        config=SignalConfig(profiling_map=None),
+    )
     assert second.fingerprint() == plan.fingerprint()

@@ -417,24 +417,35 @@ def test_modules_our_runs_never_import_select_nothing(repo: UpstreamRepo, tmp_pa
 
 
 def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
-        repo: UpstreamRepo, tmp_path: Path) -> None:
+    repo: UpstreamRepo, tmp_path: Path
+) -> None:
     import json
 
     universe = make_universe()
     traced_ids = []
     for target in ("add", "mul", "nn.functional.gelu", "nn.functional.silu", "nn.Linear"):
-        traced_ids.append(next(v.test_id for v in universe.variants
-                               if target in (v.op, v.module)))
+        traced_ids.append(next(v.test_id for v in universe.variants if target in (v.op, v.module)))
     traced = tmp_path / "traced.json"
-    traced.write_text(json.dumps({
-        "version": 2, "key": "k", "tests_run": 5, "modules": ["torch/utils/act.py"],
-        "tests": traced_ids,
-        # helper: every traced target (common code); Act.run: only gelu's test
-        "calls": {"torch/utils/act.py::helper": [0, 1, 2, 3, 4],
-                  "torch/utils/act.py::Act.run": [2]},
-    }))
-    text = ("LIMIT = {}\n\ndef helper():\n    return {}\n\ndef cold():\n    return {}\n\n"
-            "class Act:\n    def run(self):\n        return LIMIT\n")
+    traced.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "key": "k",
+                "tests_run": 5,
+                "modules": ["torch/utils/act.py"],
+                "tests": traced_ids,
+                # helper: every traced target (common code); Act.run: only gelu's test
+                "calls": {
+                    "torch/utils/act.py::helper": [0, 1, 2, 3, 4],
+                    "torch/utils/act.py::Act.run": [2],
+                },
+            }
+        )
+    )
+    text = (
+        "LIMIT = {}\n\ndef helper():\n    return {}\n\ndef cold():\n    return {}\n\n"
+        "class Act:\n    def run(self):\n        return LIMIT\n"
+    )
     repo.commit({"torch/utils/act.py": text.format(1, 1, 2)})
     repo.git("tag", "traced-base")
     repo.commit({"torch/utils/act.py": text.format(2, 3, 4)})
@@ -449,8 +460,9 @@ def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
     gelu = {t.test_id for t in plan.tests if "traced-coverage" in t.signals}
     assert gelu == {v.test_id for v in universe.by_op["nn.functional.gelu"]}
     assert plan.tests[0].test_id in gelu  # closer signal ranks first
-    focused = run_selection(facts, universe, reader=source_reader(source, facts),
-                            config=config, min_closeness=0.5)
+    focused = run_selection(
+        facts, universe, reader=source_reader(source, facts), config=config, min_closeness=0.5
+    )
     assert set(focused.test_ids) == gelu
     assert len(focused.cut) == len(universe) - len(gelu)
     assert all(c.reason.startswith("focus: only broad signals") for c in focused.cut)
