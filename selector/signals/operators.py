@@ -109,10 +109,24 @@ class Operators:
                 qual = unit.key.split("::", 1)[1]
                 top = qual if qual in targets else qual.split(".", 1)[0]
                 why = callers_of(functions, top)
+                if qual == "<module>":  # module-level bindings that changed
+                    why = {n: n for n in changed_bindings(ctx, path)}
                 hit = {name: origin for name, origin in why.items() if name in targets}
                 if not hit:
                     continue
                 parts = []
+                if path == FUNCTIONAL:
+                    users = functional_users(ctx)
+                    for name in sorted(hit):
+                        for cls in users.get(name, ()):
+                            key = f"module:{module_key('nn.' + cls)}"
+                            n = _select(
+                                result,
+                                uni=ctx.universe,
+                                key=key,
+                                reason=f"nn.{cls} calls F.{name} ({unit.status})",
+                            )
+                            parts.append(f"nn.{cls}:{n}")
                 for name in sorted(hit):
                     kind, ops = targets[name]
                     via = "" if name == top else f" (calls changed {top})"
@@ -221,6 +235,16 @@ def op_targets(path: str, tree: ast.Module) -> dict[str, tuple[str, list[str]]]:
             elif prefix is not None and not stmt.name.startswith("_"):
                 kind = "reference" if in_refs else "python implementation"
                 found[stmt.name] = (kind, [f"{prefix}{stmt.name}", stmt.name])
+        elif (
+            prefix is not None
+            and isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and not stmt.targets[0].id.startswith("_")
+        ):
+            # ``gelu = _add_docstr(torch._C._nn.gelu, ...)``: a binding of a compiled op
+            name = stmt.targets[0].id
+            found[name] = ("python binding", [f"{prefix}{name}", name])
         elif isinstance(stmt, ast.ClassDef):
             if path == "torch/_tensor.py" and stmt.name == "Tensor":
                 for item in stmt.body:
@@ -229,6 +253,62 @@ def op_targets(path: str, tree: ast.Module) -> dict[str, tuple[str, list[str]]]:
             elif path.startswith("torch/nn/modules/") and not stmt.name.startswith("_"):
                 found[stmt.name] = ("nn module", [f"module:{module_key('nn.' + stmt.name)}"])
     return found
+
+
+def changed_bindings(ctx: SignalContext, path: str) -> set[str]:
+    """Names (re)bound by module-level statements that differ between base and head."""
+    from selector.signals.devices import changed_nodes
+
+    old, new = ctx.tree(path, at_base=True), ctx.tree(path)
+    if old is None or new is None:
+        return set()
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    names: set[str] = set()
+    for node in changed_nodes(
+        [s for s in old.body if not isinstance(s, defs)],
+        [s for s in new.body if not isinstance(s, defs)],
+    ):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+FUNCTIONAL = "torch/nn/functional.py"
+NN_MODULE_FILES = tuple(
+    f"torch/nn/modules/{name}.py"
+    for name in (
+        "activation", "adaptive", "batchnorm", "channelshuffle", "conv", "distance", "dropout",
+        "flatten", "fold", "instancenorm", "linear", "loss", "normalization", "padding",
+        "pixelshuffle", "pooling", "rnn", "sparse", "transformer", "upsampling",
+    )
+)  # fmt: skip
+
+
+def functional_users(ctx: SignalContext) -> dict[str, list[str]]:
+    """``torch.nn.functional`` name -> nn module classes whose code calls ``F.<name>``."""
+    cached = getattr(ctx, "_functional_users", None)
+    if cached is not None:
+        return cached
+    users: dict[str, list[str]] = {}
+    for path in NN_MODULE_FILES:
+        tree = ctx.tree(path)
+        if tree is None:
+            continue
+        for stmt in tree.body:
+            if not isinstance(stmt, ast.ClassDef) or stmt.name.startswith("_"):
+                continue
+            for node in ast.walk(stmt):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "F"
+                ):
+                    users.setdefault(node.attr, [])
+                    if stmt.name not in users[node.attr]:
+                        users[node.attr].append(stmt.name)
+    ctx._functional_users = users  # type: ignore[attr-defined]
+    return users
 
 
 def _kind(path: str, decorators: Iterable[ast.expr]) -> str:

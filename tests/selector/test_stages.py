@@ -466,3 +466,29 @@ def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
     assert set(focused.test_ids) == gelu
     assert len(focused.cut) == len(universe) - len(gelu)
     assert all(c.reason.startswith("focus: only broad signals") for c in focused.cut)
+
+
+def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: UpstreamRepo) -> None:
+    functional = (
+        "import torch\nfrom torch._C import _add_docstr\n\n"
+        'linear = _add_docstr(torch._C._nn.linear, "{}")\n'
+    )
+    modules = (
+        "from torch.nn import functional as F\n\n\nclass Linear:\n"
+        "    def forward(self, x):\n        return F.linear(x, self.weight)\n"
+    )
+    repo.commit(
+        {"torch/nn/functional.py": functional.format("doc"), "torch/nn/modules/linear.py": modules}
+    )
+    repo.git("tag", "binding-base")
+    repo.commit({"torch/nn/functional.py": functional.format("new doc")})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("binding-base"), source.resolve("HEAD"))
+    plan = run_selection(
+        facts, make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
+    )
+    assert not plan.fallback
+    assert {t.test_id for t in plan.tests} == {
+        v.test_id for v in make_universe().by_module["nn.Linear"]
+    }
+    assert "nn.Linear calls F.linear" in plan.tests[0].reasons[0]
