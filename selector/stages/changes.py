@@ -29,10 +29,13 @@ def change_units(facts: ChangeFacts) -> list[ChangeUnit]:
         if py is None:
             units.append(ChangeUnit(f.path, "file", f.path, str(f.status)))
             continue
-        if py.parse_error or not py.symbols:
-            detail = py.parse_error or "no function or class changed"
-            units.append(ChangeUnit(f"{f.path}::*", "symbol", f.path, str(f.status), detail))
+        if py.parse_error:
+            units.append(
+                ChangeUnit(f"{f.path}::*", "symbol", f.path, str(f.status), py.parse_error)
+            )
             continue
+        if not py.symbols:
+            continue  # only comments, docstrings or layout changed: no code to map
         for s in py.symbols:
             units.append(ChangeUnit(f"{f.path}::{s.qualname}", "symbol", f.path, s.status, s.kind))
     for e in facts.native_functions:

@@ -492,3 +492,10 @@ def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: Upst
         v.test_id for v in make_universe().by_module["nn.Linear"]
     }
     assert "nn.Linear calls F.linear" in plan.tests[0].reasons[0]
+
+
+def test_comment_only_change_is_no_unit(repo: UpstreamRepo) -> None:
+    repo.commit({"torch/_decomp/decompositions.py": DECOMPOSITIONS + "\n# a comment\n"})
+    plan = plan_for(repo)
+    assert plan.funnel[0].count_in == 1 and plan.funnel[0].count_out == 0
+    assert plan.tests == [] and not plan.fallback
