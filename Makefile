@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: run test test-slow lint typecheck bench migrate openapi
+.PHONY: run test test-slow lint typecheck bench migrate openapi eval
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,3 +36,7 @@ migrate: $(STAMP)
 
 openapi: $(STAMP)
 	$(BIN)/relay openapi --output openapi.json
+
+# Mutation ground truth on the modules suite (long: about 20 s per mutant), then the recall table.
+eval: $(STAMP)
+	$(BIN)/relay eval --suite modules --run --report var/eval/report-mutation-modules.md
