@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -48,24 +47,7 @@ def run_outcomes(
     files = list(dict.fromkeys(v.file for v in universe.variants))
     with tempfile.TemporaryDirectory(prefix="relay-groundtruth-") as tmp:
         out = Path(tmp) / "outcomes.json"
-        cmd = [
-            sys.executable,
-            "-P",
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-W",
-            "ignore::UserWarning",
-            "-p",
-            "selector.mutations",
-            "--outcomes-out",
-            str(out),
-        ]
-        for plugin in be.plugins:
-            cmd += ["-p", plugin]
-        cmd += files
+        cmd = be.pytest_command(["-p", "selector.mutations", "--outcomes-out", str(out)], files)
         env = {**os.environ, **be.env}
         env.pop("RELAY_MUTANT", None)
         if mutant:

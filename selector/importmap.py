@@ -196,29 +196,13 @@ def learn_import_map(
         out = Path(tmp) / "modules.json"
         id_file = Path(tmp) / "ids.txt"
         id_file.write_text("\n".join(ids), encoding="utf-8")
-        cmd = [
-            sys.executable,
-            "-P",
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-W",
-            "ignore::UserWarning",
-            "-p",
-            "selector.importmap",
-            "--import-map-out",
-            str(out),
-        ]
+        options = ["-p", "selector.importmap", "--import-map-out", str(out)]
         if sweep:
-            cmd.append("--trace-calls")
-        for plugin in be.plugins:
-            cmd += ["-p", plugin]
+            options.append("--trace-calls")
         # collect the files exactly as the inventory did (same order: variant class names can
         # depend on it) and keep only the sample
         files = list(dict.fromkeys(v.file for v in variants))
-        cmd += ["--only-ids", str(id_file), *files]
+        cmd = be.pytest_command(options, ["--only-ids", str(id_file), *files])
         proc = subprocess.run(
             cmd,
             cwd=root or PROJECT_ROOT,

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import re
 import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.util import find_spec
@@ -69,6 +70,16 @@ class Backend:
     package: str | None = None  # its sources make up the backend version
     exclude_from_version: tuple[str, ...] = ()
     default_specs: tuple[Path, ...] = ()  # the backend's own spec files, used when none are given
+
+    def pytest_command(self, options: list[str], targets: list[str]) -> list[str]:
+        """A pytest run of ``targets`` for this backend in a fresh interpreter: quiet, no cache,
+        the simulator's one-time UserWarnings ignored, ``options`` (our own plugins and their
+        flags), then the backend's plugins."""
+        cmd = [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        cmd += ["-W", "ignore::UserWarning", *options]
+        for plugin in self.plugins:
+            cmd += ["-p", plugin]
+        return cmd + targets
 
     @property
     def class_suffix(self) -> str:

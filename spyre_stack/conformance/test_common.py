@@ -30,21 +30,28 @@ from spyre_stack.conformance._support import (
 )
 
 
+def _compare_with_cpu(test, op, pairs) -> int:
+    """Run each (device sample, CPU sample) pair and compare with the CPU's result; returns how
+    many were compared (samples the CPU rejects are skipped)."""
+    compared = 0
+    for on_device, reference in pairs:
+        try:
+            expected = reference_call(op, reference)
+        except SampleRejected:
+            continue
+        actual = call(op, on_device)
+        test.assertEqual(to_cpu(actual), expected, msg=f"sample {on_device.name!r}")
+        compared += 1
+    return compared
+
+
 class TestCommon(TestCase):
     exact_dtype = True
 
     @ops(op_db)
     def test_compare_cpu(self, device, dtype, op):
-        compared = 0
-        for on_device, reference in paired_samples(op, device, dtype):
-            try:
-                expected = reference_call(op, reference)
-            except SampleRejected:
-                continue
-            actual = call(op, on_device)
-            self.assertEqual(to_cpu(actual), expected, msg=f"sample {on_device.name!r}")
-            compared += 1
-        if compared == 0:
+        pairs = paired_samples(op, device, dtype)
+        if _compare_with_cpu(self, op, pairs) == 0:
             self.skipTest(f"{op.name} has no sample inputs for {dtype}")
 
     @ops(op_db)
@@ -52,16 +59,8 @@ class TestCommon(TestCase):
         reason = not_comparable_reason(op)
         if reason:
             self.skipTest(reason)
-        compared = 0
-        for on_device, reference in paired_samples(op, device, dtype, reference_inputs=True):
-            try:
-                expected = reference_call(op, reference)
-            except SampleRejected:
-                continue
-            actual = call(op, on_device)
-            self.assertEqual(to_cpu(actual), expected, msg=f"sample {on_device.name!r}")
-            compared += 1
-        if compared == 0:
+        pairs = paired_samples(op, device, dtype, reference_inputs=True)
+        if _compare_with_cpu(self, op, pairs) == 0:
             self.skipTest(f"{op.name} has no inputs beyond its first samples for {dtype}")
 
     @ops(op_db)
