@@ -55,6 +55,7 @@ class SpyreTestBase(PrivateUse1TestBase):
         spyre_stack.register()
         before = set(vars(cls))
         super().instantiate_test(name, test, generic_cls=generic_cls)
+        _pin_device_type(cls)
         for variant in sorted(set(vars(cls)) - before):
             fn = vars(cls)[variant]
             if not callable(fn):
@@ -69,6 +70,24 @@ class SpyreTestBase(PrivateUse1TestBase):
     ) -> Callable[..., Any] | None:
         """Called for every instantiated variant; return a replacement or None (keep)."""
         return None
+
+
+def _pin_device_type(device_cls: type) -> None:
+    """Keep class names independent of collection order.
+
+    Upstream instantiates a device class by calling ``setUpClass`` on its *base*, which renames
+    the base's ``device_type`` from "privateuse1" to the backend name; every module instantiated
+    afterwards in the same interpreter would then get ``...SPYRE`` classes instead of
+    ``...PRIVATEUSE1`` ones, so a test's id would depend on which files were collected before
+    it. The instantiated class keeps the backend name for its tests; the bases go back to
+    "privateuse1".
+    """
+    import torch
+
+    device_cls.device_type = torch._C._get_privateuse1_backend_name()  # type: ignore[attr-defined]
+    for klass in device_cls.__mro__[1:]:
+        if issubclass(klass, SpyreTestBase) and "device_type" in vars(klass):
+            klass.device_type = "privateuse1"
 
 
 def replace_generic_base(test_class: type, runpy_globals: dict[str, Any]) -> type:

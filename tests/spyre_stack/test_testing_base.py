@@ -45,10 +45,16 @@ instantiate_device_type_tests(TestTiny, globals())
 """
 
 
-def run_pytest(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_pytest(
+    tmp_path: Path, *args: str, env: dict[str, str], modules: int = 1
+) -> subprocess.CompletedProcess[str]:
     import os
 
-    (tmp_path / "test_tiny.py").write_text(MODULE)
+    files = []
+    for i in range(modules):
+        name = f"test_tiny{i or ''}.py"
+        (tmp_path / name).write_text(MODULE.replace("TestTiny", f"TestTiny{i or ''}"))
+        files.append(str(tmp_path / name))
     return subprocess.run(
         [
             sys.executable,
@@ -58,7 +64,7 @@ def run_pytest(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.Co
             "-p",
             "no:cacheprovider",
             *args,
-            str(tmp_path / "test_tiny.py"),
+            *files,
         ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO), "SPYRE_SILENCE_DOWNCAST_WARNING": "1", **env},
@@ -91,3 +97,13 @@ def test_subclass_hook_decorates_variants(tmp_path: Path) -> None:
     assert "test_ones_spyre_float32 SKIPPED" in proc.stdout
     assert "float32 is down-cast on spyre" in proc.stdout
     assert proc.stdout.count("TestTinyPRIVATEUSE1::test_ones_spyre_float16") == 1
+
+
+def test_class_names_do_not_depend_on_collection_order(tmp_path: Path) -> None:
+    # upstream renames the base's device_type while instantiating the first module; the second
+    # module collected in the same interpreter must still get ...PRIVATEUSE1 classes
+    proc = run_pytest(tmp_path, "-p", "spyre_stack.testing.pytest_plugin", "-v", env={}, modules=2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "TestTinyPRIVATEUSE1::test_ones_spyre_float16 PASSED" in proc.stdout
+    assert "TestTiny1PRIVATEUSE1::test_ones_spyre_float16 PASSED" in proc.stdout
+    assert "SPYRE::" not in proc.stdout
