@@ -53,6 +53,9 @@ class GroundTruth(BaseModel):
     universe: str  # label of the universe the full runs used
     variants: int
     events: list[GroundTruthEvent]
+    # how the per-event runs were made: full (every variant each time), traced (only the
+    # variants the traced baseline shows can be affected), outcomes (two full runs compared)
+    method: str = "full"
 
     @classmethod
     def load(cls, path: str | Path) -> GroundTruth:
@@ -266,7 +269,7 @@ def table(scores: Sequence[Score], truth: GroundTruth) -> str:
     unobservable = sum(1 for e in truth.events if not e.failing)
     lines = [
         f"ground truth: {truth.kind}, {len(truth.events)} event(s) on {truth.variants} variants "
-        f"({unobservable} unobservable, left out of event recall)",
+        f"({unobservable} unobservable, left out of event recall); runs: {truth.method}",
         "| selector | test-level recall | event-level recall | device-seconds ratio | "
         "count ratio | decision latency |",
         "|---|---|---|---|---|---|",

@@ -71,11 +71,13 @@ class Backend:
     exclude_from_version: tuple[str, ...] = ()
     default_specs: tuple[Path, ...] = ()  # the backend's own spec files, used when none are given
 
-    def pytest_command(self, options: list[str], targets: list[str]) -> list[str]:
-        """A pytest run of ``targets`` for this backend in a fresh interpreter: quiet, no cache,
-        the simulator's one-time UserWarnings ignored, ``options`` (our own plugins and their
-        flags), then the backend's plugins."""
-        cmd = [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    def pytest_command(
+        self, options: list[str], targets: list[str], *, python: str | None = None
+    ) -> list[str]:
+        """A pytest run of ``targets`` for this backend in a fresh interpreter (``python``, by
+        default this one): quiet, no cache, the simulator's one-time UserWarnings ignored,
+        ``options`` (our own plugins and their flags), then the backend's plugins."""
+        cmd = [python or sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
         cmd += ["-W", "ignore::UserWarning", *options]
         for plugin in self.plugins:
             cmd += ["-p", plugin]

@@ -8,6 +8,13 @@ result raises. The full universe then runs once per mutant (and once without), a
 whose outcome differs are the mutant's ground truth. Outcomes are recorded by this plugin with
 ``--outcomes-out FILE``.
 
+With ``--mutant-trace FILE`` (and no mutant) every catalogued function is wrapped by a recorder
+instead, and the file receives ``{mutant: [node ids of the tests that called it on the
+device]}``. The fault only ever fires inside such a call, so a test absent from a mutant's trace
+keeps its baseline outcome under that mutant: the per-mutant runs of the full universe can be
+restricted to the traced tests without changing the result (checked against unrestricted full
+runs in the evaluation report).
+
 The catalogue lists functions the bundled suites execute on the device: ``torch.nn.functional``
 Python wrappers, ``torch.functional`` helpers, ``Tensor`` methods written in Python, and the
 reference implementations the decompositions use.
@@ -121,19 +128,43 @@ def faulty(fn: Any, name: str) -> Any:
     return wrapper
 
 
-def apply(name: str) -> None:
+_CURRENT: list[str] = [""]  # node id of the running test
+_TRACE: dict[str, set[str]] = {}
+
+
+def recording(fn: Any, name: str) -> Any:
+    """``fn`` unchanged, noting the running test whenever it is called on the device."""
+    seen = _TRACE.setdefault(name, set())
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _CURRENT[0] and (_on_device(args) or _on_device(kwargs)):
+            seen.add(_CURRENT[0])
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _replace(name: str, wrap: Any) -> None:
     module, qual = MUTANTS[name]
-    mod = importlib.import_module(module)
-    owner: Any = mod
+    owner: Any = importlib.import_module(module)
     parts = qual.split(".")
     for part in parts[:-1]:
         owner = getattr(owner, part)
-    original = getattr(owner, parts[-1])
-    setattr(owner, parts[-1], faulty(original, name))
+    setattr(owner, parts[-1], wrap(getattr(owner, parts[-1]), name))
+
+
+def apply(name: str) -> None:
+    _replace(name, faulty)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--outcomes-out", default=None, help="write {node id: outcome} here")
+    parser.addoption(
+        "--mutant-trace",
+        default=None,
+        help="write {mutant: [node ids calling its function on the device]} here",
+    )
 
 
 _OUTCOMES: dict[str, str] = {}
@@ -143,6 +174,18 @@ def pytest_configure(config: pytest.Config) -> None:
     name = os.environ.get("RELAY_MUTANT")
     if name:
         apply(name)
+    elif config.getoption("--mutant-trace"):
+        for each in MUTANTS:
+            _replace(each, recording)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    _CURRENT[0] = item.nodeid
+    try:
+        return (yield)
+    finally:
+        _CURRENT[0] = ""
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -159,3 +202,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = session.config.getoption("--outcomes-out")
     if out:
         Path(out).write_text(json.dumps(_OUTCOMES, sort_keys=True), encoding="utf-8")
+    trace = session.config.getoption("--mutant-trace")
+    if trace:
+        body = {name: sorted(ids) for name, ids in sorted(_TRACE.items())}
+        Path(trace).write_text(json.dumps(body, sort_keys=True), encoding="utf-8")

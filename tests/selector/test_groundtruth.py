@@ -1,0 +1,84 @@
+"""Ground-truth runs for real: pytest subprocesses, the traced baseline and restricted mutant runs
+on a four-test module (tests/selector/mutation_suite/mutant_cases.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from selector.groundtruth import (
+    check_trace,
+    load_trace,
+    mutation_ground_truth,
+    run_outcomes,
+    run_path,
+)
+from selector.inventory import Variant
+from selector.stages.model import Universe
+
+FILE = "tests/selector/mutation_suite/mutant_cases.py"
+NAMES = [
+    "test_relu_on_device",
+    "test_relu_on_cpu_only",
+    "test_gelu_shape_on_device",
+    "test_nothing_mutated",
+]
+
+
+def _universe() -> Universe:
+    variants = [
+        Variant(test_id=f"{FILE}::{n}", file=FILE, cls=None, name=n, base=n, suite="cases")
+        for n in NAMES
+    ]
+    return Universe(variants=variants, label="mutant cases", key="cases-v1")
+
+
+def _id(name: str) -> str:
+    return f"{FILE}::{name}"
+
+
+def test_traced_baseline_and_restricted_mutant_runs_match_full_runs(tmp_path: Path) -> None:
+    universe = _universe()
+    logs: list[str] = []
+    baseline = run_outcomes(universe, mutant=None, trace=True, cache_dir=tmp_path, log=logs.append)
+    assert baseline == dict.fromkeys(map(_id, NAMES), "passed")
+    trace = load_trace(universe, tmp_path)
+    # only calls with a device tensor count: the CPU-only relu test is not in the trace
+    assert trace["F.relu"] == [_id("test_relu_on_device")]
+    assert trace["F.gelu"] == [_id("test_gelu_shape_on_device")]
+    assert trace["F.softmax"] == []
+
+    truth = mutation_ground_truth(
+        universe, ["F.relu", "F.gelu", "F.softmax"], run=True, cache_dir=tmp_path
+    )
+    assert truth.method == "traced"
+    failing = {e.name: e.failing for e in truth.events}
+    assert failing == {"F.relu": [_id("test_relu_on_device")], "F.gelu": [], "F.softmax": []}
+    relu = next(e for e in truth.events if e.name == "F.relu")
+    assert "ran 1 of 4 variants" in relu.detail
+    # the restricted run really ran only the traced test
+    restricted = run_path(universe, "F.relu", trace["F.relu"], tmp_path)
+    assert json.loads(restricted.read_text()) == {_id("test_relu_on_device"): "failed"}
+
+    # the unrestricted runs agree, and the trace check says nothing fell outside a trace
+    full = mutation_ground_truth(
+        universe, ["F.relu", "F.gelu"], run=True, traced=False, cache_dir=tmp_path
+    )
+    assert {e.name: e.failing for e in full.events} == {
+        "F.relu": [_id("test_relu_on_device")],
+        "F.gelu": [],
+    }
+    assert check_trace(universe, ["F.relu", "F.gelu", "F.softmax"], tmp_path) == [
+        ("F.relu", 1, 0),
+        ("F.gelu", 0, 0),
+    ]
+
+
+def test_cached_runs_are_reused_and_missing_ones_are_not_run(tmp_path: Path) -> None:
+    universe = _universe()
+    assert mutation_ground_truth(universe, ["F.relu"], run=False, cache_dir=tmp_path).events == []
+    first = run_outcomes(universe, mutant=None, processes=1, cache_dir=tmp_path)
+    path = run_path(universe, None, None, tmp_path)
+    path.write_text(json.dumps({**first, _id("test_nothing_mutated"): "cached"}))
+    again = run_outcomes(universe, mutant=None, cache_dir=tmp_path)
+    assert again[_id("test_nothing_mutated")] == "cached"
