@@ -10,6 +10,7 @@ from selector.groundtruth import (
     check_trace,
     load_trace,
     mutation_ground_truth,
+    release_ground_truth,
     run_outcomes,
     run_path,
 )
@@ -82,3 +83,47 @@ def test_cached_runs_are_reused_and_missing_ones_are_not_run(tmp_path: Path) -> 
     path.write_text(json.dumps({**first, _id("test_nothing_mutated"): "cached"}))
     again = run_outcomes(universe, mutant=None, cache_dir=tmp_path)
     assert again[_id("test_nothing_mutated")] == "cached"
+
+
+def test_release_ground_truth_compares_the_two_full_runs(tmp_path: Path) -> None:
+    base = _universe()
+    extra = Variant(
+        test_id=_id("test_new"), file=FILE, cls=None, name="test_new", base="test_new", suite="c"
+    )
+    head = Universe(
+        variants=[*base.variants[1:], extra], label="head", key="cases-v2"
+    )  # test_relu_on_device is gone at head, test_new is new
+    before = dict.fromkeys(map(_id, NAMES), "passed")
+    after = {**before, _id("test_gelu_shape_on_device"): "failed", _id("test_new"): "failed"}
+    del after[_id("test_relu_on_device")]
+    for universe, outcomes in ((base, before), (head, after)):
+        path = run_path(universe, None, None, tmp_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(outcomes))
+    truth = release_ground_truth(
+        base,
+        head,
+        name="2.13.0->2.14.1",
+        changed_files=["torch/nn/functional.py"],
+        head_python="/nonexistent/python",  # cached: nothing runs
+        head_env={},
+        run=False,
+        cache_dir=tmp_path,
+    )
+    assert truth.kind == "release" and truth.method == "outcomes"
+    changed, new = truth.events
+    assert changed.failing == [_id("test_gelu_shape_on_device")]
+    assert "3 variants in both runs, 1 only at head, 1 only at base" in changed.detail
+    assert new.failing == [_id("test_new")]
+    assert changed.changed_files == ["torch/nn/functional.py"]
+    missing = release_ground_truth(
+        base,
+        head,
+        name="x",
+        changed_files=[],
+        head_python="",
+        head_env={},
+        run=False,
+        cache_dir=tmp_path / "empty",
+    )
+    assert missing.events == []
