@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "allowlist": "relay.cli_allowlist:app",
     "specs": "testspecs.cli:app",
     "tests": "selector.cli_tests:app",
+    "deliveries": "relay.cli_deliveries:app",
 }
 
 # name -> "module:attribute" of a plain function registered as a top-level command.

@@ -151,8 +151,12 @@ def select(
 
 
 def replay(
-    from_: str = typer.Option(..., "--from", help="base release (2.13) or revision"),
-    to: str = typer.Option(..., "--to", help="head release (2.14) or revision"),
+    from_: str | None = typer.Option(
+        None, "--from", help="base release (2.13) or revision (not with --events)"
+    ),
+    to: str | None = typer.Option(
+        None, "--to", help="head release (2.14) or revision (not with --events)"
+    ),
     budget: float | None = _BUDGET,
     upstream: Path | None = _UPSTREAM,
     workers: int = _WORKERS,
@@ -167,10 +171,42 @@ def replay(
     as_json: bool = typer.Option(False, "--json", help="print the plan JSON instead"),
     no_import_map: bool = _NO_IMPORTS,
     focus: float = _FOCUS,
+    events: Path | None = typer.Option(
+        None,
+        "--events",
+        help="replay recorded webhook events (JSON Lines, or a folder "
+        "<event>/*.json) in order through a running relay",
+    ),
+    run: bool = typer.Option(False, "--run", help="then send the release step to the workers"),
+    url: str | None = typer.Option(None, "--url", help="the relay (default RELAY_HOST:PORT)"),
+    rate: str | None = typer.Option(None, "--rate", help="events per second, e.g. 20/s"),
+    wait: float | None = typer.Option(
+        None,
+        "--wait",
+        help="seconds to wait for plans (--events, default 60) or the run's "
+        "conclusion (--run, default 0)",
+    ),
+    as_upstream: bool = typer.Option(
+        False, "--as-upstream", help="--events: rewrite repository.full_name to RELAY_UPSTREAM_REPO"
+    ),
 ) -> None:
-    """The whole release step through the four stages; prints the funnel, writes the plan."""
+    """The whole release step through the four stages; prints the funnel, writes the plan.
+    With --run also runs it on the workers; with --events replays recorded webhook events."""
     from selector.replay import head_universe
+    from selector.replay_events import events_command, run_command
 
+    if events is not None:
+        events_command(
+            events, url=url, rate=rate, wait=wait, as_json=as_json, as_upstream=as_upstream
+        )
+        return
+    if from_ is None or to is None:
+        typer.echo(
+            "error: give --from and --to (a release step, e.g. --from 2.13 --to 2.14), "
+            "or --events FILE (recorded webhook events)",
+            err=True,
+        )
+        raise typer.Exit(2)
     start = time.perf_counter()
     source, facts = _open(upstream, online, cache_dir, from_, to)
     installed = universe_from_inventory(specs=specs)
@@ -193,11 +229,13 @@ def replay(
     plan.write(path)
     if as_json:
         typer.echo(plan.to_json())
-        return
-    print_plan(plan, show=10)
-    for note in head.notes:
-        typer.echo(f"note: {note}")
-    typer.echo(f"plan written to {path} (fingerprint {plan.fingerprint()})")
+    else:
+        print_plan(plan, show=10)
+        for note in head.notes:
+            typer.echo(f"note: {note}")
+        typer.echo(f"plan written to {path} (fingerprint {plan.fingerprint()})")
+    if run:
+        run_command(from_, to, url=url, wait=wait, err=as_json)
 
 
 def _load_json(path: Path) -> dict:

@@ -1,0 +1,824 @@
+"""`relay replay --events FILE` and `relay replay --from A --to B --run`.
+
+Two ways of putting load on a running relay and watching what the selection makes of it:
+
+- **recorded events**: a JSON Lines file (one ``{"event", "delivery_id"?, "payload"}`` object a
+  line, the format `relay deliveries export` writes) or a folder of GitHub example payloads
+  (``<event>/<name>.json``, like ../shared/fixtures/github), signed with the first configured
+  webhook secret and posted in order over real HTTP; then the relay's API is polled for each
+  delivery and its job's selection.
+- **a release step**: the relay's `workers.replay` task (one "periodic" delivery per version pair)
+  sent through the broker, its job followed through the API.
+
+Everything is read from what the relay answers (the webhook's JSON, /api/v1/deliveries,
+/api/v1/jobs); nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from relay.github.signature import sign
+
+#: the keys a JSON Lines record may carry (received_at is informational, written by the export)
+RECORD_KEYS = frozenset({"event", "delivery_id", "payload", "received_at"})
+MAX_DELIVERY_ID = 100  # the relay's column width
+#: how long `--run` waits for the workers to plan the release step when --wait is shorter
+PLAN_WAIT_SECONDS = 180.0
+
+
+class ReplayError(Exception):
+    """A replay that cannot start or cannot go on; ``errors`` are all the problems found."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    n: int  # position in the replay, from 1
+    origin: str  # file:line, or the payload file
+    event: str  # X-GitHub-Event
+    delivery_id: str  # X-GitHub-Delivery
+    body: bytes  # exactly the bytes signed and posted
+    derived_id: bool = False  # the delivery id was derived (stable), not recorded
+
+    @property
+    def action(self) -> str | None:
+        try:
+            value = json.loads(self.body).get("action")
+        except (ValueError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
+
+
+def derive_delivery_id(position: int, payload: Any) -> str:
+    """A stable delivery id for a record that has none: its line number (or position in the
+    folder) and a hash of its canonical JSON, so replaying the same file again is a duplicate."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return f"replay-{position}-{hashlib.sha256(canonical).hexdigest()[:16]}"
+
+
+def event_record(
+    *, event: str, delivery_id: str, payload: dict[str, Any], received_at: datetime | None = None
+) -> str:
+    """One JSON Lines record (what `relay deliveries export` writes and --events reads)."""
+    record: dict[str, Any] = {"event": event, "delivery_id": delivery_id, "payload": payload}
+    if received_at is not None:
+        record["received_at"] = received_at.isoformat()
+    return json.dumps(record, separators=(",", ":"))
+
+
+def _as_upstream(payload: dict[str, Any], repo: str | None) -> dict[str, Any]:
+    if repo and isinstance(payload.get("repository"), dict):
+        payload["repository"]["full_name"] = repo
+    return payload
+
+
+def load_events(path: Path, *, upstream_repo: str | None = None) -> list[RecordedEvent]:
+    """Read a JSON Lines file or a folder of payloads; every problem is reported at once
+    (``ReplayError``), so nothing is sent from a file with a bad line. ``upstream_repo``
+    rewrites each payload's repository.full_name (like `relay submit --as-upstream`)."""
+    if path.is_dir():
+        return _load_folder(path, upstream_repo)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReplayError([f"{path}: cannot read the events file: {exc}"]) from exc
+    events: list[RecordedEvent] = []
+    errors: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{where}: not JSON: {exc.msg} (column {exc.colno})")
+            continue
+        problems = _record_problems(record)
+        if problems:
+            errors.extend(f"{where}: {p}" for p in problems)
+            continue
+        payload = _as_upstream(record["payload"], upstream_repo)
+        recorded = record.get("delivery_id")
+        events.append(
+            RecordedEvent(
+                n=len(events) + 1,
+                origin=where,
+                event=record["event"],
+                delivery_id=recorded or derive_delivery_id(lineno, payload),
+                body=json.dumps(payload).encode(),
+                derived_id=recorded is None,
+            )
+        )
+    if errors:
+        raise ReplayError(errors)
+    if not events:
+        raise ReplayError([f"{path}: no events (the file is empty)"])
+    return events
+
+
+def _record_problems(record: Any) -> list[str]:
+    if not isinstance(record, dict):
+        return [f"a record must be a JSON object, not {type(record).__name__}"]
+    problems = []
+    unknown = sorted(set(record) - RECORD_KEYS)
+    if unknown:
+        problems.append(
+            f"unknown key(s) {', '.join(map(repr, unknown))} (expected {sorted(RECORD_KEYS)})"
+        )
+    event = record.get("event")
+    if not isinstance(event, str) or not event.strip():
+        problems.append('"event" must be a non-empty string (the X-GitHub-Event name)')
+    if "payload" not in record:
+        problems.append('"payload" is missing')
+    elif not isinstance(record["payload"], dict):
+        problems.append('"payload" must be a JSON object (the webhook body)')
+    if "delivery_id" in record:
+        did = record["delivery_id"]
+        if not isinstance(did, str) or not did.strip():
+            problems.append('"delivery_id" must be a non-empty string when given')
+        elif len(did) > MAX_DELIVERY_ID:
+            problems.append(f'"delivery_id" is longer than {MAX_DELIVERY_ID} characters')
+    return problems
+
+
+def _load_folder(root: Path, upstream_repo: str | None) -> list[RecordedEvent]:
+    """``<root>/<event>/<name>.json``: the event is the folder name (as in GitHub's
+    payload-examples and ../shared/fixtures/github); files in sorted path order."""
+    files = sorted(root.rglob("*.json"), key=lambda p: p.relative_to(root).as_posix())
+    errors: list[str] = []
+    events: list[RecordedEvent] = []
+    for position, file in enumerate(files, start=1):
+        rel = file.relative_to(root)
+        if len(rel.parts) < 2:
+            errors.append(f"{file}: cannot tell its event: put it in a folder named after it")
+            continue
+        try:
+            body = file.read_bytes()
+            payload = json.loads(body)
+        except OSError as exc:
+            errors.append(f"{file}: cannot read: {exc}")
+            continue
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            errors.append(f"{file}: not JSON: {exc}")
+            continue
+        if not isinstance(payload, dict):
+            errors.append(f"{file}: the payload must be a JSON object")
+            continue
+        if upstream_repo:
+            body = json.dumps(_as_upstream(payload, upstream_repo)).encode()
+        events.append(
+            RecordedEvent(
+                n=len(events) + 1,
+                origin=str(file),
+                event=rel.parts[0],
+                delivery_id=derive_delivery_id(position, {"path": rel.as_posix(), "body": payload}),
+                body=body,  # the file's own bytes unless rewritten
+                derived_id=True,
+            )
+        )
+    if errors:
+        raise ReplayError(errors)
+    if not events:
+        raise ReplayError([f"{root}: no *.json payloads under <event>/ folders"])
+    return events
+
+
+# ----------------------------------------------------------------------------- the relay
+
+
+def base_url(url: str) -> str:
+    """The relay's base URL from --url (a base URL, or the webhook URL itself)."""
+    url = url.rstrip("/")
+    suffix = "/github/webhook"
+    return url[: -len(suffix)] if url.endswith(suffix) else url
+
+
+class Relay:
+    """The running relay over HTTP: its webhook and its /api/v1 read API."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+        self.url = base_url(url)
+        self.client = httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def check_reachable(self) -> None:
+        try:
+            response = self.client.get(f"{self.url}/healthz", timeout=5)
+        except httpx.HTTPError as exc:
+            raise ReplayError(
+                [f"cannot reach the relay at {self.url}: {exc} (is `relay up` running? --url)"]
+            ) from exc
+        if response.status_code != 200:
+            raise ReplayError(
+                [f"{self.url}/healthz answered {response.status_code}: not a running relay?"]
+            )
+
+    def post(self, item: RecordedEvent, secret: bytes) -> httpx.Response:
+        return self.client.post(
+            f"{self.url}/github/webhook",
+            content=item.body,
+            headers={
+                "Content-Type": "application/json",
+                "X-GitHub-Event": item.event,
+                "X-GitHub-Delivery": item.delivery_id,
+                "X-Hub-Signature-256": sign(secret, item.body),
+                "User-Agent": "GitHub-Hookshot/relay-replay",
+            },
+        )
+
+    def get(self, path: str, **params: Any) -> Any:
+        """The JSON of a GET, None on 404."""
+        response = self.client.get(f"{self.url}{path}", params=params or None)
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return response.json()
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(self.get("/api/v1/jobs", limit=500) or [])
+
+
+# ----------------------------------------------------------------------------- sending
+
+
+@dataclass
+class Row:
+    """One replayed event as the relay saw it."""
+
+    n: int
+    origin: str
+    event: str
+    action: str | None
+    delivery_id: str
+    status: int | None = None
+    outcome: str = ""  # accepted | duplicate | ignored | rejected
+    answer: dict[str, Any] = field(default_factory=dict)
+    accept_ms: float = 0.0
+    delivery_state: str | None = None
+    not_actionable: str | None = None
+    job_id: int | None = None
+    job_status: str | None = None
+    conclusion: str | None = None
+    planned: int | None = None  # tests in the job's plan
+    candidates: int | None = None  # variants the impact stage proposed (applicability in)
+    fallbacks: list[str] = field(default_factory=list)  # scopes of the plan's fallbacks
+    test_results: dict[str, int] | None = None
+
+    @property
+    def state(self) -> str:
+        if self.outcome == "rejected":
+            return f"rejected: {self.answer.get('error', '')}".strip()
+        if self.outcome == "ignored":
+            return "ping" if self.answer.get("ping") else f"ignored: {self.answer.get('reason')}"
+        if self.job_id is not None:
+            return f"{self.job_status}" + (f"/{self.conclusion}" if self.conclusion else "")
+        if self.not_actionable:
+            return f"{self.delivery_state}, no run: {self.not_actionable}"
+        return self.delivery_state or "not stored"
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more to wait for: a plan exists, or no plan will come."""
+        if self.outcome in ("ignored", "rejected"):
+            return True
+        if self.job_id is not None:
+            return True
+        return self.delivery_state == "failed" or self.not_actionable is not None
+
+
+def _outcome(status: int, answer: dict[str, Any]) -> str:
+    if status == 202:
+        return "accepted"
+    if status == 200 and answer.get("duplicate"):
+        return "duplicate"
+    if status == 200:
+        return "ignored"  # ping, events and repositories the relay does not serve
+    return "rejected"
+
+
+def parse_rate(rate: str | None) -> float | None:
+    """``"20/s"`` or ``"20"`` -> 20.0 events per second; None: as fast as the relay answers."""
+    if rate is None or not rate.strip():
+        return None
+    text = rate.strip().removesuffix("/s")
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise ReplayError([f"--rate {rate!r}: expected N/s, e.g. 20/s"]) from exc
+    if value <= 0 or math.isinf(value) or math.isnan(value):
+        raise ReplayError([f"--rate {rate!r}: must be a positive number of events per second"])
+    return value
+
+
+def send_all(
+    relay: Relay,
+    events: Iterable[RecordedEvent],
+    *,
+    secret: bytes,
+    rate: float | None = None,
+) -> tuple[list[Row], float]:
+    """Post every event in order, one after the other (paced to ``rate`` per second when
+    given); returns the rows and the wall time of the sending."""
+    rows: list[Row] = []
+    start = time.perf_counter()
+    for i, item in enumerate(events):
+        if rate is not None:
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        row = Row(
+            n=item.n, origin=item.origin, event=item.event, action=item.action,
+            delivery_id=item.delivery_id,
+        )  # fmt: skip
+        sent = time.perf_counter()
+        try:
+            response = relay.post(item, secret)
+        except httpx.HTTPError as exc:
+            raise ReplayError(
+                [
+                    f"event {item.n} ({item.origin}): cannot reach {relay.url}: {exc}; "
+                    f"{len(rows)} event(s) were sent before it"
+                ]
+            ) from exc
+        row.accept_ms = (time.perf_counter() - sent) * 1000
+        row.status = response.status_code
+        try:
+            body = response.json()
+            row.answer = body if isinstance(body, dict) else {"body": body}
+        except ValueError:
+            row.answer = {"error": response.text[:200]}
+        row.outcome = _outcome(response.status_code, row.answer)
+        rows.append(row)
+    return rows, time.perf_counter() - start
+
+
+# ----------------------------------------------------------------------------- following
+
+
+def _job_delivery_id(item_body: bytes, event: str, delivery_id: str) -> str:
+    """The delivery id the relay keys the job by: a CRCR repository_dispatch carries the
+    upstream delivery id inside; anything else is keyed by its own X-GitHub-Delivery."""
+    if event == "repository_dispatch":
+        try:
+            inner = json.loads(item_body).get("client_payload") or {}
+        except (ValueError, AttributeError):
+            inner = {}
+        if isinstance(inner, dict) and isinstance(inner.get("delivery_id"), str):
+            return str(inner["delivery_id"])
+    return delivery_id
+
+
+def _no_run_reason(delivery: dict[str, Any]) -> str | None:
+    """Why a processed delivery will never get a job (read from its normalized event)."""
+    normalized = delivery.get("normalized") or {}
+    if delivery.get("state") != "processed":
+        return None
+    if not normalized.get("actionable", True):
+        return str(normalized.get("reason") or "not actionable")
+    # workers.plan skips a pull request closed without merge (it only cancels earlier runs)
+    if (
+        normalized.get("event") == "pull_request"
+        and normalized.get("action") == "closed"
+        and not normalized.get("merged")
+    ):
+        return "pull request closed without merge"
+    return None
+
+
+def _apply_job(row: Row, job: dict[str, Any], detail: dict[str, Any] | None) -> None:
+    row.job_id = int(job["id"])
+    row.job_status = job.get("status")
+    row.conclusion = job.get("conclusion")
+    row.planned = job.get("planned")
+    row.test_results = job.get("test_results")
+    if detail is not None:
+        selection = detail.get("selection") or {}
+        counts = selection.get("stage_counts") or {}
+        applicability = counts.get("applicability") or {}
+        row.candidates = applicability.get("in")
+        if "budget" in counts:
+            row.planned = counts["budget"].get("out", row.planned)
+        row.fallbacks = [
+            str(f.get("scope") if isinstance(f, dict) else f)
+            for f in selection.get("fallbacks") or []
+        ]
+
+
+def follow(
+    relay: Relay,
+    rows: list[Row],
+    events: list[RecordedEvent],
+    *,
+    wait: float,
+    poll: float = 0.5,
+) -> None:
+    """Poll the API until every stored event has a planned job (or will never get one), or
+    ``wait`` seconds passed; fills the rows in place. Polls at least once."""
+    bodies = {e.delivery_id: (e.body, e.event) for e in events}
+    keyed = {
+        row.delivery_id: _job_delivery_id(*bodies[row.delivery_id], row.delivery_id) for row in rows
+    }
+    details: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + wait
+    while True:
+        jobs_by_delivery: dict[str, dict[str, Any]] = {}
+        for job in sorted(relay.jobs(), key=lambda j: j["id"]):
+            jobs_by_delivery.setdefault(job["delivery_id"], job)  # the first run of a delivery
+        for row in rows:
+            if row.outcome not in ("accepted", "duplicate"):
+                continue
+            delivery = None if row.settled else relay.get(f"/api/v1/deliveries/{row.delivery_id}")
+            if delivery is not None:
+                row.delivery_state = delivery.get("state")
+                row.not_actionable = _no_run_reason(delivery)
+                if row.delivery_state == "failed":
+                    row.not_actionable = f"processing failed: {delivery.get('last_error')}"
+            found = jobs_by_delivery.get(keyed[row.delivery_id])
+            if found is not None:
+                if found["id"] not in details:
+                    details[found["id"]] = relay.get(f"/api/v1/jobs/{found['id']}") or {}
+                _apply_job(row, found, details[found["id"]])
+        if all(r.settled for r in rows) or time.monotonic() >= deadline:
+            return
+        time.sleep(poll)
+
+
+# ----------------------------------------------------------------------------- reporting
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def totals(rows: list[Row], seconds: float) -> dict[str, Any]:
+    outcomes = Counter(r.outcome for r in rows)
+    latencies = [r.accept_ms for r in rows]
+    with_job = [r for r in rows if r.job_id is not None]
+    stored = [r for r in rows if r.outcome in ("accepted", "duplicate")]
+    return {
+        "events": len(rows),
+        "accepted": outcomes["accepted"],
+        "redelivered": sum(1 for r in rows if r.answer.get("redelivery")),
+        "duplicate": outcomes["duplicate"],
+        "ignored": outcomes["ignored"],
+        "rejected": outcomes["rejected"],
+        "send_seconds": round(seconds, 3),
+        "events_per_second": round(len(rows) / seconds, 2) if seconds > 0 else None,
+        "accept_ms_p50": _round(percentile(latencies, 50)),
+        "accept_ms_p99": _round(percentile(latencies, 99)),
+        "selection": {
+            "jobs": len({r.job_id for r in with_job}),
+            "stored_without_job": sum(1 for r in stored if r.job_id is None),
+            "selected_variants": sum(r.planned or 0 for r in with_job),
+            # None when no job's selection reports its stage counts (e.g. a custom planner)
+            "candidate_variants": sum(r.candidates for r in with_job if r.candidates is not None)
+            if any(r.candidates is not None for r in with_job)
+            else None,
+            "with_fallback": sum(1 for r in with_job if r.fallbacks),
+            "states": dict(Counter(r.state for r in stored if r.job_id is not None)),
+        },
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def rows_json(rows: list[Row]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        data = asdict(r)
+        data["accept_ms"] = round(r.accept_ms, 1)
+        data["state"] = r.state
+        out.append(data)
+    return out
+
+
+def render_table(rows: list[Row], summary: dict[str, Any]) -> str:
+    header = ("n", "event", "delivery", "http", "accept ms", "job", "selected/cand.", "fallback",
+              "state")  # fmt: skip
+    lines = [header]
+    for r in rows:
+        selected = "-" if r.planned is None else str(r.planned)
+        cand = "-" if r.candidates is None else str(r.candidates)
+        lines.append(
+            (
+                str(r.n),
+                r.event + (f".{r.action}" if r.action else ""),
+                r.delivery_id if len(r.delivery_id) <= 36 else r.delivery_id[:33] + "...",
+                str(r.status or "-"),
+                f"{r.accept_ms:.1f}",
+                "-" if r.job_id is None else str(r.job_id),
+                "-" if r.job_id is None else f"{selected}/{cand}",
+                "-" if r.job_id is None else (",".join(r.fallbacks) or "no"),
+                r.state[:70],
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+            for line in lines]  # fmt: skip
+    s, sel = summary, summary["selection"]
+    text += [
+        "",
+        f"{s['events']} events: {s['accepted']} accepted ({s['redelivered']} redelivered), "
+        f"{s['duplicate']} duplicate, {s['ignored']} ignored, {s['rejected']} rejected",
+        f"sent in {s['send_seconds']} s: {s['events_per_second']} events/s; accept latency "
+        f"p50 {s['accept_ms_p50']} ms, p99 {s['accept_ms_p99']} ms",
+        f"selection: {sel['jobs']} job(s) planned, {sel['selected_variants']} variants selected "
+        + (
+            f"of {sel['candidate_variants']} candidates"
+            if sel["candidate_variants"] is not None
+            else "(candidates not reported by the planner)"
+        )
+        + f", {sel['with_fallback']} with a fallback; "
+        f"{sel['stored_without_job']} stored event(s) without a job"
+        + (
+            "; states " + ", ".join(f"{k} {v}" for k, v in sorted(sel["states"].items()))
+            if sel["states"]
+            else ""
+        ),
+    ]
+    return "\n".join(text)
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+Echo = Callable[..., None]
+
+
+def replay_events(
+    path: Path,
+    *,
+    url: str,
+    secret: bytes,
+    rate: str | None = None,
+    wait: float = 60.0,
+    upstream_repo: str | None = None,
+) -> dict[str, Any]:
+    """Read, send in order, follow; the report (``{"file", "url", "events", "totals"}``).
+    Raises ReplayError before sending anything when the file or the relay is unusable."""
+    events = load_events(path, upstream_repo=upstream_repo)
+    pace = parse_rate(rate)
+    relay = Relay(url)
+    try:
+        relay.check_reachable()
+        rows, seconds = send_all(relay, events, secret=secret, rate=pace)
+        try:
+            follow(relay, rows, events, wait=wait)
+        except httpx.HTTPError as exc:
+            raise ReplayError([f"events sent, but the relay's API failed: {exc}"]) from exc
+    finally:
+        relay.close()
+    return {
+        "file": str(path),
+        "url": relay.url,
+        "events": rows_json(rows),
+        "totals": totals(rows, seconds),
+        "_rows": rows,
+    }
+
+
+def release_delivery_id(base: str, head: str) -> str:
+    """The delivery the relay's `workers.replay` task stores for a version pair (once)."""
+    return f"replay-{base}-{head}"
+
+
+def _parse_time(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=None) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _same_clock(a: datetime, b: datetime) -> tuple[datetime, datetime]:
+    strip = a.tzinfo is None or b.tzinfo is None
+    if strip:
+        a = a.astimezone(UTC).replace(tzinfo=None) if a.tzinfo else a
+        b = b.astimezone(UTC).replace(tzinfo=None) if b.tzinfo else b
+    return a, b
+
+
+def find_release_job(relay: Relay, delivery: dict[str, Any]) -> dict[str, Any] | None:
+    """The job of a release-replay delivery: a "periodic" job keyed by the tested head
+    (CRCR's self-report shape), the first one dispatched after the delivery was received."""
+    normalized = delivery.get("normalized") or {}
+    key = normalized.get("upstream_delivery_id")
+    if not key:
+        return None
+    received = _parse_time(delivery["received_at"])
+    for job in sorted(relay.jobs(), key=lambda j: j["id"]):
+        if job.get("event_type") != "periodic" or job.get("delivery_id") != key:
+            continue
+        dispatched, since = _same_clock(_parse_time(job["dispatched_at"]), received)
+        if dispatched >= since:
+            return job
+    return None
+
+
+def run_release_replay(
+    base: str,
+    head: str,
+    *,
+    url: str,
+    wait: float,
+    send: Callable[[str, str], str],
+    echo: Echo,
+    poll: float = 1.0,
+) -> dict[str, Any]:
+    """Send the release step to the workers (``send(base, head) -> task id``, through the
+    broker), then follow its job through the API. Returns what was learned; raises ReplayError
+    when the relay is unreachable, processing failed, or no job appeared in time."""
+    relay = Relay(url)
+    try:
+        relay.check_reachable()
+        delivery_id = release_delivery_id(base, head)
+        delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
+        result: dict[str, Any] = {"delivery_id": delivery_id, "url": relay.url}
+        if delivery is not None:
+            result["already_requested"] = True
+            echo(
+                f"upstream {base} -> {head} was already sent to the workers "
+                f"(delivery {delivery_id}, received {delivery['received_at']}); the relay runs "
+                "a release replay once per version pair: following that run"
+            )
+        else:
+            result["task_id"] = send(base, head)
+            echo(
+                f"sent the release replay {base} -> {head} to the workers "
+                f"(task {result['task_id']}, delivery {delivery_id})"
+            )
+        plan_deadline = time.monotonic() + max(wait, PLAN_WAIT_SECONDS)
+        job = None
+        while job is None:
+            delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
+            if delivery is not None and delivery.get("state") == "failed":
+                raise ReplayError(
+                    [f"the relay failed to process {delivery_id}: {delivery.get('last_error')}"]
+                )
+            if delivery is not None:
+                job = find_release_job(relay, delivery)
+            if job is None:
+                if time.monotonic() >= plan_deadline:
+                    state = delivery.get("state") if delivery else "not stored yet"
+                    raise ReplayError(
+                        [
+                            f"no job for {delivery_id} after {max(wait, PLAN_WAIT_SECONDS):.0f} s "
+                            f"(delivery: {state}); the workers may still be planning: "
+                            f"follow {relay.url}/api/v1/jobs"
+                        ]
+                    )
+                time.sleep(poll)
+        result["job_id"] = job["id"]
+        result["planned"] = job.get("planned")
+        echo(
+            f"job {job['id']}: {job.get('planned')} test(s) planned, status {job['status']}\n"
+            f"  follow: curl -s {relay.url}/api/v1/jobs/{job['id']}\n"
+            f"          curl -s {relay.url}/api/v1/jobs/{job['id']}/results"
+        )
+        deadline = time.monotonic() + wait
+        while wait > 0 and job["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(poll)
+            job = relay.get(f"/api/v1/jobs/{job['id']}") or job
+        result["status"] = job["status"]
+        result["conclusion"] = job.get("conclusion")
+        result["test_results"] = job.get("test_results")
+        if wait > 0:
+            counts = job.get("test_results") or {}
+            if job["status"] == "completed":
+                echo(
+                    f"job {job['id']} completed: {job.get('conclusion')}; tests passed "
+                    f"{counts.get('passed')}, failed {counts.get('failed')}, skipped "
+                    f"{counts.get('skipped')}, total {counts.get('total')}"
+                )
+            else:
+                echo(
+                    f"job {job['id']} still {job['status']} after {wait:.0f} s "
+                    f"({counts.get('total')} of {job.get('planned')} tests done so far)"
+                )
+        return result
+    except httpx.HTTPError as exc:
+        raise ReplayError([f"the relay's API at {relay.url} failed: {exc}"]) from exc
+    finally:
+        relay.close()
+
+
+def broker_send(settings: Any) -> Callable[[str, str], str]:
+    """Send `workers.replay` through the broker with relay.queue's producer (the same way
+    `relay up` requests its first-start replay)."""
+
+    def send(base: str, head: str) -> str:
+        from relay.queue import TASK_REPLAY, broker_reachable, make_producer
+
+        producer = make_producer(settings)
+        ok, detail = broker_reachable(producer)
+        if not ok:
+            raise ReplayError(
+                [f"cannot reach the broker {_redacted(settings.broker_url)}: {detail}"]
+            )
+        return str(producer.send_task(TASK_REPLAY, args=[base, head]).id)
+
+    return send
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+# ----------------------------------------------------------------------------- CLI glue
+
+
+def default_url(settings: Any) -> str:
+    return f"http://{settings.host}:{settings.port}"
+
+
+def events_command(
+    path: Path,
+    *,
+    url: str | None,
+    rate: str | None,
+    wait: float | None,
+    as_json: bool,
+    as_upstream: bool,
+) -> None:
+    """`relay replay --events FILE`: typer-facing (prints, exits)."""
+    import typer
+
+    from relay.settings import get_settings
+
+    settings = get_settings()
+    try:
+        report = replay_events(
+            path,
+            url=url or default_url(settings),
+            secret=settings.secret_values()[0],
+            rate=rate,
+            wait=60.0 if wait is None else wait,
+            upstream_repo=settings.upstream_repo if as_upstream else None,
+        )
+    except ReplayError as exc:
+        for line in exc.errors:
+            typer.echo(f"error: {line}", err=True)
+        if len(exc.errors) > 1:
+            typer.echo(f"{len(exc.errors)} problems; nothing was sent", err=True)
+        raise typer.Exit(2) from exc
+    rows = report.pop("_rows")
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+    else:
+        typer.echo(render_table(rows, report["totals"]))
+    if report["totals"]["rejected"]:
+        raise typer.Exit(1)
+
+
+def run_command(base: str, head: str, *, url: str | None, wait: float | None, err: bool) -> None:
+    """`relay replay --from A --to B --run`: typer-facing (prints, exits)."""
+    import typer
+
+    from relay.settings import get_settings
+
+    settings = get_settings()
+
+    def echo(line: str) -> None:
+        typer.echo(line, err=err)
+
+    try:
+        result = run_release_replay(
+            base,
+            head,
+            url=url or default_url(settings),
+            wait=wait or 0.0,
+            send=broker_send(settings),
+            echo=echo,
+        )
+    except ReplayError as exc:
+        for line in exc.errors:
+            typer.echo(f"error: {line}", err=True)
+        raise typer.Exit(2) from exc
+    if wait and result["status"] != "completed":
+        raise typer.Exit(1)
