@@ -78,9 +78,11 @@ def run_outcomes(
             args = Path(tmp) / f"ids-{i}.txt"
             args.write_text("\n".join(part) + "\n", encoding="utf-8")
             options = ["-p", "selector.mutations", "--outcomes-out", f"{tmp}/outcomes-{i}.json"]
+            options += ["--only-ids", str(args)]
             if trace:
                 options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
-            cmd = be.pytest_command(options, [f"@{args}"], python=python)
+            files = list(dict.fromkeys(universe.by_id[t].file for t in part))
+            cmd = be.pytest_command(options, files, python=python)
             log_file = open(Path(tmp) / f"log-{i}.txt", "w", encoding="utf-8")  # noqa: SIM115
             procs.append(
                 (

@@ -161,6 +161,11 @@ def apply(name: str) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--outcomes-out", default=None, help="write {node id: outcome} here")
     parser.addoption(
+        "--only-ids",
+        default=None,
+        help="a file of node ids, one a line: run only these (cheaper than passing node ids)",
+    )
+    parser.addoption(
         "--mutant-trace",
         default=None,
         help="write {mutant: [node ids calling its function on the device]} here",
@@ -177,6 +182,18 @@ def pytest_configure(config: pytest.Config) -> None:
     elif config.getoption("--mutant-trace"):
         for each in MUTANTS:
             _replace(each, recording)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    only = config.getoption("--only-ids")
+    if not only:
+        return
+    wanted = set(Path(only).read_text(encoding="utf-8").split())
+    keep = [item for item in items if item.nodeid in wanted]
+    dropped = [item for item in items if item.nodeid not in wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
 
 
 @pytest.hookimpl(wrapper=True)
