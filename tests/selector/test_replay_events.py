@@ -31,8 +31,52 @@ from tests.services import SHARED, free_port
 
 FIXTURES = Path(SHARED) / "fixtures" / "github"
 SAMPLE = "tests/workers/sample_suite/sample_runner_cases.py"
-#: the labelled planner's plans (tests/workers/planners.py): every event runs one passing test
-PLANS = {"default": {"shards": [[f"{SAMPLE}::test_passes_one"]]}}
+ROOT = Path(__file__).resolve().parents[2]
+#: quick passing tests that stand in for the selected variants when the worker runs them
+STAND_INS = [f"{SAMPLE}::test_passes_one", f"{SAMPLE}::test_passes_two", f"{SAMPLE}::test_slow_a"]
+BUDGET = 0.0002  # simulated device-seconds: cuts the generated universe to a few variants
+
+
+def small_selection(event: str, budget: float | None) -> Any:
+    """The selector's four stages over the small generated universe; the change of a replayed
+    fixture cannot be read (no checkout of its SHAs), so, like the default planner, the selector
+    falls back to the whole universe and the budget cuts it."""
+    from selector.changes.facts import ChangeFacts
+    from selector.plan import run_selection
+    from selector.upstream import ResolvedRevision
+    from tests.selector.stages_repo import make_universe
+
+    rev = ResolvedRevision(kind="wheels", requested="head", resolved="head", detail=event)
+    facts = ChangeFacts(
+        source_kind="installed", base=rev, head=rev, files=[], python=[], native_functions=[],
+        derivatives=[], db_entries=[], errors=[],
+    )  # fmt: skip
+    return run_selection(
+        facts,
+        make_universe(),
+        budget_seconds=budget,
+        workers=2,
+        force_all=f"{event}: the change is not readable here",
+    )
+
+
+def small_selector_planner(event: Any, settings: Any) -> Any:
+    """RELAY_PLANNER for these tests: a real selection (funnel, fallback, budget cut) over the
+    generated universe, run as quick sample tests standing in for the selected variants."""
+    from workers.planning import PlannedRun
+
+    plan = small_selection(event.event, settings.runner_budget_seconds)
+    order = [t for shard in plan.shards for t in shard]
+    stand_in = {t: STAND_INS[i] for i, t in enumerate(order)}
+    return PlannedRun(
+        shards=[[stand_in[t] for t in shard] for shard in plan.shards if shard],
+        rootdir=str(ROOT),
+        plan=plan.model_dump(mode="json"),
+        stage_counts={s.stage: {"in": s.count_in, "out": s.count_out} for s in plan.funnel},
+        fallbacks=[f.model_dump(mode="json") for f in plan.fallbacks],
+        estimated_device_seconds=plan.estimated_device_seconds,
+        head_rev=event.head_sha,
+    )
 
 
 def _pr(action: str, number: int, sha: str) -> dict[str, Any]:
@@ -237,8 +281,6 @@ def test_unreachable_relay_is_a_clear_error() -> None:
 @pytest.fixture(scope="module")
 def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("replay-events")
-    plans = tmp / "plans.json"
-    plans.write_text(json.dumps(PLANS))
     stack = start_stack(
         tmp=tmp,
         database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
@@ -246,8 +288,8 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         port=free_port(),
         extra_env={
             "RELAY_RUNNER_ENABLED": "true",
-            "RELAY_PLANNER": "tests.workers.planners:labelled_planner",
-            "RELAY_TEST_PLANS": str(plans),
+            "RELAY_PLANNER": "tests.selector.test_replay_events:small_selector_planner",
+            "RELAY_RUNNER_BUDGET_SECONDS": str(BUDGET),
             "RELAY_EVENT_HANDLERS": "[]",
             "RELAY_CANCEL_SUPERSEDED": "false",
         },
@@ -308,15 +350,27 @@ def test_replay_fixture_folder_then_again(relay: Stack, cli: Any) -> None:
     )
     planned = ["pull_request/opened.payload.json", "pull_request/synchronize.payload.json",
                "push/with-new-branch.payload.json"]  # fmt: skip
+    expected = small_selection("push", BUDGET)
+    selected, candidates = expected.funnel[-1].count_out, expected.funnel[-2].count_in
+    assert 0 < selected < candidates == expected.universe.variants  # the budget cut some
     for key in planned:
         row = rows[key]
-        assert row["job_id"] is not None and row["planned"] == 1, row
-        assert row["fallbacks"] == [] and row["candidates"] is None  # the labelled planner
+        assert row["job_id"] is not None, row
+        assert (row["planned"], row["candidates"], row["fallbacks"]) == (
+            selected,
+            candidates,
+            ["all"],
+        )
+        assert row["test_results"]["total"] <= selected
     totals = report["totals"]
     assert {k: totals[k] for k in ("events", "accepted", "duplicate", "ignored", "rejected")} == {
         "events": 8, "accepted": 5, "duplicate": 0, "ignored": 3, "rejected": 0,
     }  # fmt: skip
-    assert totals["selection"]["jobs"] == 3 and totals["selection"]["selected_variants"] == 3
+    assert {k: totals["selection"][k] for k in ("jobs", "selected_variants", "candidate_variants",
+            "with_fallback", "stored_without_job")} == {
+        "jobs": 3, "selected_variants": 3 * selected, "candidate_variants": 3 * candidates,
+        "with_fallback": 3, "stored_without_job": 2,
+    }  # fmt: skip
     assert totals["accept_ms_p50"] <= totals["accept_ms_p99"]
     assert totals["events_per_second"] > 0
 
@@ -325,7 +379,12 @@ def test_replay_fixture_folder_then_again(relay: Stack, cli: Any) -> None:
     again = cli("replay", "--events", str(FIXTURES), "--url", relay.base_url, "--wait", "5")
     assert again.exit_code == 0, again.output
     assert "5 duplicate, 3 ignored, 0 rejected" in again.output
-    assert "selection: 3 job(s) planned, 3 variants selected" in again.output
+    assert (
+        f"selection: 3 job(s) planned, {3 * selected} variants selected of {3 * candidates} "
+        "candidates, 3 with a fallback; 2 stored event(s) without a job"
+    ) in again.output
+    push_line = next(line for line in again.output.splitlines() if line.split()[1:2] == ["push"])
+    assert f" {selected}/{candidates} " in push_line and " all " in push_line
     assert stored_ids(relay) == before + sent
     header = again.output.splitlines()[0].split()
     assert header[:5] == ["n", "event", "delivery", "http", "accept"]
