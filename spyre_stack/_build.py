@@ -43,11 +43,20 @@ def load_core(config: SpyreConfig) -> ModuleType:
         name=EXTENSION_NAME,
         sources=[str(CSRC / s) for s in SOURCES],
         extra_include_paths=[str(CSRC)],
-        extra_cflags=["-O1", "-std=c++17", "-DSPYRE_HEADERS_" + _headers_digest()],
+        extra_cflags=["-O1", *_std_flags(), "-DSPYRE_HEADERS_" + _headers_digest()],
         build_directory=str(directory),
         verbose=False,
     )
     return _core
+
+
+def _std_flags() -> list[str]:
+    # torch >= 2.14's headers require C++20, which cpp_extension passes itself; a later -std=c++17
+    # would override it. Older torch keeps the C++17 build (and its cached flags) unchanged.
+    import torch
+    from torch.torch_version import TorchVersion
+
+    return [] if TorchVersion(torch.__version__) >= (2, 14) else ["-std=c++17"]
 
 
 def _headers_digest() -> str:
