@@ -18,14 +18,14 @@ from sqlalchemy import select
 
 from relay.db import session_scope
 from relay.models import Delivery
-from relay.settings import Settings, reset_settings_cache
-from selector.replay_events import (
+from relay.replay_client import (
     ReplayError,
     broker_send,
     release_delivery_id,
-    run_command,
     run_release_replay,
 )
+from relay.settings import Settings, reset_settings_cache
+from selector.replay_events import run_command
 from tests.relay.stack import Stack, start_stack
 from tests.services import free_port
 
