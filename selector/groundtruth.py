@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from selector.changes import ChangeFacts, PythonFileChange, SymbolChange
@@ -180,12 +181,29 @@ def mutation_ground_truth(
         return empty
     baseline = run_outcomes(universe, mutant=None, trace=traced, cache_dir=cache_dir, log=log)
     trace = load_trace(universe, cache_dir) if traced else {}
-    events = []
+    todo = []
     for name in mutants:
         tests = trace.get(name, []) if traced else None
-        if not run and not run_path(universe, name, tests, cache_dir).is_file() and tests != []:
-            continue
-        outcomes = run_outcomes(universe, mutant=name, tests=tests, cache_dir=cache_dir, log=log)
+        if run or tests == [] or run_path(universe, name, tests, cache_dir).is_file():
+            todo.append((name, tests))
+
+    def outcomes_of(item: tuple[str, list[str] | None]) -> dict[str, str]:
+        name, tests = item
+        # a restricted run is small: one process each, two mutants side by side
+        processes = 1 if tests is not None and len(tests) < 4000 else 2
+        return run_outcomes(
+            universe,
+            mutant=name,
+            tests=tests,
+            processes=processes,
+            cache_dir=cache_dir,
+            log=log,
+        )
+
+    with ThreadPoolExecutor(max_workers=2 if traced else 1) as pool:
+        results = list(pool.map(outcomes_of, todo))
+    events = []
+    for (name, tests), outcomes in zip(todo, results, strict=True):
         event = mutation_event(name)
         event.failing = sorted(
             t for t, o in outcomes.items() if t in universe.by_id and o != baseline.get(t)
