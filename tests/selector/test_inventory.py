@@ -246,14 +246,9 @@ def test_only_for_class_is_collected_and_run_through_the_wrapper_on_spyre(
     }
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="known issue: PrivateUse1TestBase.setUpClass renames the device type on the base "
-    "class while the first class is instantiated, so a restricted class instantiated after "
-    "another device-generic class is named ...SPYRE and the wrapper (which looks for "
-    "...PRIVATEUSE1) exports nothing",
-)
+# upstream's PrivateUse1TestBase.setUpClass renames the device type on the base class while the
+# first class is instantiated; SpyreTestBase pins it back, so a restricted class instantiated
+# after another device-generic class is still named ...PRIVATEUSE1 and the wrapper finds it
 def test_wrapper_after_another_device_generic_class(checkout: Path, tmp_path: Path) -> None:
     root = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(checkout), str(root)], check=True)
