@@ -233,7 +233,9 @@ class Row:
             return f"{self.job_status}" + (f"/{self.conclusion}" if self.conclusion else "")
         if self.not_actionable:
             return f"{self.delivery_state}, no run: {self.not_actionable}"
-        return self.delivery_state or "not stored"
+        return (
+            f"{self.delivery_state}, no job yet" if self.delivery_state else "not seen in the API"
+        )
 
     @property
     def settled(self) -> bool:
@@ -372,15 +374,16 @@ def follow(
     *,
     wait: float,
     poll: float = 0.5,
-) -> None:
+) -> float:
     """Poll the API until every stored event has a planned job (or will never get one), or
-    ``wait`` seconds passed; fills the rows in place. Polls at least once."""
+    ``wait`` seconds passed; fills the rows in place. Polls at least once; returns the
+    seconds it waited."""
     bodies = {e.delivery_id: (e.body, e.event) for e in events}
     keyed = {
         row.delivery_id: _job_delivery_id(*bodies[row.delivery_id], row.delivery_id) for row in rows
     }
     details: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + wait
+    start = time.monotonic()
     while True:
         jobs_by_delivery: dict[str, dict[str, Any]] = {}
         for job in sorted(relay.jobs(), key=lambda j: j["id"]):
@@ -403,8 +406,9 @@ def follow(
                 if found["id"] not in details:
                     details[found["id"]] = relay.get(f"/api/v1/jobs/{found['id']}") or {}
                 _apply_job(row, found, details[found["id"]])
-        if all(r.settled for r in rows) or time.monotonic() >= deadline:
-            return
+        waited = time.monotonic() - start
+        if all(r.settled for r in rows) or waited >= wait:
+            return waited
         time.sleep(poll)
 
 
@@ -420,7 +424,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
-def totals(rows: list[Row], seconds: float) -> dict[str, Any]:
+def totals(rows: list[Row], seconds: float, waited: float = 0.0) -> dict[str, Any]:
     outcomes = Counter(r.outcome for r in rows)
     latencies = [r.accept_ms for r in rows]
     with_job = [r for r in rows if r.job_id is not None]
@@ -439,6 +443,9 @@ def totals(rows: list[Row], seconds: float) -> dict[str, Any]:
         "selection": {
             "jobs": len({r.job_id for r in with_job}),
             "stored_without_job": sum(1 for r in stored if r.job_id is None),
+            # stored, actionable as far as we know, and no job when we stopped waiting
+            "no_job_yet": sum(1 for r in stored if not r.settled),
+            "waited_seconds": round(waited, 1),
             "selected_variants": sum(r.planned or 0 for r in with_job),
             # None when no job's selection reports its stage counts (e.g. a custom planner)
             "candidate_variants": sum(r.candidates for r in with_job if r.candidates is not None)
@@ -494,20 +501,31 @@ def render_table(rows: list[Row], summary: dict[str, Any]) -> str:
         f"{s['duplicate']} duplicate, {s['ignored']} ignored, {s['rejected']} rejected",
         f"sent in {s['send_seconds']} s: {s['events_per_second']} events/s; accept latency "
         f"p50 {s['accept_ms_p50']} ms, p99 {s['accept_ms_p99']} ms",
-        f"selection: {sel['jobs']} job(s) planned, {sel['selected_variants']} variants selected "
-        + (
-            f"of {sel['candidate_variants']} candidates"
-            if sel["candidate_variants"] is not None
-            else "(candidates not reported by the planner)"
+        (
+            f"selection: {sel['jobs']} job(s) planned, {sel['selected_variants']} variants "
+            "selected "
+            + (
+                f"of {sel['candidate_variants']} candidates"
+                if sel["candidate_variants"] is not None
+                else "(candidates not reported by the planner)"
+            )
+            + f", {sel['with_fallback']} with a fallback; "
+            f"{sel['stored_without_job']} stored event(s) without a job"
+            + (
+                "; states " + ", ".join(f"{k} {v}" for k, v in sorted(sel["states"].items()))
+                if sel["states"]
+                else ""
+            )
         )
-        + f", {sel['with_fallback']} with a fallback; "
-        f"{sel['stored_without_job']} stored event(s) without a job"
-        + (
-            "; states " + ", ".join(f"{k} {v}" for k, v in sorted(sel["states"].items()))
-            if sel["states"]
-            else ""
-        ),
+        if sel["jobs"]
+        else f"selection: no job planned; {sel['stored_without_job']} stored event(s)",
     ]
+    if sel["no_job_yet"]:
+        text.append(
+            f"note: {sel['no_job_yet']} stored event(s) had no job after waiting "
+            f"{sel['waited_seconds']} s: the relay's runner may be disabled "
+            "(RELAY_RUNNER_ENABLED) or still planning (--wait)"
+        )
     return "\n".join(text)
 
 
@@ -532,7 +550,7 @@ def replay_events(
         relay.check_reachable()
         rows, seconds = send_all(relay, events, secret=secret, rate=pace)
         try:
-            follow(relay, rows, events, wait=wait)
+            waited = follow(relay, rows, events, wait=wait)
         except httpx.HTTPError as exc:
             raise ReplayError([f"events sent, but the relay's API failed: {exc}"]) from exc
     finally:
@@ -541,7 +559,7 @@ def replay_events(
         "file": str(path),
         "url": relay.url,
         "events": rows_json(rows),
-        "totals": totals(rows, seconds),
+        "totals": totals(rows, seconds, waited),
         "_rows": rows,
     }
 
