@@ -196,6 +196,11 @@ def replay(
     from selector.replay_events import events_command, run_command
 
     if events is not None:
+        if from_ or to or run:
+            typer.echo(
+                "error: --events replays recorded events: without --from/--to/--run", err=True
+            )
+            raise typer.Exit(2)
         events_command(
             events, url=url, rate=rate, wait=wait, as_json=as_json, as_upstream=as_upstream
         )
