@@ -263,6 +263,9 @@ def test_neither_release_nor_events_is_an_error() -> None:
     result = CliRunner().invoke(build_app(), ["replay"])
     assert result.exit_code == 2
     assert "give --from and --to" in result.output and "--events FILE" in result.output
+    both = CliRunner().invoke(build_app(), ["replay", "--events", str(FIXTURES), "--from", "2.13"])
+    assert both.exit_code == 2
+    assert "--events replays recorded events: without --from/--to/--run" in both.output
 
 
 def test_unreachable_relay_is_a_clear_error() -> None:
