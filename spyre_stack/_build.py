@@ -56,7 +56,7 @@ def _std_flags() -> list[str]:
     import torch
     from torch.torch_version import TorchVersion
 
-    return [] if TorchVersion(torch.__version__) >= (2, 14) else ["-std=c++17"]
+    return [] if TorchVersion(torch.__version__) >= "2.14.0a0" else ["-std=c++17"]
 
 
 def _headers_digest() -> str:
