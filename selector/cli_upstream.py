@@ -9,6 +9,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from selector.changes import ChangeFacts, compute_change_facts, facts_to_json
+from selector.headenv import DEFAULT_ROOT, HeadEnvError, ensure_env
 from selector.upstream import UpstreamError, UpstreamSource, default_cache_dir, open_source
 
 app = typer.Typer(
@@ -84,6 +85,59 @@ def diff_cmd(
         typer.echo(facts_to_json(facts))
         return
     typer.echo(render(facts, limit=limit))
+
+
+@app.command("env")
+def env_cmd(
+    torch: Annotated[str, typer.Option("--torch", help="torch release, e.g. 2.14.1")],
+    root: Annotated[Path, typer.Option(help="Folder of the environments.")] = DEFAULT_ROOT,
+    cache_dir: CacheOpt = None,
+    offline: OfflineOpt = False,
+    collect: Annotated[
+        bool,
+        typer.Option(
+            "--collect",
+            help="Also collect the bundled suites with it and compare with the installed torch.",
+        ),
+    ] = False,
+) -> None:
+    """Make (once) a virtual environment with another torch release and the spyre C++ core built
+    for it; print its python. Other packages keep this environment's versions."""
+    typer.echo(f"torch {torch} environment under {root}/torch-{torch} ...")
+    try:
+        env = ensure_env(torch, root=root, wheel_cache=cache_dir, offline=offline)
+    except HeadEnvError as exc:
+        _fail(exc)
+    how = f"created in {env.seconds:.0f} s" if env.created else "reused (marker present)"
+    typer.echo(f"  {how}: torch build {env.torch_build}")
+    typer.echo(f"  C++ core built in {env.extensions_dir} (SPYRE_EXTENSIONS_DIR)")
+    typer.echo(f"  log: {env.log}")
+    if collect:
+        _collect_both(env.python, env.env)
+    typer.echo(str(env.python))
+
+
+def _collect_both(python: Path, env: dict[str, str]) -> None:
+    from selector.inventory import build_inventory
+    from selector.inventory_sources import BundledSuites, InventoryError, get_backend
+
+    specs = list(get_backend("spyre").default_specs)
+    try:
+        head = build_inventory(BundledSuites(), specs=specs, python=python, env=env)
+        base = build_inventory(BundledSuites(), specs=specs)
+    except InventoryError as exc:
+        _fail(exc)
+    for label, inv in (("installed", base), ("this env", head)):
+        origin = "from cache" if inv.cached else f"collected in {inv.collect_seconds:.0f} s"
+        per_suite = Counter(v.suite for v in inv.variants)
+        typer.echo(
+            f"  bundled universe, {label} torch {inv.key.torch_build}: {len(inv.variants)} "
+            f"variants ({origin}; {len(inv.errors)} collection errors): "
+            + ", ".join(f"{k} {n}" for k, n in sorted(per_suite.items()))
+        )
+    old = {v.test_id for v in base.variants}
+    new = {v.test_id for v in head.variants}
+    typer.echo(f"  only in this env: {len(new - old)}; only with the installed torch: {len(old - new)}")
 
 
 def _sample(names: list[str], limit: int) -> str:

@@ -140,7 +140,7 @@ class EnvPlan:
             [
                 ENV_FORMAT,
                 self.version,
-                self.base_python,
+                os.path.realpath(self.base_python),  # .venv/bin/python and python3: one
                 dict(self.pins),
                 self.packages,
                 str(self.project_root),

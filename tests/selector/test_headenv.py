@@ -1,0 +1,279 @@
+"""The head environment (selector.headenv): its plan and marker logic with a recording runner
+(nothing installed), collection with another interpreter, and (slow) a real torch 2.14.1 env."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from selector.headenv import (
+    MARKER,
+    PTH_NAME,
+    RUNTIME_PACKAGES,
+    HeadEnv,
+    HeadEnvError,
+    Step,
+    ensure_env,
+    plan_env,
+    wheel_for,
+)
+from selector.inventory import build_inventory
+from selector.inventory_sources import PROJECT_ROOT, BundledSuites, torch_build
+
+PINS = {"numpy": "2.4.6", "pytest": "9.2.0", "pyyaml": "6.0.4"}
+
+
+class RecordingRunner:
+    """Does what each step would leave behind, records the steps, and can fail at one step."""
+
+    def __init__(self, fail_at: str | None = None) -> None:
+        self.fail_at = fail_at
+        self.steps: list[Step] = []
+        self.marker_seen: list[bool] = []
+        self.seen_files: dict[str, bool] = {}
+
+    def __call__(self, step: Step, log: Path) -> str:
+        self.steps.append(step)
+        env_dir = log.parent
+        self.marker_seen.append((env_dir / MARKER).exists())
+        if step.name == self.fail_at:
+            raise HeadEnvError(f"step {step.name!r} failed (exit 1); see {log}")
+        if step.name == "venv":
+            (env_dir / "bin").mkdir(parents=True)
+            (env_dir / "bin" / "python").write_text("", encoding="utf-8")
+            return ""
+        if step.name == "install":
+            self.seen_files["constraints"] = (env_dir / "constraints.txt").is_file()
+            return ""
+        pth = next(env_dir.glob(f"lib/python*/site-packages/{PTH_NAME}"), None)
+        self.seen_files["pth"] = pth is not None and pth.read_text().strip() == str(PROJECT_ROOT)
+        return "some build output\n" + json.dumps(
+            {"torch_build": "2.99.0+gitfeedface", "torch": "2.99.0"}
+        )
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+
+def test_the_plan_pins_every_other_package_and_names_its_commands(tmp_path: Path) -> None:
+    plan = plan_env("v2.14.1", root=tmp_path, base_python="/usr/bin/python3.11", pins=PINS)
+    assert plan.version == "2.14.1"
+    assert plan.directory == tmp_path.absolute() / "torch-2.14.1"
+    steps = plan.steps("/cache/torch-2.14.1-cp311-cp311-linux_x86_64.whl")
+    assert [s.name for s in steps] == ["venv", "install", "check"]
+    assert steps[0].argv == ("/usr/bin/python3.11", "-m", "venv", str(plan.directory))
+    install = steps[1].argv
+    assert install[:4] == (str(plan.directory / "bin" / "python"), "-m", "pip", "install")
+    assert install[install.index("-c") + 1] == str(plan.directory / "constraints.txt")
+    assert "/cache/torch-2.14.1-cp311-cp311-linux_x86_64.whl" in install
+    assert set(RUNTIME_PACKAGES) <= set(install)
+    assert plan.constraints_text() == "numpy==2.4.6\npytest==9.2.0\npyyaml==6.0.4\n"
+    check = steps[2]
+    assert check.argv[0] == str(plan.python)
+    assert "spyre_stack.register()" in check.argv[-1]
+    assert check.env == {"SPYRE_EXTENSIONS_DIR": str(plan.directory / "torch_extensions")}
+
+
+def test_pins_come_from_this_environment_without_torch_or_the_project(tmp_path: Path) -> None:
+    plan = plan_env("2.14.1", root=tmp_path)
+    assert plan.pins["numpy"] == metadata.version("numpy")
+    assert plan.pins["pyyaml"] == metadata.version("PyYAML")
+    assert not {"torch", "crcr-relay", "pip"} & set(plan.pins)
+    assert plan.base_python == sys.executable
+
+
+def test_the_key_changes_with_what_makes_the_environment(tmp_path: Path) -> None:
+    key = plan_env("2.14.1", root=tmp_path, pins=PINS).key()
+    assert plan_env("2.14.1", root=tmp_path, pins=dict(PINS)).key() == key
+    assert plan_env("2.14.0", root=tmp_path, pins=PINS).key() != key
+    assert plan_env("2.14.1", root=tmp_path, pins={**PINS, "numpy": "2.4.5"}).key() != key
+    other_root = plan_env("2.14.1", root=tmp_path, pins=PINS, project_root=tmp_path).key()
+    assert other_root != key
+    # the same interpreter under another name (a venv's python and python3) is the same
+    alias = tmp_path / "python3"
+    alias.symlink_to(sys.executable)
+    by_alias = plan_env("2.14.1", root=tmp_path, pins=PINS, base_python=str(alias)).key()
+    assert (
+        by_alias == plan_env("2.14.1", root=tmp_path, pins=PINS, base_python=sys.executable).key()
+    )
+
+
+def test_made_once_marker_last_then_reused(tmp_path: Path) -> None:
+    plan = plan_env("2.14.1", root=tmp_path, pins=PINS)
+    runner = RecordingRunner()
+    env = ensure_env("2.14.1", plan=plan, wheel="torch-2.14.1.whl", runner=runner)
+    assert runner.names() == ["venv", "install", "check"]
+    assert runner.marker_seen == [False, False, False]
+    assert runner.seen_files == {"constraints": True, "pth": True}
+    assert "torch-2.14.1.whl" in runner.steps[1].argv
+    assert env.created
+    assert env.torch_build == "2.99.0+gitfeedface"
+    assert env.python == plan.directory / "bin" / "python"
+    assert env.extensions_dir == plan.directory / "torch_extensions"
+    assert env.log.is_file()
+    marker = json.loads((plan.directory / MARKER).read_text())
+    assert marker["key"] == plan.key() and marker["torch_build"] == "2.99.0+gitfeedface"
+
+    again = RecordingRunner()
+    reused = ensure_env("2.14.1", plan=plan, wheel="torch-2.14.1.whl", runner=again)
+    assert again.steps == []
+    assert not reused.created
+    assert reused.torch_build == env.torch_build
+
+
+def test_an_interrupted_creation_starts_over(tmp_path: Path) -> None:
+    plan = plan_env("2.14.1", root=tmp_path, pins=PINS)
+    with pytest.raises(HeadEnvError, match="'check' failed"):
+        ensure_env("2.14.1", plan=plan, wheel="w.whl", runner=RecordingRunner(fail_at="check"))
+    assert not (plan.directory / MARKER).exists()
+    leftover = plan.directory / "leftover"
+    leftover.write_text("from the failed attempt", encoding="utf-8")
+
+    runner = RecordingRunner()
+    env = ensure_env("2.14.1", plan=plan, wheel="w.whl", runner=runner)
+    assert runner.names() == ["venv", "install", "check"]
+    assert env.created
+    assert not leftover.exists()
+
+
+def test_other_pins_make_the_environment_again(tmp_path: Path) -> None:
+    ensure_env(
+        "2.14.1",
+        plan=plan_env("2.14.1", root=tmp_path, pins=PINS),
+        wheel="w.whl",
+        runner=RecordingRunner(),
+    )
+    changed = plan_env("2.14.1", root=tmp_path, pins={**PINS, "pytest": "9.1.0"})
+    runner = RecordingRunner()
+    env = ensure_env("2.14.1", plan=changed, wheel="w.whl", runner=runner)
+    assert runner.names() == ["venv", "install", "check"]
+    assert env.created
+    assert "pytest==9.1.0" in (changed.directory / "constraints.txt").read_text()
+
+
+def test_a_check_without_a_torch_build_is_an_error(tmp_path: Path) -> None:
+    plan = plan_env("2.14.1", root=tmp_path, pins=PINS)
+
+    def silent(step: Step, log: Path) -> str:
+        if step.name == "venv":
+            (plan.directory / "bin").mkdir(parents=True)
+            (plan.directory / "bin" / "python").touch()
+        return "built\n"
+
+    with pytest.raises(HeadEnvError, match="printed no torch build"):
+        ensure_env("2.14.1", plan=plan, wheel="w.whl", runner=silent)
+    assert not (plan.directory / MARKER).exists()
+
+
+def test_the_command_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    monkeypatch.setenv("SPYRE_EXTENSIONS_DIR", "/the/2.13/build")
+    plan = plan_env("2.14.1", root=tmp_path, pins=PINS)
+    env = ensure_env("2.14.1", plan=plan, wheel="w.whl", runner=RecordingRunner()).env
+    assert env["SPYRE_EXTENSIONS_DIR"] == str(plan.directory / "torch_extensions")
+    assert env["VIRTUAL_ENV"] == str(plan.directory)
+    assert env["PATH"].split(os.pathsep)[0] == str(plan.directory / "bin")
+    assert "PYTHONPATH" not in env
+
+
+def _fake_build_python(tmp_path: Path) -> tuple[Path, Path]:
+    """An interpreter that answers the torch-build probe with a build of its own and runs
+    everything else with this one, logging each call and the environment variable it got."""
+    calls = tmp_path / "calls.log"
+    script = tmp_path / "python"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$RELAY_TEST_ENV_MARK $*" | cut -c1-300 >> {calls}\n'
+        'case "$*" in *"import torch_build"*) echo 9.9.9+gitfake; exit 0;; esac\n'
+        f'exec {sys.executable} "$@"\n',
+        encoding="utf-8",
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script, calls
+
+
+def test_collection_with_another_interpreter_is_keyed_by_its_torch_build(tmp_path: Path) -> None:
+    python, calls = _fake_build_python(tmp_path)
+    env = {**os.environ, "RELAY_TEST_ENV_MARK": "head-env"}
+    source = BundledSuites(("errors",))
+    inv = build_inventory(
+        source, backend="cpu", test_times=None, cache_dir=tmp_path / "inv", python=python, env=env
+    )
+    assert inv.key.torch_build == "9.9.9+gitfake"
+    assert not inv.cached
+    assert inv.variants and not inv.errors
+    lines = calls.read_text().splitlines()
+    collects = [line for line in lines if "--collect-only" in line]
+    assert len(collects) == len(source.targets())
+    assert all(line.startswith("head-env ") for line in lines)
+
+    again = build_inventory(
+        source, backend="cpu", test_times=None, cache_dir=tmp_path / "inv", python=python, env=env
+    )
+    assert again.cached
+    assert [v.test_id for v in again.variants] == [v.test_id for v in inv.variants]
+    assert sum("--collect-only" in line for line in calls.read_text().splitlines()) == len(collects)
+    # the installed torch's own entry is another one
+    assert (
+        inv.key.collection_id()
+        != type(inv.key)(**{**inv.key.__dict__, "torch_build": torch_build()}).collection_id()
+    )
+
+
+@pytest.mark.slow
+def test_a_real_torch_2_14_1_environment(tmp_path: Path) -> None:
+    try:
+        wheel = wheel_for("2.14.1")
+    except HeadEnvError as exc:
+        pytest.skip(f"torch 2.14.1 is not installable here: {exc}")
+    env = ensure_env("2.14.1", root=tmp_path, wheel=wheel)
+    assert env.created
+    assert env.torch_build.startswith("2.14.1")
+    assert any(env.extensions_dir.rglob("spyre_stack_core*.so"))
+    assert not ensure_env("2.14.1", root=tmp_path, wheel=wheel).created
+
+    inv = build_inventory(
+        BundledSuites(("errors",)),
+        test_times=None,
+        cache_dir=tmp_path / "inv",
+        python=env.python,
+        env=env.env,
+    )
+    assert inv.key.torch_build == env.torch_build != torch_build()
+    assert inv.variants and not inv.errors
+
+
+def test_the_cli_prints_what_it_did_and_the_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    import selector.cli_upstream as cli
+
+    def recorded(version: str, **kwargs: object) -> HeadEnv:
+        assert kwargs["root"] == tmp_path
+        plan = plan_env(version, root=tmp_path, pins=PINS)
+        return ensure_env(version, plan=plan, wheel="w.whl", runner=RecordingRunner())
+
+    monkeypatch.setattr(cli, "ensure_env", recorded)
+    first = CliRunner().invoke(cli.app, ["env", "--torch", "2.14.1", "--root", str(tmp_path)])
+    assert first.exit_code == 0, first.output
+    assert "created in" in first.output and "2.99.0+gitfeedface" in first.output
+    python = tmp_path.absolute() / "torch-2.14.1" / "bin" / "python"
+    assert first.output.strip().splitlines()[-1] == str(python)
+    second = CliRunner().invoke(cli.app, ["env", "--torch", "2.14.1", "--root", str(tmp_path)])
+    assert "reused" in second.output
+
+    def failing(version: str, **kwargs: object) -> HeadEnv:
+        raise HeadEnvError("torch 9.9 is not installable here: no such release")
+
+    monkeypatch.setattr(cli, "ensure_env", failing)
+    bad = CliRunner().invoke(cli.app, ["env", "--torch", "9.9", "--root", str(tmp_path)])
+    assert bad.exit_code == 2
+    assert "not installable" in bad.output
