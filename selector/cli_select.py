@@ -258,7 +258,13 @@ def evaluate(
     run: bool = typer.Option(
         False,
         "--run",
-        help="run missing ground truth (long: the full universe once per mutant, cached)",
+        help="run missing ground truth (long: the full universe, then each mutant; cached)",
+    ),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help="mutation: run the whole universe per mutant, not only the variants the traced "
+        "baseline shows calling the mutated function on the device (same result, hours longer)",
     ),
     ground_truth: Path | None = typer.Option(
         None, "--ground-truth", help="a GroundTruth JSON to score instead"
@@ -274,6 +280,7 @@ def evaluate(
     from selector.evaluate import GroundTruth, scores_json, table
     from selector.evaluate import evaluate as score_all
     from selector.groundtruth import (
+        check_trace,
         event_facts,
         installed_reader,
         mutation_ground_truth,
@@ -285,7 +292,15 @@ def evaluate(
         truth = GroundTruth.load(ground_truth)
     elif kind == "mutation":
         names = list(MUTANTS)[: limit or None]
-        truth = mutation_ground_truth(universe, names, run=run, log=typer.echo)
+        truth = mutation_ground_truth(universe, names, run=run, traced=not full, log=typer.echo)
+        checked = check_trace(universe, names)
+        if checked:
+            outside = sum(1 for _, _, out in checked if out)
+            typer.echo(
+                f"trace check: {len(checked)} mutant(s) also have an unrestricted full run; "
+                f"{outside} changed a variant outside its trace"
+                + "".join(f"\n  {n}: {o} of {c} outside" for n, c, o in checked if o)
+            )
     else:
         typer.echo(
             "error: release ground truth needs --ground-truth FILE (the 2.13.0/2.14.1 "
