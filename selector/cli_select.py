@@ -189,10 +189,16 @@ def replay(
     as_upstream: bool = typer.Option(
         False, "--as-upstream", help="--events: rewrite repository.full_name to RELAY_UPSTREAM_REPO"
     ),
+    head_env: bool = typer.Option(
+        False,
+        "--head-env",
+        help="collect the head universe for real: make (once) a virtual environment with the "
+        "head torch (var/envs), build the backend there and collect the bundled suites with it",
+    ),
 ) -> None:
     """The whole release step through the four stages; prints the funnel, writes the plan.
     With --run also runs it on the workers; with --events replays recorded webhook events."""
-    from selector.replay import head_universe
+    from selector.release import collected_universe, release_plan
     from selector.replay_events import events_command, run_command
 
     if events is not None:
@@ -215,20 +221,24 @@ def replay(
     start = time.perf_counter()
     source, facts = _open(upstream, online, cache_dir, from_, to)
     installed = universe_from_inventory(specs=specs)
-    head = head_universe(installed, facts, source)
-    plan = run_selection(
+    collected = None
+    if head_env:
+        env = _head_env(facts, online)
+        typer.echo(f"head environment: {env.directory} (torch {env.torch_build})", err=True)
+        collected = collected_universe(env, specs=specs)
+    release = release_plan(
+        source,
         facts,
-        head.universe,
-        reader=source_reader(source, facts),
-        config=SignalConfig(
-            profiling_map=profiling_map,
-            import_map=None if no_import_map else import_map_for(installed),
-        ),
+        installed=installed,
+        head=collected,
         budget_seconds=budget,
         workers=workers,
         history=History.load(history),
+        profiling_map=profiling_map,
+        import_map=not no_import_map,
         min_closeness=focus,
     )
+    plan = release.plan
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     path = out or DEFAULT_PLAN_DIR / f"replay-{from_}-{to}.json"
     plan.write(path)
@@ -236,11 +246,22 @@ def replay(
         typer.echo(plan.to_json())
     else:
         print_plan(plan, show=10)
-        for note in head.notes:
+        for note in release.notes:
             typer.echo(f"note: {note}")
         typer.echo(f"plan written to {path} (fingerprint {plan.fingerprint()})")
     if run:
         run_command(from_, to, url=url, wait=wait, err=as_json)
+
+
+def _head_env(facts, online: bool):
+    from selector.headenv import HeadEnvError
+    from selector.release import head_env_for
+
+    try:
+        return head_env_for(facts, offline=not online)
+    except HeadEnvError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def _load_json(path: Path) -> dict:
@@ -249,16 +270,20 @@ def _load_json(path: Path) -> dict:
 
 def evaluate(
     kind: str = typer.Option(
-        "mutation", "--kind", help="ground truth: mutation (release: see --ground-truth)"
+        "mutation",
+        "--kind",
+        help="ground truth: mutation (single-function faults) or release (full runs under the "
+        "base and the head torch)",
     ),
     suite: list[str] = typer.Option(
-        [], "--suite", "-s", help="restrict the universe (and its full runs) to these suites"
+        [], "--suite", "-s", help="mutation: restrict the universe (and its runs) to these suites"
     ),
     limit: int = typer.Option(0, "--limit", help="first N mutants of the catalogue (0 = all)"),
     run: bool = typer.Option(
         False,
         "--run",
-        help="run missing ground truth (long: the full universe, then each mutant; cached)",
+        help="run missing ground truth (long: the full universe, then each mutant or the head "
+        "torch's full universe; cached in var/eval)",
     ),
     full: bool = typer.Option(
         False,
@@ -266,6 +291,11 @@ def evaluate(
         help="mutation: run the whole universe per mutant, not only the variants the traced "
         "baseline shows calling the mutated function on the device (same result, hours longer)",
     ),
+    from_: str = typer.Option("2.13", "--from", help="release: the base release"),
+    to: str = typer.Option("2.14", "--to", help="release: the head release"),
+    upstream: Path | None = _UPSTREAM,
+    online: bool = _ONLINE,
+    cache_dir: Path | None = _CACHE,
     ground_truth: Path | None = typer.Option(
         None, "--ground-truth", help="a GroundTruth JSON to score instead"
     ),
@@ -279,38 +309,66 @@ def evaluate(
     cost and PyTorch's file-level target determination."""
     from selector.evaluate import GroundTruth, scores_json, table
     from selector.evaluate import evaluate as score_all
-    from selector.groundtruth import (
-        check_trace,
-        event_facts,
-        installed_reader,
-        mutation_ground_truth,
-    )
+
+    if kind not in ("mutation", "release"):
+        typer.echo(f"error: --kind is mutation or release, not {kind!r}", err=True)
+        raise typer.Exit(2)
+    if kind == "release" and ground_truth is None:
+        truth, universe, plans, more = _release_eval(
+            from_, to, upstream=upstream, online=online, cache_dir=cache_dir, run=run,
+            budget=budget, profiling_map=profiling_map, no_import_map=no_import_map, focus=focus,
+        )  # fmt: skip
+    else:
+        universe = universe_from_inventory(suites=suite)
+        truth = (
+            GroundTruth.load(ground_truth)
+            if ground_truth is not None
+            else _mutation_truth(universe, limit=limit, run=run, full=full)
+        )
+        plans = _event_plans(
+            truth, universe, budget=budget, profiling_map=profiling_map,
+            no_import_map=no_import_map, focus=focus,
+        )  # fmt: skip
+        more = {}
+    scores = score_all(truth, universe, plans, profiling_map=profiling_map, more_plans=more)
+    text = table(scores, truth)
+    typer.echo(text)
+    for event in truth.events:
+        if event.kind == "release":
+            typer.echo(f"{event.name}: {len(event.failing)} variants; {event.detail}")
+    unobservable = [e.name for e in truth.events if not e.failing]
+    if unobservable:
+        typer.echo(f"unobservable ({len(unobservable)}): {', '.join(unobservable)}")
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(text + "\n", encoding="utf-8")
+        report.with_suffix(".json").write_text(scores_json(scores), encoding="utf-8")
+
+
+def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
+    from selector.groundtruth import check_trace, mutation_ground_truth
     from selector.mutations import MUTANTS
 
-    universe = universe_from_inventory(suites=suite)
-    if ground_truth is not None:
-        truth = GroundTruth.load(ground_truth)
-    elif kind == "mutation":
-        names = list(MUTANTS)[: limit or None]
-        truth = mutation_ground_truth(universe, names, run=run, traced=not full, log=typer.echo)
-        checked = check_trace(universe, names)
-        if checked:
-            outside = sum(1 for _, _, out in checked if out)
-            typer.echo(
-                f"trace check: {len(checked)} mutant(s) also have an unrestricted full run; "
-                f"{outside} changed a variant outside its trace"
-                + "".join(f"\n  {n}: {o} of {c} outside" for n, c, o in checked if o)
-            )
-    else:
-        typer.echo(
-            "error: release ground truth needs --ground-truth FILE (the 2.13.0/2.14.1 "
-            "full runs are not produced by this build)",
-            err=True,
-        )
-        raise typer.Exit(2)
+    names = list(MUTANTS)[: limit or None]
+    truth = mutation_ground_truth(universe, names, run=run, traced=not full, log=typer.echo)
     if not truth.events:
-        typer.echo("no ground truth yet: add --run (runs the full universe per mutant)", err=True)
+        typer.echo("no ground truth yet: add --run (runs the full universe, then each mutant)",
+                   err=True)  # fmt: skip
         raise typer.Exit(1)
+    checked = check_trace(universe, names)
+    if checked:
+        outside = sum(1 for _, _, out in checked if out)
+        typer.echo(
+            f"trace check: {len(checked)} mutant(s) also have an unrestricted full run; "
+            f"{outside} changed a variant outside its trace"
+            + "".join(f"\n  {n}: {o} of {c} outside" for n, c, o in checked if o)
+        )
+    return truth
+
+
+def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus):
+    from selector.groundtruth import event_facts, installed_reader
+
     config = SignalConfig(
         profiling_map=profiling_map, import_map=None if no_import_map else import_map_for(universe)
     )
@@ -327,13 +385,31 @@ def evaluate(
         )
         plan.decision_seconds = round(time.perf_counter() - start, 4)
         plans[event.name] = plan
-    scores = score_all(truth, universe, plans, profiling_map=profiling_map)
-    text = table(scores, truth)
-    typer.echo(text)
-    unobservable = [e.name for e in truth.events if not e.failing]
-    if unobservable:
-        typer.echo(f"unobservable mutants ({len(unobservable)}): {', '.join(unobservable)}")
-    if report is not None:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(text + "\n", encoding="utf-8")
-        report.with_suffix(".json").write_text(scores_json(scores), encoding="utf-8")
+    return plans
+
+
+def _release_eval(from_, to, *, upstream, online, cache_dir, run, budget, profiling_map,
+                  no_import_map, focus):  # fmt: skip
+    """The release step's ground truth (two full runs) and its plans: the one ``relay replay``
+    makes (installed universe adjusted by the change facts) and the one over the head universe
+    collected for real (``relay replay --head-env``)."""
+    from selector.release import collected_universe, release_plan, release_truth
+
+    source, facts = _open(upstream, online, cache_dir, from_, to)
+    installed = universe_from_inventory()
+    env = _head_env(facts, online)
+    head = collected_universe(env)
+    truth = release_truth(facts, installed=installed, env=env, head=head, run=run, log=typer.echo)
+    if not truth.events:
+        typer.echo("no ground truth yet: add --run (the full universe under both torches)",
+                   err=True)  # fmt: skip
+        raise typer.Exit(1)
+    options = dict(
+        budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
+        min_closeness=focus,
+    )  # fmt: skip
+    estimated = release_plan(source, facts, installed=installed, **options).plan
+    collected = release_plan(source, facts, installed=installed, head=head, **options).plan
+    plans = dict.fromkeys((e.name for e in truth.events), estimated)
+    more = {"ours, head collected": dict.fromkeys((e.name for e in truth.events), collected)}
+    return truth, head, plans, more

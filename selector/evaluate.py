@@ -240,7 +240,10 @@ def evaluate(
     history: History | None = None,
     profiling_map: Path | None = None,
     seed: int = 0,
+    more_plans: Mapping[str, Mapping[str, SelectionPlan]] | None = None,
 ) -> list[Score]:
+    """Ours (``plans``: event name -> plan), other plans of ours (``more_plans``: a row each)
+    and the three baselines, each scored on ``truth`` over ``universe``."""
     history = history or History()
     estimator = SimulatorEstimate()
     costs = {
@@ -250,6 +253,7 @@ def evaluate(
     ours = from_plans(plans)
     selectors: dict[str, Selector] = {
         "ours": ours,
+        **{name: from_plans(more) for name, more in (more_plans or {}).items()},
         "run-all": run_all(universe, full),
         "random (equal cost)": random_at_cost(
             universe, costs, lambda e: plans[e.name].estimated_device_seconds, seed=seed
