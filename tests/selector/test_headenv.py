@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 from importlib import metadata
@@ -226,29 +227,6 @@ def test_collection_with_another_interpreter_is_keyed_by_its_torch_build(tmp_pat
     )
 
 
-@pytest.mark.slow
-def test_a_real_torch_2_14_1_environment(tmp_path: Path) -> None:
-    try:
-        wheel = wheel_for("2.14.1")
-    except HeadEnvError as exc:
-        pytest.skip(f"torch 2.14.1 is not installable here: {exc}")
-    env = ensure_env("2.14.1", root=tmp_path, wheel=wheel)
-    assert env.created
-    assert env.torch_build.startswith("2.14.1")
-    assert any(env.extensions_dir.rglob("spyre_stack_core*.so"))
-    assert not ensure_env("2.14.1", root=tmp_path, wheel=wheel).created
-
-    inv = build_inventory(
-        BundledSuites(("errors",)),
-        test_times=None,
-        cache_dir=tmp_path / "inv",
-        python=env.python,
-        env=env.env,
-    )
-    assert inv.key.torch_build == env.torch_build != torch_build()
-    assert inv.variants and not inv.errors
-
-
 def test_the_cli_prints_what_it_did_and_the_python(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -277,3 +255,29 @@ def test_the_cli_prints_what_it_did_and_the_python(
     bad = CliRunner().invoke(cli.app, ["env", "--torch", "9.9", "--root", str(tmp_path)])
     assert bad.exit_code == 2
     assert "not installable" in bad.output
+
+
+@pytest.mark.slow
+def test_a_real_torch_2_14_1_environment(tmp_path: Path) -> None:
+    try:
+        wheel = wheel_for("2.14.1")
+    except HeadEnvError as exc:
+        pytest.skip(f"torch 2.14.1 is not installable here: {exc}")
+    try:
+        env = ensure_env("2.14.1", root=tmp_path, wheel=wheel)
+        assert env.created
+        assert env.torch_build.startswith("2.14.1")
+        assert any(env.extensions_dir.rglob("spyre_stack_core*.so"))
+        assert not ensure_env("2.14.1", root=tmp_path, wheel=wheel).created
+
+        inv = build_inventory(
+            BundledSuites(("errors",)),
+            test_times=None,
+            cache_dir=tmp_path / "inv",
+            python=env.python,
+            env=env.env,
+        )
+        assert inv.key.torch_build == env.torch_build != torch_build()
+        assert inv.variants and not inv.errors
+    finally:
+        shutil.rmtree(tmp_path / "torch-2.14.1", ignore_errors=True)  # about 5 GB
