@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from selector.inventory import Variant
+from selector.only_ids import add_option, keep_listed
 
 IMPORT_MAP_VERSION = 2
 DEFAULT_IMPORT_MAP_DIR = Path("var/selector")
@@ -42,19 +43,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="with --import-map-out: also record the torch functions each test calls",
     )
-    parser.addoption(
-        "--only-ids", default=None, help="file of node ids: deselect every other collected test"
-    )
+    add_option(parser)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    path = config.getoption("--only-ids")
-    if not path:
-        return
-    wanted = set(Path(path).read_text(encoding="utf-8").split())
-    keep = [i for i in items if i.nodeid in wanted]
-    config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in wanted])
-    items[:] = keep
+    keep_listed(config, items)
 
 
 _CALLS: dict[str, set[Any]] = {}

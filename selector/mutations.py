@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from selector.only_ids import add_option, keep_listed
+
 # name -> (module, qualname)
 MUTANTS: dict[str, tuple[str, str]] = {
     f"F.{n}": ("torch.nn.functional", n)
@@ -160,11 +162,7 @@ def apply(name: str) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--outcomes-out", default=None, help="write {node id: outcome} here")
-    parser.addoption(
-        "--only-ids",
-        default=None,
-        help="a file of node ids, one a line: run only these (cheaper than passing node ids)",
-    )
+    add_option(parser)
     parser.addoption(
         "--mutant-trace",
         default=None,
@@ -185,15 +183,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    only = config.getoption("--only-ids")
-    if not only:
-        return
-    wanted = set(Path(only).read_text(encoding="utf-8").split())
-    keep = [item for item in items if item.nodeid in wanted]
-    dropped = [item for item in items if item.nodeid not in wanted]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-    items[:] = keep
+    keep_listed(config, items)
 
 
 @pytest.hookimpl(wrapper=True)
