@@ -256,7 +256,8 @@ def run_step(step: Step, log_path: Path) -> str:
     env.update(step.env)
     start = time.perf_counter()
     with log_path.open("a", encoding="utf-8") as fh:
-        fh.write(f"\n$ {' '.join(step.argv[:12])}{' ...' if len(step.argv) > 12 else ''}\n")
+        shown = " ".join("<script>" if "\n" in arg else arg for arg in step.argv)
+        fh.write(f"\n$ {shown}\n")
         fh.flush()
         proc = subprocess.run(
             step.argv,

@@ -22,6 +22,7 @@ from selector.headenv import (
     Step,
     ensure_env,
     plan_env,
+    run_step,
     wheel_for,
 )
 from selector.inventory import build_inventory
@@ -181,6 +182,22 @@ def test_the_command_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert env["VIRTUAL_ENV"] == str(plan.directory)
     assert env["PATH"].split(os.pathsep)[0] == str(plan.directory / "bin")
     assert "PYTHONPATH" not in env
+
+
+def test_a_step_runs_with_its_env_logs_and_fails_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/not/for/another/env")
+    log = tmp_path / "env.log"
+    script = "import os\nprint(os.environ['SPYRE_EXTENSIONS_DIR'], 'PYTHONPATH' in os.environ)"
+    out = run_step(
+        Step("check", (sys.executable, "-c", script), env={"SPYRE_EXTENSIONS_DIR": "x"}), log
+    )
+    assert out.split() == ["x", "False"]
+    with pytest.raises(HeadEnvError, match=r"'install' failed \(exit 3\); see .*env.log"):
+        run_step(Step("install", (sys.executable, "-c", "import sys; sys.exit(3)")), log)
+    text = log.read_text()
+    assert "-c <script>" in text and "[check: exit 0" in text and "[install: exit 3" in text
 
 
 def _fake_build_python(tmp_path: Path) -> tuple[Path, Path]:
