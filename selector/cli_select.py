@@ -410,6 +410,10 @@ def _release_eval(from_, to, *, upstream, online, cache_dir, run, budget, profil
     )  # fmt: skip
     estimated = release_plan(source, facts, installed=installed, **options).plan
     collected = release_plan(source, facts, installed=installed, head=head, **options).plan
-    plans = dict.fromkeys((e.name for e in truth.events), estimated)
-    more = {"ours, head collected": dict.fromkeys((e.name for e in truth.events), collected)}
-    return truth, head, plans, more
+    names = [e.name for e in truth.events]
+    more = {"ours, head collected": dict.fromkeys(names, collected)}
+    if not focus:  # the conservative plan and, beside it, what --focus 0.5 would cut
+        options["min_closeness"] = 0.5
+        focused = release_plan(source, facts, installed=installed, **options).plan
+        more["ours --focus 0.5"] = dict.fromkeys(names, focused)
+    return truth, head, dict.fromkeys(names, estimated), more
