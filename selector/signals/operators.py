@@ -208,7 +208,10 @@ def _select(result: SignalResult, *, uni: Universe, key: str, reason: str) -> in
     if key.startswith("module:"):
         variants = uni.by_module.get(key.removeprefix("module:"), [])
     else:
-        variants = uni.by_op.get(key) or uni.by_op_key.get(aten_key(key), [])
+        # the op itself and every OpInfo variant of it (``norm``, ``norm.fro``, ``norm.inf``)
+        exact = uni.by_op.get(key, [])
+        ids = {v.test_id for v in exact}
+        variants = exact + [v for v in uni.by_op_key.get(aten_key(key), []) if v.test_id not in ids]
     result.add((v.test_id for v in variants), reason)
     return len(variants)
 
@@ -286,27 +289,55 @@ NN_MODULE_FILES = tuple(
 
 
 def functional_users(ctx: SignalContext) -> dict[str, list[str]]:
-    """``torch.nn.functional`` name -> nn module classes whose code calls ``F.<name>``."""
+    """``torch.nn.functional`` name -> public nn module classes whose code reaches ``F.<name>``.
+
+    A class reaches what its own body calls, what its base classes reach (``ReLU6`` is a
+    ``Hardtanh``; ``CircularPad1d`` runs ``_CircularPadNd.forward``) and what the module classes
+    and helper functions it names reach (``TransformerEncoderLayer`` builds ``Linear``,
+    ``LayerNorm`` and ``Dropout`` layers and picks its activation with
+    ``_get_activation_fn``), all within ``torch/nn/modules``.
+    """
     cached = getattr(ctx, "_functional_users", None)
     if cached is not None:
         return cached
-    users: dict[str, list[str]] = {}
+    calls: dict[str, set[str]] = {}  # class or helper -> F names its own code uses
+    names: dict[str, set[str]] = {}  # class or helper -> every name it mentions
+    public: list[str] = []
     for path in NN_MODULE_FILES:
         tree = ctx.tree(path)
         if tree is None:
             continue
         for stmt in tree.body:
-            if not isinstance(stmt, ast.ClassDef) or stmt.name.startswith("_"):
+            if not isinstance(stmt, ast.ClassDef | ast.FunctionDef):
                 continue
+            own: set[str] = set()
+            mentioned: set[str] = set()
             for node in ast.walk(stmt):
-                if (
-                    isinstance(node, ast.Attribute)
-                    and isinstance(node.value, ast.Name)
-                    and node.value.id == "F"
-                ):
-                    users.setdefault(node.attr, [])
-                    if stmt.name not in users[node.attr]:
-                        users[node.attr].append(stmt.name)
+                if isinstance(node, ast.Attribute):
+                    mentioned.add(node.attr)
+                    if isinstance(node.value, ast.Name) and node.value.id == "F":
+                        own.add(node.attr)
+                elif isinstance(node, ast.Name):
+                    mentioned.add(node.id)
+            calls.setdefault(stmt.name, set()).update(own)
+            names.setdefault(stmt.name, set()).update(mentioned - {stmt.name})
+            if isinstance(stmt, ast.ClassDef) and not stmt.name.startswith("_"):
+                public.append(stmt.name)
+
+    def reached(cls: str) -> set[str]:
+        visited, todo = {cls}, [cls]
+        while todo:
+            for other in names.get(todo.pop(), ()):
+                if other in calls and other not in visited:
+                    visited.add(other)
+                    todo.append(other)
+        return set().union(*(calls[n] for n in visited))
+
+    users: dict[str, list[str]] = {}
+    for cls in public:
+        for fn in sorted(reached(cls)):
+            if cls not in users.setdefault(fn, []):
+                users[fn].append(cls)
     ctx._functional_users = users  # type: ignore[attr-defined]
     return users
 

@@ -17,7 +17,7 @@ from selector.stages import (
     impact_stage,
     shard_longest_first,
 )
-from selector.stages.model import Candidate, Ranked, op_keys
+from selector.stages.model import Candidate, Ranked, Universe, op_keys
 from selector.upstream import GitCheckout
 from tests.selector.stages_repo import (
     DECOMPOSITIONS,
@@ -26,6 +26,7 @@ from tests.selector.stages_repo import (
     TEST_OPS,
     UpstreamRepo,
     make_universe,
+    variant,
 )
 
 NO_PRIOR = SignalConfig(profiling_map=None)
@@ -492,6 +493,58 @@ def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: Upst
         v.test_id for v in make_universe().by_module["nn.Linear"]
     }
     assert "nn.Linear calls F.linear" in plan.tests[0].reasons[0]
+
+
+def test_functional_change_reaches_modules_through_bases_and_the_layers_they_build(
+    repo: UpstreamRepo,
+) -> None:
+    functional = (
+        "import torch\n\n\ndef pad(x, p):\n    return x{}\n\n\ndef relu(x):\n    return x\n"
+    )
+    modules = (
+        "from torch.nn import functional as F\n\n\n"
+        "class _PadNd:\n    def forward(self, x):\n        return F.pad(x, self.padding)\n\n\n"
+        "class ZeroPad1d(_PadNd):\n    pass\n\n\n"
+        "class Block:\n    def __init__(self):\n        self.pad = ZeroPad1d()\n\n\n"
+        "class Stack:\n    def __init__(self, block):\n"
+        "        assert isinstance(block, torch.nn.Block)\n\n\n"
+        "class Relu:\n    def forward(self, x):\n        return F.relu(x)\n"
+    )
+    repo.commit(
+        {"torch/nn/functional.py": functional.format(""), "torch/nn/modules/padding.py": modules}
+    )
+    repo.git("tag", "pad-base")
+    repo.commit({"torch/nn/functional.py": functional.format(" * 1")})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("pad-base"), source.resolve("HEAD"))
+    names = ("nn.ZeroPad1d", "nn.Block", "nn.Stack", "nn.Relu")
+    universe = Universe(
+        variants=[
+            variant("test_module_forward", None, "float32", module=m, file="test/test_modules.py")
+            for m in names
+        ],
+        label="generated",
+        kind="checkout",
+    )
+    plan = run_selection(facts, universe, reader=source_reader(source, facts), config=NO_PRIOR)
+    chosen = {universe.by_id[t].module for t in plan.test_ids}
+    # the base class's forward, a layer built in __init__, a class named in an isinstance check
+    assert chosen == {"nn.ZeroPad1d", "nn.Block", "nn.Stack"}
+    reasons = {universe.by_id[t.test_id].module: t.reasons[0] for t in plan.tests}
+    assert "nn.Block calls F.pad" in reasons["nn.Block"]
+
+
+def test_an_op_selects_every_opinfo_variant_of_it() -> None:
+    from selector.signals.base import SignalResult
+    from selector.signals.operators import _select
+
+    universe = Universe(
+        variants=[variant("test_x", op, "float32") for op in ("norm", "norm.fro", "linalg.norm")],
+        label="generated",
+    )
+    result = SignalResult()
+    assert _select(result, uni=universe, key="norm", reason="Tensor method norm modified") == 2
+    assert {universe.by_id[t].op for t in result.hits} == {"norm", "norm.fro"}
 
 
 def test_comment_only_change_is_no_unit(repo: UpstreamRepo) -> None:
