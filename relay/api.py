@@ -226,6 +226,8 @@ def get_job(request: Request, job_id: int) -> JobDetail:
                     "stage_counts": selection.stage_counts,
                     "fallbacks": selection.fallbacks,
                     "estimated_device_seconds": selection.estimated_device_seconds,
+                    # "N of M variants": the size of the universe the plan chose from
+                    "universe_variants": (selection.plan or {}).get("universe", {}).get("variants"),
                 },
             }
         )

@@ -220,6 +220,7 @@ class Row:
     conclusion: str | None = None
     planned: int | None = None  # tests in the job's plan
     candidates: int | None = None  # variants the impact stage proposed (applicability in)
+    universe: int | None = None  # variants the plan chose from (older relays do not say)
     fallbacks: list[str] = field(default_factory=list)  # scopes of the plan's fallbacks
     test_results: dict[str, int] | None = None
 
@@ -359,6 +360,7 @@ def _apply_job(row: Row, job: dict[str, Any], detail: dict[str, Any] | None) -> 
         counts = selection.get("stage_counts") or {}
         applicability = counts.get("applicability") or {}
         row.candidates = applicability.get("in")
+        row.universe = selection.get("universe_variants")
         if "budget" in counts:
             row.planned = counts["budget"].get("out", row.planned)
         row.fallbacks = [
@@ -472,12 +474,13 @@ def rows_json(rows: list[Row]) -> list[dict[str, Any]]:
 
 
 def render_table(rows: list[Row], summary: dict[str, Any]) -> str:
-    header = ("n", "event", "delivery", "http", "accept ms", "job", "selected/cand.", "fallback",
-              "state")  # fmt: skip
+    header = ("n", "event", "delivery", "http", "accept ms", "job", "selected/universe",
+              "fallback", "state")  # fmt: skip
     lines = [header]
     for r in rows:
         selected = "-" if r.planned is None else str(r.planned)
-        cand = "-" if r.candidates is None else str(r.candidates)
+        of = r.universe if r.universe is not None else r.candidates
+        cand = "-" if of is None else str(of) + ("" if r.universe is not None else " cand.")
         lines.append(
             (
                 str(r.n),

@@ -359,9 +359,10 @@ def test_replay_fixture_folder_then_again(relay: Stack, cli: Any) -> None:
     for key in planned:
         row = rows[key]
         assert row["job_id"] is not None, row
-        assert (row["planned"], row["candidates"], row["fallbacks"]) == (
+        assert (row["planned"], row["candidates"], row["universe"], row["fallbacks"]) == (
             selected,
             candidates,
+            expected.universe.variants,
             ["all"],
         )
         assert row["test_results"]["total"] <= selected
