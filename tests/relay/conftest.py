@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.relay.stack import Stack, start_stack
+from tests.relay.stack import Stack, start_local_stack, start_stack
 from tests.services import free_port, fresh_postgres_database, fresh_redis_url
 
 
@@ -16,12 +16,7 @@ def stack(
     """`relay up` against SQLite and the embedded broker, then against PostgreSQL and Redis."""
     tmp: Path = tmp_path_factory.mktemp(request.param.replace("+", "-"))
     if request.param == "sqlite+embedded":
-        running = start_stack(
-            tmp=tmp,
-            database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
-            broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}",
-            port=free_port(),
-        )
+        running = start_local_stack(tmp)
         try:
             yield running
         finally:

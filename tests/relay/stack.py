@@ -134,6 +134,22 @@ class Stack:
             self.log_file.close()
 
 
+def start_local_stack(
+    tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1
+) -> Stack:
+    """``relay up`` on the embedded default: a SQLite database and the SQLite broker in ``tmp``."""
+    from tests.services import free_port
+
+    return start_stack(
+        tmp=tmp,
+        database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
+        broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}",
+        port=free_port(),
+        extra_env=extra_env,
+        workers=workers,
+    )
+
+
 def start_stack(
     *,
     tmp: Path,

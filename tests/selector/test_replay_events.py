@@ -26,7 +26,7 @@ from selector.replay_events import (
     parse_rate,
     percentile,
 )
-from tests.relay.stack import SECRETS, UPSTREAM, Stack, start_stack
+from tests.relay.stack import SECRETS, UPSTREAM, Stack, start_local_stack
 from tests.services import SHARED, free_port
 
 FIXTURES = Path(SHARED) / "fixtures" / "github"
@@ -284,11 +284,8 @@ def test_unreachable_relay_is_a_clear_error() -> None:
 @pytest.fixture(scope="module")
 def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("replay-events")
-    stack = start_stack(
-        tmp=tmp,
-        database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
-        broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}",
-        port=free_port(),
+    stack = start_local_stack(
+        tmp,
         extra_env={
             "RELAY_RUNNER_ENABLED": "true",
             "RELAY_PLANNER": "tests.selector.test_replay_events:small_selector_planner",

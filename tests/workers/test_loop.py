@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from relay.db import session_scope
 from relay.models import Job, Shard, TestResult
-from tests.relay.stack import UPSTREAM, Stack, start_stack
+from tests.relay.stack import UPSTREAM, Stack, start_local_stack, start_stack
 from tests.services import SHARED, free_port, fresh_postgres_database, fresh_redis_url
 from tests.workers.receiver import Receiver, recording_receiver
 
@@ -89,10 +89,7 @@ def loop(
     tmp = tmp_path_factory.mktemp("loop-" + request.param.replace("+", "-"))
     env = _runner_env(tmp, receiver)
     if request.param == "sqlite+embedded":
-        stack = start_stack(
-            tmp=tmp, database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
-            broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}", port=free_port(), extra_env=env,
-        )  # fmt: skip
+        stack = start_local_stack(tmp, extra_env=env)
         try:
             yield stack
         finally:

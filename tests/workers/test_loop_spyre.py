@@ -15,8 +15,8 @@ from sqlalchemy import select
 
 from relay.db import session_scope
 from relay.models import Selection, TestResult
-from tests.relay.stack import UPSTREAM, Stack, start_stack
-from tests.services import SHARED, free_port
+from tests.relay.stack import UPSTREAM, Stack, start_local_stack
+from tests.services import SHARED
 from tests.workers.test_loop import wait_job
 
 FIXTURES = Path(SHARED) / "fixtures" / "github"
@@ -25,11 +25,8 @@ FIXTURES = Path(SHARED) / "fixtures" / "github"
 @pytest.fixture(scope="module")
 def spyre_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("spyre-loop")
-    stack = start_stack(
-        tmp=tmp,
-        database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
-        broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}",
-        port=free_port(),
+    stack = start_local_stack(
+        tmp,
         extra_env={
             "RELAY_RUNNER_ENABLED": "true",
             "RELAY_EVENT_HANDLERS": "[]",

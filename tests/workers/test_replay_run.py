@@ -26,7 +26,7 @@ from relay.replay_client import (
 )
 from relay.settings import Settings, reset_settings_cache
 from selector.replay_events import run_command
-from tests.relay.stack import Stack, start_stack
+from tests.relay.stack import Stack, start_local_stack
 from tests.services import free_port
 
 SAMPLE = "tests/workers/sample_suite/sample_runner_cases.py"
@@ -45,11 +45,8 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         json.dumps({"default": {"shards": [[f"{SAMPLE}::test_passes_one"],
                                            [f"{SAMPLE}::test_passes_two"]]}})
     )  # fmt: skip
-    stack = start_stack(
-        tmp=tmp,
-        database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
-        broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}",
-        port=free_port(),
+    stack = start_local_stack(
+        tmp,
         extra_env={
             "RELAY_RUNNER_ENABLED": "true",
             "RELAY_PLANNER": "tests.workers.planners:labelled_planner",
