@@ -4,12 +4,19 @@ RUN apt-get update && apt-get install -y --no-install-recommends g++ git \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY cli cli
 COPY relay relay
 COPY workers workers
+COPY planner planner
+COPY evaluation evaluation
+COPY inventory inventory
 COPY selector selector
+COPY upstream upstream
+COPY backends backends
+COPY store store
+COPY wire wire
 COPY testspecs testspecs
 COPY spyre_stack spyre_stack
-COPY migrations migrations
 # torch==2.13.0 CPU build: take it from PyTorch's CPU index, not the default CUDA wheel.
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu .
 ENV RELAY_VAR_DIR=/var/lib/relay

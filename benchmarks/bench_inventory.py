@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from benchmarks.report import Report
-from selector.inventory import build_inventory
-from selector.inventory_sources import PROJECT_ROOT, BundledSuites
+from inventory.build import build_inventory
+from inventory.sources import PROJECT_ROOT, BundledSuites
 
-SPECS = PROJECT_ROOT / "testspecs" / "spyre"
+SPECS = PROJECT_ROOT / "backends" / "spyre" / "specs"
 
 
 def _timed(fn):  # type: ignore[no-untyped-def]
@@ -53,7 +53,7 @@ def run(report: Report) -> None:
         n = len(cold.variants)
         runnable = len(cold.runnable())
         table = report.table(
-            "Inventory of the bundled suites (spyre, testspecs/spyre)",
+            "Inventory of the bundled suites (spyre, backends/spyre/specs)",
             ["build", "seconds", "ratio to cold", "variants"],
             note=(
                 f"{n} variants, {runnable} runnable under the specs; cold = pytest collection "

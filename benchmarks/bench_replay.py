@@ -53,7 +53,7 @@ def _loadgen(url: str, body: Path | None) -> dict[str, Any]:
 
 def _replay(url: str, events: Path, *extra: str) -> dict[str, Any]:
     env = {**os.environ, "RELAY_WEBHOOK_SECRETS": json.dumps(SECRETS)}
-    cmd = [sys.executable, "-m", "relay", "replay", "--events", str(events), "--url", url,
+    cmd = [sys.executable, "-m", "cli", "replay", "--events", str(events), "--url", url,
            "--wait", "0", "--json", *extra]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600, env=env,
                          cwd=ROOT)  # fmt: skip

@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 
 from benchmarks.report import Report
-from selector.changes import ChangeFacts, DbEntryChange, YamlEntryChange
-from selector.inventory import Variant
+from selector import Universe
+from selector.model import Variant
 from selector.plan import SelectionPlan, run_selection, source_reader
 from selector.signals import SignalConfig
-from selector.stages import Universe
-from selector.upstream import FileChange, FileStatus, ResolvedRevision
+from upstream import FileChange, FileStatus, ResolvedRevision
+from upstream.changes import ChangeFacts, DbEntryChange, YamlEntryChange
 
 N_SYNTHETIC = 500_000
 WORKERS = 8
@@ -113,7 +113,7 @@ def _synthetic_facts() -> ChangeFacts:
 
 
 def _bundled(report: Report) -> None:
-    from selector.groundtruth import event_facts, installed_reader, mutation_event
+    from evaluation.groundtruth import event_facts, installed_reader, mutation_event
     from selector.plan import import_map_for, universe_from_inventory
 
     table = report.table(
@@ -169,7 +169,7 @@ def _bundled(report: Report) -> None:
 
 
 def _cached_release_facts():  # type: ignore[no-untyped-def]
-    from selector.upstream import ReleasedWheels, UpstreamError
+    from upstream import ReleasedWheels, UpstreamError
 
     source = ReleasedWheels(offline=True)
     try:

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from benchmarks.report import Report
-from selector.changes import compute_change_facts
-from selector.upstream import ReleasedWheels, default_cache_dir
+from upstream import ReleasedWheels, default_cache_dir
+from upstream.changes import compute_change_facts
 
 T = TypeVar("T")
 

@@ -13,7 +13,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -21,35 +20,36 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from backends import get_backend
+from backends.base import PROJECT_ROOT, fresh_pytest
 from benchmarks.report import Report
-from relay.db import session_scope
-from relay.models import TestResult
-from relay.settings import Settings
+from inventory import universe_from_inventory
+from store.db import session_scope
+from store.models import TestResult
 from tests.relay.stack import start_stack
 from tests.services import free_port
 from tests.workers.test_loop import job_for, pr_body, wait_job
-from workers.selector_bridge import PRELOAD, PROJECT_ROOT, run_config, spec_paths
 
 N = int(os.environ.get("BENCH_WORKERS_TESTS", "2000"))
 
 
-def _variants() -> list[str]:
-    from selector.plan import universe_from_inventory
+SPYRE = get_backend("spyre")
+RUNNER = SPYRE.runner_config(SPYRE.default_specs)
 
-    settings = Settings()
-    universe = universe_from_inventory(backend="spyre", specs=spec_paths(settings))
+
+def _variants() -> list[str]:
+    universe = universe_from_inventory(backend="spyre", specs=SPYRE.default_specs)
     pool = sorted(v.test_id for v in universe.variants if v.decision != "skip" and not v.via)
     return sorted(random.Random(1234).sample(pool, min(N, len(pool))))
 
 
 def _plain_pytest(ids: list[str], tmp: Path) -> float:
-    args, env = run_config(Settings(), spec_paths(Settings()))
     argsfile = tmp / "ids.txt"
     argsfile.write_text("\n".join(ids) + "\n")
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, f"@{argsfile}"],
-        cwd=PROJECT_ROOT, env={**os.environ, **env, "OMP_NUM_THREADS": "1"},
+        fresh_pytest([*RUNNER.pytest_args, f"@{argsfile}"]),
+        cwd=PROJECT_ROOT, env={**os.environ, **RUNNER.env, "OMP_NUM_THREADS": "1"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=7200,
     )  # fmt: skip
     return time.perf_counter() - start
@@ -58,14 +58,9 @@ def _plain_pytest(ids: list[str], tmp: Path) -> float:
 def _through_workers(ids: list[str], workers: int, tmp: Path) -> tuple[float, float, float]:
     """(wall seconds from webhook to job completed, seconds to the first result, sum of test
     durations)."""
-    args, env = run_config(Settings(), spec_paths(Settings()))
     shards = [ids[i::workers] for i in range(workers)]
     plans = tmp / "plans.json"
-    plans.write_text(
-        json.dumps(
-            {"bench": {"shards": shards, "pytest_args": args, "env": env, "preload": PRELOAD}}
-        )
-    )
+    plans.write_text(json.dumps({"bench": {"shards": shards, **RUNNER.model_dump()}}))
     stack = start_stack(
         tmp=tmp, database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
         broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}", port=free_port(), workers=workers,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from relay.github.signature import sign
+from wire.github.signature import sign
 
 
 def _percentile(values: list[float], q: float) -> float:

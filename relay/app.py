@@ -11,13 +11,13 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
-from relay import logs
 from relay.api import router as api_router
-from relay.db import get_engine
 from relay.github.ingress import router as github_router
-from relay.logs import bind
-from relay.queue import TASK_PROCESS_DELIVERY, broker_reachable, make_producer
-from relay.settings import Settings, get_settings
+from store import logs
+from store.db import get_engine
+from store.logs import bind
+from store.queue import TASK_PROCESS_DELIVERY, broker_reachable, make_producer
+from store.settings import Settings, get_settings
 
 log = logging.getLogger("relay.app")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from relay.settings import Settings
+from store.settings import Settings
 
 
 def render() -> str:

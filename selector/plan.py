@@ -1,10 +1,9 @@
-"""The SelectionPlan and the functions that produce one.
+"""The SelectionPlan, and :func:`select`, the selector's one entry point.
 
-* :func:`run_selection` chains the four stages over given change facts and a universe (pure).
-* :func:`plan_for_event` is the entry point for the workers: base and head revisions (and
-  optionally a PyTorch checkout) in, a :class:`SelectionPlan` out, with ``plan.shards`` as lists
-  of pytest node ids runnable from the project root for the bundled suites. It never raises for
-  an upstream it cannot read: it returns a plan that runs everything and says why.
+* :func:`select` chains the four stages over given change facts and a universe: pure and
+  deterministic for the same inputs (``reader`` reads upstream files; nothing else is touched).
+* :func:`select_everything` is the plan for a change that cannot be analysed (no readable
+  revisions, a nightly run): every variant, with the reason as the fallback.
 
 ``SCHEMA_VERSION`` changelog: 1: first version.
 """
@@ -21,24 +20,22 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from selector.changes import ChangeFacts, compute_change_facts
-from selector.inventory import DEFAULT_CACHE_DIR, build_inventory
-from selector.inventory_sources import BundledSuites, CheckoutTests
-from selector.signals import SignalConfig
-from selector.stages import (
+from backends import get_backend
+from selector.model import (
     NEW_AT_HEAD,
     REMOVED_AT_HEAD,
+    DurationEstimate,
     History,
     StageRecord,
-    TriageHook,
     Universe,
-    applicability_stage,
-    budget_stage,
-    changes_stage,
-    impact_stage,
 )
-from selector.stages.costs import SimulatorEstimate
-from selector.upstream import UpstreamError, UpstreamSource, open_source
+from selector.signals import SignalConfig
+from selector.stages.applicability import applicability_stage
+from selector.stages.budget import TriageHook, budget_stage
+from selector.stages.changes import changes_stage
+from selector.stages.impact import impact_stage
+from upstream.base import ResolvedRevision
+from upstream.changes import ChangeFacts
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +171,7 @@ def _funnel(records: Iterable[StageRecord]) -> list[FunnelStep]:
     ]
 
 
-def run_selection(
+def select(
     facts: ChangeFacts,
     universe: Universe,
     *,
@@ -185,13 +182,17 @@ def run_selection(
     workers: int = 1,
     history: History | None = None,
     triage: TriageHook | None = None,
-    estimator: SimulatorEstimate | None = None,
+    estimator: DurationEstimate | None = None,
     force_all: str | None = None,
     min_closeness: float = 0.0,
 ) -> SelectionPlan:
-    """The four stages over ``facts`` and ``universe``; deterministic for the same inputs."""
+    """The four stages over ``facts`` and ``universe``; deterministic for the same inputs.
+
+    Durations come from ``history``, else ``estimator`` (default: the backend's device-time
+    hook). ``force_all`` selects every variant, with that reason as the fallback."""
     start = time.perf_counter()
-    estimator = estimator or SimulatorEstimate()
+    if estimator is None:
+        estimator = get_backend(backend).duration_estimate()
     changes = changes_stage(facts)
     impact = impact_stage(changes, universe, config=config, reader=reader, force_all=force_all)
     applicable = applicability_stage(impact.candidates, universe)
@@ -267,138 +268,28 @@ def run_selection(
     )
 
 
-def source_reader(source: UpstreamSource, facts: ChangeFacts) -> Any:
-    """A ``reader(path, at_base)`` over the source at the facts' head / base."""
-
-    def read(path: str, at_base: bool) -> bytes | None:
-        return source.read_files(facts.base if at_base else facts.head, [path]).get(path)
-
-    return read
-
-
-def universe_from_inventory(
-    *,
-    backend: str = "spyre",
-    suites: Sequence[str] = (),
-    checkout: str | Path | None = None,
-    test_files: Sequence[str] = (),
-    specs: Sequence[Path] = (),
-    cache_dir: Path | None = DEFAULT_CACHE_DIR,
-) -> Universe:
-    """The collected universe: the bundled suites, or ``test_files`` of a checkout."""
-    if checkout is not None and test_files:
-        source: BundledSuites | CheckoutTests = CheckoutTests(Path(checkout), tuple(test_files))
-        kind = "checkout"
-    else:
-        source, kind = BundledSuites(tuple(suites)), "bundled"
-    inv = build_inventory(source, backend=backend, specs=specs, cache_dir=cache_dir)
-    return Universe(
-        variants=inv.variants,
-        label=f"{inv.key.revision} ({inv.key.torch_build})",
-        kind=kind,
-        key=f"{inv.key.torch_build}-{inv.key.backend_version}",
-    )
-
-
-def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None:
-    """The learned import map for the universe's torch build and backend (run once, cached)."""
-    from selector.importmap import DEFAULT_IMPORT_MAP_DIR, learn_import_map
-
-    if not universe.key or universe.kind not in ("bundled", "installed+facts"):
-        return None
-    safe = "".join(c if c.isalnum() or c in ".-" else "_" for c in universe.key)
-    build, _, backend_version = safe.partition("-spyre")
-    files = hashlib.sha256(",".join(sorted(universe.by_file)).encode()).hexdigest()[:8]
-    key = f"{build}-{files}-spyre{backend_version}"
-    exact = DEFAULT_IMPORT_MAP_DIR / f"importmap-{key}-traced.json"
-    if not exact.is_file():
-        # the traced run takes minutes: a map of the same torch build and test files learned
-        # with an earlier backend version is reused (its backend symbols may be stale)
-        same = sorted(
-            DEFAULT_IMPORT_MAP_DIR.glob(f"importmap-{build}-{files}-*-traced.json"),
-            key=lambda p: p.stat().st_mtime,
-        )
-        if same:
-            log.info("reusing import map %s for %s", same[-1], key)
-            return same[-1]
-    return learn_import_map(universe.variants, key=key, backend=backend, sweep=1)
-
-
-def plan_for_event(
-    *,
-    base: str,
-    head: str,
-    upstream: str | Path | None = None,
-    backend: str = "spyre",
-    universe: Universe | None = None,
-    specs: Sequence[Path] = (),
-    budget_seconds: float | None = None,
-    workers: int = 1,
-    history: History | str | Path | None = None,
-    config: SignalConfig | None = None,
-    facts_cache: str | Path | None = None,
-    offline: bool = True,
-) -> SelectionPlan:
-    """Plan one upstream event (base..head) for ``backend``.
-
-    ``upstream``: a PyTorch checkout path (revisions are commits) or None for released wheels
-    (revisions are versions; ``offline`` uses only cached wheels). ``universe`` defaults to the
-    bundled suites' inventory (cached). If the revisions cannot be read, the plan selects the
-    whole universe with ``fallback=True`` and the error in ``errors``.
-    """
-    start = time.perf_counter()
-    hist = history if isinstance(history, History) else History.load(history)
-    uni = universe or universe_from_inventory(backend=backend, specs=specs)
-    try:
-        source = open_source(upstream, offline=offline)
-        b, h = source.resolve(base), source.resolve(head)
-        cache = facts_cache if facts_cache is not None else getattr(source, "cache_dir", None)
-        facts = compute_change_facts(source, b, h, cache_dir=cache)
-    except UpstreamError as exc:
-        log.warning("cannot read upstream %s..%s: %s; selecting everything", base, head, exc)
-        return unreadable_plan(
-            base,
-            head,
-            uni,
-            backend=backend,
-            error=str(exc),
-            history=hist,
-            budget_seconds=budget_seconds,
-            workers=workers,
-        )
-    plan = run_selection(
-        facts,
-        uni,
-        backend=backend,
-        reader=source_reader(source, facts),
-        config=config,
-        budget_seconds=budget_seconds,
-        workers=workers,
-        history=hist,
-    )
-    plan.decision_seconds = round(time.perf_counter() - start, 4)
-    return plan
-
-
-def unreadable_plan(
-    base: str,
-    head: str,
+def select_everything(
     universe: Universe,
     *,
-    backend: str,
-    error: str,
-    history: History,
-    budget_seconds: float | None,
-    workers: int,
+    reason: str,
+    base: str,
+    head: str,
+    source_kind: str = "unknown",
+    errors: Sequence[str] = (),
+    backend: str = "spyre",
+    history: History | None = None,
+    budget_seconds: float | None = None,
+    workers: int = 1,
+    estimator: DurationEstimate | None = None,
 ) -> SelectionPlan:
-    """Everything, because the change could not be analysed; the error is in the plan."""
-    from selector.upstream import ResolvedRevision
+    """Every variant of ``universe`` (cut to the budget), because the change between ``base``
+    and ``head`` is not analysed: ``reason`` says why, ``errors`` what failed."""
 
-    def rev(r: str) -> ResolvedRevision:
-        return ResolvedRevision(kind="git", requested=r, resolved=r, detail="unresolved")
+    def rev(name: str) -> ResolvedRevision:
+        return ResolvedRevision(kind="git", requested=name, resolved=name, detail="not analysed")
 
     facts = ChangeFacts(
-        source_kind="unknown",
+        source_kind=source_kind,
         base=rev(base),
         head=rev(head),
         files=[],
@@ -406,14 +297,15 @@ def unreadable_plan(
         native_functions=[],
         derivatives=[],
         db_entries=[],
-        errors=[error],
+        errors=list(errors),
     )
-    return run_selection(
+    return select(
         facts,
         universe,
         backend=backend,
         history=history,
         budget_seconds=budget_seconds,
         workers=workers,
-        force_all=f"upstream change not readable ({error}); selecting everything",
+        estimator=estimator,
+        force_all=reason,
     )

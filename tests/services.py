@@ -56,7 +56,7 @@ def fresh_postgres_database() -> Iterator[str]:
     try:
         yield admin.set(database=name).render_as_string(hide_password=False)
     finally:
-        from relay.db import dispose_engines
+        from store.db import dispose_engines
 
         dispose_engines()
         with psycopg.connect(dsn, autocommit=True) as conn:

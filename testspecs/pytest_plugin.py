@@ -23,6 +23,7 @@ import pytest
 
 from testspecs.apply import DECISIONS, SpecConfig, activate
 from testspecs.errors import SpecError
+from testspecs.outcomes import fold
 from testspecs.report import TestRecord, write_report
 from testspecs.resolve import Decision
 
@@ -168,19 +169,13 @@ class SpecPlugin:
         if report.when == "teardown" and not report.failed:
             return
         props = {str(k): str(v) for k, v in report.user_properties}
-        if hasattr(report, "wasxfail"):
-            outcome = "xpassed" if report.passed else "xfailed"
-        elif report.failed:
-            outcome = "failed" if report.when == "call" else "error"
-        else:
-            outcome = report.outcome
         message = None
         if (report.failed or hasattr(report, "wasxfail")) and report.longreprtext.strip():
             message = _failure_line(report.longreprtext)
         rec = self.records.get(report.nodeid)
         if rec is None:
             test_file = report.nodeid.partition("::")[0]
-            rec = TestRecord(nodeid=report.nodeid, outcome=outcome, test_file=test_file)
+            rec = TestRecord(nodeid=report.nodeid, outcome=fold(None, report), test_file=test_file)
             d = self.decisions.get(report.nodeid)
             if d is not None:
                 # the upstream file the spec matched (a wrapper module runs another file's tests)
@@ -189,8 +184,8 @@ class SpecPlugin:
                 rec.base, rec.rule, rec.reason = d.base, d.rule, d.reason
                 rec.entry = str(d.entry) if d.entry else None
             self.records[report.nodeid] = rec
-        if rec.outcome in ("passed", "xfailed", "xpassed", "skipped") or report.when == "call":
-            rec.outcome = outcome
+        else:
+            rec.outcome = fold(rec.outcome, report)
         rec.mode = props.get("spec_mode") or rec.mode
         tags = props.get("spec_tags")
         rec.tags = tags.split(",") if tags else rec.tags

@@ -1,1 +1,1 @@
-"""The GitHub connection: webhook signatures, ingress, and the upstream event model."""
+"""The GitHub webhook endpoint (``POST /github/webhook``)."""

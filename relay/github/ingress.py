@@ -3,25 +3,28 @@
 Answers (CRCR-compatible, see reference/crcr.md): 400 missing signature / delivery id / bad JSON,
 401 bad signature, 413 body over the limit, 200 ``{"ignored": true}`` for events and repositories
 we do not serve, 200 ``{"duplicate": true}`` for a delivery already stored, 202 when stored and
-enqueued. Parsing into an upstream event happens in the worker.
+enqueued. The body is parsed once, here: the stored delivery carries its normalized upstream
+event (or, when the payload is not the event it claims to be, the reason, which the worker
+records as the delivery's failure).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from relay import deliveries
-from relay.db import session_scope
-from relay.deliveries import DeliveryCreate, StoreOutcome
-from relay.github import signature
-from relay.github.events import SUPPORTED_EVENTS, unwrap_dispatch
-from relay.logs import bind
+from store import deliveries
+from store.db import session_scope
+from store.deliveries import DeliveryCreate, StoreOutcome
+from store.logs import bind
+from wire.github import signature
+from wire.github.events import SUPPORTED_EVENTS, EventError, normalize_envelope, open_envelope
 
 log = logging.getLogger("relay.ingress")
 router = APIRouter(tags=["github"])
@@ -135,43 +138,37 @@ def _classify(
     hook_id: str | None,
     upstream: str,
 ) -> DeliveryCreate | str:
-    """The row to store, or the reason the delivery is ignored."""
-    source, upstream_delivery_id, inner_event, inner = "webhook", None, event, payload
-    if event == "repository_dispatch":
-        unwrapped = unwrap_dispatch(payload)
-        if unwrapped is None:
-            return "repository_dispatch without a CRCR client_payload {event_type, delivery_id, payload}"
-        inner_event, upstream_delivery_id, inner = unwrapped
-        source = "repository_dispatch"
-    if inner_event not in SUPPORTED_EVENTS:
-        return f"event {inner_event!r} is not handled"
-    repo = (
-        (inner.get("repository") or {}).get("full_name")
-        if isinstance(inner.get("repository"), dict)
-        else None
-    )
-    if repo != upstream:
-        return f"repository {repo!r} is not the configured upstream {upstream!r}"
-    pr = _dict(inner.get("pull_request"))
-    head, base = _dict(pr.get("head")), _dict(pr.get("base"))
-    number = inner.get("number")
-    return DeliveryCreate(
+    """The row to store (with the normalized event), or the reason the delivery is ignored."""
+    try:
+        envelope = open_envelope(event, payload)
+    except EventError as exc:
+        return str(exc)
+    if envelope.event not in SUPPORTED_EVENTS:
+        return f"event {envelope.event!r} is not handled"
+    if envelope.repo != upstream:
+        return f"repository {envelope.repo!r} is not the configured upstream {upstream!r}"
+    data = DeliveryCreate(
         delivery_id=delivery_id,
-        event=inner_event,
-        action=inner.get("action") if isinstance(inner.get("action"), str) else None,
-        repo=repo,
+        event=envelope.event,
+        action=_str(envelope.payload.get("action")),
+        repo=envelope.repo,
         raw_body=body,
-        source=source,
-        upstream_delivery_id=upstream_delivery_id,
+        source=envelope.source,
+        upstream_delivery_id=envelope.upstream_delivery_id,
         hook_id=hook_id,
-        head_sha=_str(head.get("sha")) or _str(inner.get("after")),
-        base_sha=_str(base.get("sha")) or _str(inner.get("before")),
-        pr_number=number if isinstance(number, int) else None,
     )
-
-
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+    try:
+        normalized = normalize_envelope(envelope, delivery_id=delivery_id)
+    except (EventError, ValueError, TypeError) as exc:
+        # stored anyway (nothing is lost); the worker records this as the delivery's failure
+        return replace(data, error=f"{type(exc).__name__}: {exc}")
+    return replace(
+        data,
+        normalized=normalized.model_dump(mode="json"),
+        head_sha=normalized.head_sha,
+        base_sha=normalized.base_sha or normalized.before_sha,
+        pr_number=normalized.pr_number,
+    )
 
 
 def _str(value: object) -> str | None:

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from selector.changes import ChangeFacts
-from selector.changes import python as py
-from selector.stages.model import ChangeUnit, Universe
+from backends.base import PROJECT_ROOT
+from selector.model import ChangeUnit, Universe
+from upstream.changes import ChangeFacts
+from upstream.changes import python as py
 
 log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROFILING_MAP = (
     PROJECT_ROOT.parent / "shared" / "data" / "pytorch-ci-stats" / "td_heuristic_profiling.json"
 )
@@ -33,7 +33,7 @@ class SignalConfig:
 
     profiling_map: Path | None = DEFAULT_PROFILING_MAP
     coverage_map: Path | None = None  # ours: {source path: [test file or test id, ...]}
-    import_map: Path | None = None  # selector.importmap: modules our runs import
+    import_map: Path | None = None  # inventory.importmap: modules our runs import
     path_rules: tuple[Any, ...] | None = None  # None = selector.signals.paths.DEFAULT_RULES
     fallback: str = "suite"  # "suite": a changed universe file's own variants, else all; "all"
     # dispatch keys whose kernels the backend can run (its own, the CPU it falls back to and

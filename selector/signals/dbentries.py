@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from selector.changes.opinfo import is_db_file
+from selector.model import module_key
 from selector.signals.base import SignalContext, SignalResult
-from selector.stages.model import module_key
+from upstream.changes.opinfo import is_db_file
 
 
 class DatabaseEntries:

@@ -15,9 +15,9 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
-from selector.changes.opinfo import is_db_file
 from selector.signals.base import SignalContext, SignalResult
 from selector.signals.dbentries import entry_calls_with_nodes
+from upstream.changes.opinfo import is_db_file
 
 _COMPOUND = (ast.If, ast.For, ast.While, ast.With, ast.Try)
 

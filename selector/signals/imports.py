@@ -1,12 +1,15 @@
 """Signal: a change to an upstream module the universe's runs never import reaches no test.
 
-Uses the import map learned from our own traced runs (:mod:`selector.importmap`). Units it
+Uses the import map learned from our own traced runs (:mod:`inventory.importmap`). Units it
 accounts for are hidden from the signals after it.
 """
 
 from __future__ import annotations
 
-from selector.importmap import load_import_map
+import json
+from pathlib import Path
+from typing import Any
+
 from selector.signals.base import SignalContext, SignalResult
 
 
@@ -33,3 +36,15 @@ class NotImported:
                 continue
             result.explained[unit.key] = why
         return result
+
+
+IMPORT_MAP_VERSION = 2
+
+
+def load_import_map(path: str | Path | None) -> dict[str, Any] | None:
+    """The import map file written by :func:`inventory.importmap.learn_import_map`, or None when
+    there is none (or it is of another version)."""
+    if path is None or not Path(path).is_file():
+        return None
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return data if data.get("version") == IMPORT_MAP_VERSION else None

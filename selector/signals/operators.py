@@ -20,10 +20,11 @@ import ast
 import re
 from collections.abc import Iterable
 
-from selector.changes.opinfo import is_db_file
-from selector.changes.yaml_entries import load_entries
+from selector.model import ChangeUnit, Universe, aten_key, module_key
 from selector.signals.base import SignalContext, SignalResult
-from selector.stages.model import ChangeUnit, Universe, aten_key, module_key
+from selector.signals.devices import changed_nodes
+from upstream.changes.opinfo import is_db_file
+from upstream.changes.yaml_entries import load_entries
 
 # files whose top-level function names are operator names (prefix for the OpInfo name)
 NAMED_BY_FUNCTION = {
@@ -260,8 +261,6 @@ def op_targets(path: str, tree: ast.Module) -> dict[str, tuple[str, list[str]]]:
 
 def changed_bindings(ctx: SignalContext, path: str) -> set[str]:
     """Names (re)bound by module-level statements that differ between base and head."""
-    from selector.signals.devices import changed_nodes
-
     old, new = ctx.tree(path, at_base=True), ctx.tree(path)
     if old is None or new is None:
         return set()

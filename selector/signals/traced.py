@@ -1,6 +1,6 @@
 """Signal: the function-level coverage map learned from our own traced runs.
 
-The traced run (:func:`selector.importmap.learn_import_map` with ``sweep``) executes one variant
+The traced run (:func:`inventory.importmap.learn_import_map` with ``sweep``) executes one variant
 of every op and module of the universe with a profiler and records, per test, the upstream
 Python functions it called. A changed function maps to every variant of the ops and modules
 whose traced test called it (all templates, all dtypes); a changed function in a traced module
@@ -13,11 +13,11 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 
-from selector.importmap import load_import_map
+from selector.model import ChangeUnit
 from selector.signals.base import SignalContext, SignalResult
 from selector.signals.devices import changed_nodes
+from selector.signals.imports import load_import_map
 from selector.signals.operators import used_names
-from selector.stages.model import ChangeUnit
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

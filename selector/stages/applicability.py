@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from selector.stages.model import (
+from selector.model import (
     REMOVED_AT_HEAD,
     ApplicabilityResult,
     Applicable,

@@ -2,7 +2,7 @@
 
 Risk = the closest signal's weight + failure rate and flakiness from history + a bonus for
 variants new at head (and for tests never run). Ties break on the test id, so the order is
-stable. Durations come from history, else the simulator's estimate. Everything past the budget
+stable. Durations come from history, else the backend's estimate (its device-time hook). Everything past the budget
 is listed with its rank and the reason. An optional :class:`TriageHook` may re-rank; none is
 registered by default and the selector makes no network calls.
 """
@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from selector.stages.costs import History, SimulatorEstimate
-from selector.stages.model import (
+from selector.model import (
     NEW_AT_HEAD,
     Applicable,
     BudgetResult,
     Cut,
+    DurationEstimate,
+    History,
     Ranked,
     StageRecord,
     Universe,
@@ -69,10 +70,10 @@ def budget_stage(
     kept: Sequence[Applicable],
     universe: Universe,
     *,
+    estimator: DurationEstimate,
     budget_seconds: float | None = None,
     workers: int = 1,
     history: History | None = None,
-    estimator: SimulatorEstimate | None = None,
     triage: TriageHook | None = None,
     min_closeness: float = 0.0,
 ) -> BudgetResult:
@@ -80,7 +81,6 @@ def budget_stage(
     coverage, fallback) are cut, listed with that reason, before the budget applies."""
     start = time.perf_counter()
     history = history or History()
-    estimator = estimator or SimulatorEstimate()
     by_id = universe.by_id
     rows = []
     for item in kept:

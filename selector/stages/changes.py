@@ -1,6 +1,6 @@
 """Stage 1, ``changes``: the change facts between base and head, cut into change units.
 
-The facts come from :mod:`selector.changes`; this stage only turns them into the units the
+The facts come from :mod:`upstream.changes`; this stage only turns them into the units the
 impact signals account for (a changed Python symbol, a non-Python file, a yaml entry, a database
 entry) and records the counts.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from selector.changes import ChangeFacts
-from selector.stages.model import ChangeUnit, StageRecord
+from selector.model import ChangeUnit, StageRecord
+from upstream.changes import ChangeFacts
 
 
 @dataclass

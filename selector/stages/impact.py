@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
 
-from selector.changes import ChangeFacts
-from selector.stages.changes import ChangeSet
-from selector.stages.model import (
+from selector.model import (
     Candidate,
     ChangeUnit,
     Fallback,
@@ -21,9 +18,9 @@ from selector.stages.model import (
     StageRecord,
     Universe,
 )
-
-if TYPE_CHECKING:
-    from selector.signals import ImpactSignal, SignalConfig
+from selector.signals import SIGNALS, ImpactSignal, SignalConfig, SignalContext
+from selector.stages.changes import ChangeSet
+from upstream.changes import ChangeFacts
 
 FALLBACK_CLOSENESS = 0.1
 
@@ -38,8 +35,6 @@ def impact_stage(
     force_all: str | None = None,
 ) -> ImpactResult:
     """Pure given its inputs (``reader`` reads upstream files at head / base)."""
-    from selector.signals import SIGNALS, SignalConfig, SignalContext  # signals use the model
-
     start = time.perf_counter()
     config = config or SignalConfig()
     registry = SIGNALS if signals is None else signals

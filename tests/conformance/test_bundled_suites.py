@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from selector.inventory import build_inventory
-from selector.inventory_run import run_variants, sample
-from selector.inventory_sources import PROJECT_ROOT, BundledSuites
+from inventory.build import build_inventory
+from inventory.run import run_variants, sample
+from inventory.sources import PROJECT_ROOT, BundledSuites
 
-SPYRE_SPECS = [PROJECT_ROOT / "testspecs" / "spyre"]
+SPYRE_SPECS = [PROJECT_ROOT / "backends" / "spyre" / "specs"]
 SEED = 20261129
 
 
@@ -90,7 +90,7 @@ CPU_VARIANTS = [
 
 
 def test_every_template_is_green_on_the_cpu() -> None:
-    from selector.inventory import Variant
+    from selector.model import Variant
 
     variants = []
     for test_id in CPU_VARIANTS:
@@ -119,7 +119,7 @@ def full_spyre(full_cache: Path):  # type: ignore[no-untyped-def]
 
 @pytest.mark.slow
 def test_at_least_20000_spyre_variants_by_suite_op_and_dtype(full_spyre, full_cache: Path) -> None:  # type: ignore[no-untyped-def]
-    from relay.cli import build_app
+    from cli import build_app
 
     assert full_spyre.errors == []
     assert len(full_spyre.variants) >= 20_000

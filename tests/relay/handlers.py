@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from relay.github.events import UpstreamEvent
-from relay.settings import Settings
+from store.settings import Settings
+from wire.github.events import UpstreamEvent
 
 LABEL = "test/fail-once"
 

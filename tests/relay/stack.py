@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from relay.db import session_scope
-from relay.github.signature import sign
-from relay.models import Delivery
+from store.db import session_scope
+from store.models import Delivery
+from wire.github.signature import sign
 
 SECRETS = ["It's a Secret to Everybody", "rotated-second-secret"]
 UPSTREAM = "Codertocat/Hello-World"
@@ -180,7 +180,7 @@ def start_stack(
     log_path = tmp / "relay-up.log"
     log = open(log_path, "wb")  # noqa: SIM115 - owned by the subprocess for its lifetime
     proc = subprocess.Popen(
-        [sys.executable, "-m", "relay", "up", "--port", str(port), "--workers", str(workers)],
+        [sys.executable, "-m", "cli", "up", "--port", str(port), "--workers", str(workers)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

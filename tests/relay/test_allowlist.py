@@ -5,10 +5,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from relay import allowlist, migrate
-from relay.allowlist import AllowlistEntry, AllowlistError
-from relay.db import session_scope
-from relay.models import Downstream, Level
+from store import migrate
+from store.db import session_scope
+from store.downstreams import sync_allowlist
+from store.models import Downstream
+from wire.crcr import allowlist
+from wire.crcr.allowlist import AllowlistEntry, AllowlistError, Level
 
 SAMPLE = """
 L1:
@@ -53,7 +55,7 @@ def test_sync_upserts_and_disables(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     migrate.upgrade(url)
     with session_scope(url) as s:
-        assert allowlist.sync(s, entries=allowlist.parse(SAMPLE)) == {
+        assert sync_allowlist(s, entries=allowlist.parse(SAMPLE)) == {
             "added": 4,
             "updated": 0,
             "disabled": 0,
@@ -64,7 +66,7 @@ def test_sync_upserts_and_disables(tmp_path: Path) -> None:
                 '  - org/repo-b: "oncall1, oncall2"\n', ""
             )
         )
-        assert allowlist.sync(s, entries=again) == {"added": 0, "updated": 1, "disabled": 1}
+        assert sync_allowlist(s, entries=again) == {"added": 0, "updated": 1, "disabled": 1}
     with session_scope(url) as s:
         rows = {d.repo: d for d in s.scalars(select(Downstream))}
         assert rows["org/repo-a"].oncalls == ["x"]
@@ -76,8 +78,8 @@ def test_sync_upserts_and_disables(tmp_path: Path) -> None:
 def test_cli_check_and_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from relay.cli import build_app
-    from relay.settings import reset_settings_cache
+    from cli import build_app
+    from store.settings import reset_settings_cache
 
     good, bad = tmp_path / "allow.yml", tmp_path / "bad.yml"
     good.write_text(SAMPLE)

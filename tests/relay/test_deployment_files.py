@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from relay.openapi_doc import render
-from relay.settings import Settings
+from store.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -289,7 +289,7 @@ def test_logs_carry_the_delivery_id_from_request_to_worker(stack: Stack) -> None
                 for line in stack.log_lines()
                 if line.get("delivery_id") == delivery_id
             }
-            >= {("relay.ingress", "delivery stored"), ("workers.tasks", "delivery processed")}
+            >= {("relay.ingress", "delivery stored"), ("workers.ingest", "delivery processed")}
         ),
         what="both log lines",
     )

@@ -10,9 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from relay import migrate
-from relay.db import make_engine
-from relay.models import Base
+from store import migrate
+from store.db import make_engine
+from store.models import Base
 from tests.services import fresh_postgres_database
 
 

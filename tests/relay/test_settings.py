@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from relay.settings import DEVELOPMENT_WEBHOOK_SECRET, Settings
+from store.settings import DEVELOPMENT_WEBHOOK_SECRET, Settings
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,7 +66,7 @@ def test_importing_the_app_builds_nothing() -> None:
     import sys
 
     # With an invalid environment, import must still succeed: settings are built on demand.
-    code = "import relay.app, workers.celery_app, workers.tasks; print('ok')"
+    code = "import relay.app, workers.celery_app, workers.ingest; print('ok')"
     env = {"RELAY_ENV": "production", "RELAY_WEBHOOK_SECRETS": "[]", "PATH": ""}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from relay.github.events import EventError, normalize, unwrap_dispatch
-from relay.github.signature import sign, verify
 from tests.services import SHARED
+from wire.github.events import EventError, normalize, unwrap_dispatch
+from wire.github.signature import sign, verify
 
 FIXTURES = Path(SHARED) / "fixtures" / "github"
 

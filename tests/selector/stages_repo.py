@@ -12,8 +12,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from selector.inventory import Variant
-from selector.stages import Universe
+from selector import Universe
+from selector.model import Variant
 
 NATIVE_FUNCTIONS = """\
 - func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from selector.changes import ChangeFacts, compute_change_facts, facts_to_json
-from selector.changes.python import file_symbol_changes
-from selector.cli_upstream import app
-from selector.upstream import GitCheckout
+from cli.upstream import app
 from tests.selector.upstream_repo import CMI, EXPECTED_FILES, LINALG, MODULES, make_checkout
+from upstream import GitCheckout
+from upstream.changes import ChangeFacts, compute_change_facts, facts_to_json
+from upstream.changes.python import file_symbol_changes
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_facts_cache_is_keyed_by_resolved_revisions(checkout: Path, tmp_path: Pa
 
 def test_parallel_workers_give_the_same_symbols(checkout: Path, facts: ChangeFacts,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import selector.changes.facts as facts_mod
+    import upstream.changes.facts as facts_mod
 
     monkeypatch.setattr(facts_mod, "PARALLEL_MIN_FILES", 1)
     source = GitCheckout(checkout)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selector.evaluate import (
+from backends.spyre.estimate import SimulatorEstimate
+from evaluation.groundtruth import event_facts, mutation_event
+from evaluation.scores import (
     GroundTruth,
     GroundTruthEvent,
     evaluate,
@@ -12,10 +14,8 @@ from selector.evaluate import (
     random_at_cost,
     table,
 )
-from selector.groundtruth import event_facts, mutation_event
-from selector.plan import run_selection
+from selector import select
 from selector.signals import SignalConfig
-from selector.stages import SimulatorEstimate
 from tests.selector.stages_repo import make_universe
 
 
@@ -43,7 +43,7 @@ def test_scores_for_ours_and_the_baselines() -> None:
     universe = make_universe()
     truth = _truth()
     plans = {
-        e.name: run_selection(event_facts(e), universe, config=SignalConfig(profiling_map=None))
+        e.name: select(event_facts(e), universe, config=SignalConfig(profiling_map=None))
         for e in truth.events
     }
     scores = {s.selector: s for s in evaluate(truth, universe, plans)}

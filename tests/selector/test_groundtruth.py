@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from selector.groundtruth import (
+from evaluation.groundtruth import (
     check_trace,
     load_trace,
     mutation_ground_truth,
@@ -14,8 +14,7 @@ from selector.groundtruth import (
     run_outcomes,
     run_path,
 )
-from selector.inventory import Variant
-from selector.stages.model import Universe
+from selector.model import Universe, Variant
 
 FILE = "tests/selector/mutation_suite/mutant_cases.py"
 NAMES = [

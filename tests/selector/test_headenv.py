@@ -1,4 +1,4 @@
-"""The head environment (selector.headenv): its plan and marker logic with a recording runner
+"""The head environment (upstream.headenv): its plan and marker logic with a recording runner
 (nothing installed), collection with another interpreter, and (slow) a real torch 2.14.1 env."""
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from selector.headenv import (
+from backends.base import PROJECT_ROOT, torch_build
+from inventory.build import build_inventory
+from inventory.sources import BundledSuites
+from upstream.headenv import (
     MARKER,
     PTH_NAME,
     RUNTIME_PACKAGES,
@@ -25,8 +28,6 @@ from selector.headenv import (
     run_step,
     wheel_for,
 )
-from selector.inventory import build_inventory
-from selector.inventory_sources import PROJECT_ROOT, BundledSuites, torch_build
 
 PINS = {"numpy": "2.4.6", "pytest": "9.2.0", "pyyaml": "6.0.4"}
 
@@ -249,7 +250,7 @@ def test_the_cli_prints_what_it_did_and_the_python(
 ) -> None:
     from typer.testing import CliRunner
 
-    import selector.cli_upstream as cli
+    import cli.upstream as cli
 
     def recorded(version: str, **kwargs: object) -> HeadEnv:
         assert kwargs["root"] == tmp_path

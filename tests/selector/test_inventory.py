@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from selector.inventory import build_inventory, ci_file_times, specs_hash
-from selector.inventory_run import run_variants
-from selector.inventory_sources import BundledSuites, CheckoutTests, InventoryError, get_backend
+from backends import BackendError, get_backend
+from inventory.build import build_inventory, ci_file_times, specs_hash
+from inventory.run import run_variants
+from inventory.sources import BundledSuites, CheckoutTests, InventoryError
 
 TEST_FILE = textwrap.dedent(
     """
@@ -270,7 +271,7 @@ def test_errors_are_clear(tmp_path: Path, checkout: Path) -> None:
         CheckoutTests(checkout, ("test/test_nothing.py",))
     with pytest.raises(InventoryError, match="unknown suite"):
         BundledSuites(("nope",)).files()
-    with pytest.raises(InventoryError, match="unknown backend"):
+    with pytest.raises(BackendError, match="unknown backend"):
         get_backend("tpu")
 
 
@@ -282,7 +283,7 @@ def test_ci_file_times_fallbacks(times: Path, tmp_path: Path) -> None:
 def test_cli_list_and_count_on_a_checkout(
     checkout: Path, cache_dir: Path, times: Path, inventory
 ) -> None:  # type: ignore[no-untyped-def]
-    from relay.cli import build_app
+    from cli import build_app
 
     common = ["--backend", "cpu", "--upstream", str(checkout), "--file", "test/test_tiny.py"]
     common += ["--cache-dir", str(cache_dir), "--test-times", str(times)]

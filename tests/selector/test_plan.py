@@ -1,21 +1,16 @@
-"""SelectionPlan: JSON with a stable schema, deterministic decisions, and plan_for_event."""
+"""SelectionPlan: JSON with a stable schema, deterministic decisions, and plan_revisions."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from selector.changes import compute_change_facts
-from selector.plan import (
-    SCHEMA_VERSION,
-    SelectionPlan,
-    plan_for_event,
-    run_selection,
-    source_reader,
-)
+from planner import plan_revisions, source_reader
+from selector import SCHEMA_VERSION, SelectionPlan, select
 from selector.signals import SignalConfig
-from selector.upstream import GitCheckout
 from tests.selector.stages_repo import OPINFO_DB, UpstreamRepo, make_universe
+from upstream import GitCheckout
+from upstream.changes import compute_change_facts
 
 
 def _plan(tmp_path: Path, **kw):  # type: ignore[no-untyped-def]
@@ -29,7 +24,7 @@ def _plan(tmp_path: Path, **kw):  # type: ignore[no-untyped-def]
     )
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
-    return repo, run_selection(
+    return repo, select(
         facts,
         make_universe(),
         reader=source_reader(source, facts),
@@ -66,7 +61,7 @@ def test_plan_is_deterministic(tmp_path: Path) -> None:
     repo, first = _plan(tmp_path)
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
-    second = run_selection(
+    second = select(
         facts,
         make_universe(),
         reader=source_reader(source, facts),
@@ -76,9 +71,9 @@ def test_plan_is_deterministic(tmp_path: Path) -> None:
     assert first.tests == second.tests
 
 
-def test_plan_for_event_on_a_checkout(tmp_path: Path) -> None:
+def test_plan_revisions_on_a_checkout(tmp_path: Path) -> None:
     repo, _ = _plan(tmp_path)
-    plan = plan_for_event(
+    plan = plan_revisions(
         base="base",
         head="HEAD",
         upstream=repo.path,
@@ -95,9 +90,9 @@ def test_plan_for_event_on_a_checkout(tmp_path: Path) -> None:
     assert len(plan.shards) == 3
 
 
-def test_plan_for_event_that_cannot_be_read_runs_everything_and_says_why(tmp_path: Path) -> None:
+def test_plan_revisions_that_cannot_be_read_runs_everything_and_says_why(tmp_path: Path) -> None:
     repo, _ = _plan(tmp_path)
-    plan = plan_for_event(
+    plan = plan_revisions(
         base="base", head="no-such-rev", upstream=repo.path, universe=make_universe()
     )
     assert plan.fallback and plan.fallbacks[0].scope == "all"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selector.changes import compute_change_facts
-from selector.plan import run_selection, source_reader
-from selector.replay import head_universe
+from inventory.head import head_universe
+from planner import source_reader
+from selector import NEW_AT_HEAD, REMOVED_AT_HEAD, select
 from selector.signals import SignalConfig
-from selector.stages import NEW_AT_HEAD, REMOVED_AT_HEAD
-from selector.upstream import GitCheckout
 from tests.selector.stages_repo import OPINFO_DB, UpstreamRepo, make_universe
+from upstream import GitCheckout
+from upstream.changes import compute_change_facts
 
 BASE_DB = OPINFO_DB.replace(
     'OpInfo("add", sample_inputs_func=sample_inputs_add)',
@@ -48,7 +48,7 @@ def test_head_universe_adds_new_entries_and_flags_removed_ones(tmp_path: Path) -
     }
     assert head.added == 2 and head.removed == len(removed)
 
-    plan = run_selection(
+    plan = select(
         facts,
         head.universe,
         reader=source_reader(source, facts),
@@ -58,7 +58,7 @@ def test_head_universe_adds_new_entries_and_flags_removed_ones(tmp_path: Path) -
     assert plan.tests[0].flag == NEW_AT_HEAD  # new tests rank first
     dropped = {r.test_id: r.reason for r in plan.removed}
     assert all(dropped[t] == "removed at head (per the change facts)" for t in removed)
-    second = run_selection(
+    second = select(
         facts,
         head_universe(installed, facts, source).universe,
         reader=source_reader(source, facts),

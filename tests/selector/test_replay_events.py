@@ -13,19 +13,15 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from relay import migrate
-from relay.cli import build_app
-from relay.db import session_scope
-from relay.deliveries import DeliveryCreate, store
-from relay.models import Delivery
-from relay.settings import reset_settings_cache
-from selector.replay_events import (
-    ReplayError,
-    derive_delivery_id,
-    load_events,
-    parse_rate,
-    percentile,
-)
+from cli import build_app
+from cli.recorded import derive_delivery_id, load_events
+from cli.relay_client import ReplayError
+from cli.replay_events import parse_rate, percentile
+from store import migrate
+from store.db import session_scope
+from store.deliveries import DeliveryCreate, store
+from store.models import Delivery
+from store.settings import reset_settings_cache
 from tests.relay.stack import SECRETS, UPSTREAM, Stack, start_local_stack
 from tests.services import SHARED, free_port
 
@@ -41,40 +37,33 @@ def small_selection(event: str, budget: float | None) -> Any:
     """The selector's four stages over the small generated universe; the change of a replayed
     fixture cannot be read (no checkout of its SHAs), so, like the default planner, the selector
     falls back to the whole universe and the budget cuts it."""
-    from selector.changes.facts import ChangeFacts
-    from selector.plan import run_selection
-    from selector.upstream import ResolvedRevision
+    from selector import select_everything
     from tests.selector.stages_repo import make_universe
 
-    rev = ResolvedRevision(kind="wheels", requested="head", resolved="head", detail=event)
-    facts = ChangeFacts(
-        source_kind="installed", base=rev, head=rev, files=[], python=[], native_functions=[],
-        derivatives=[], db_entries=[], errors=[],
-    )  # fmt: skip
-    return run_selection(
-        facts,
+    return select_everything(
         make_universe(),
+        reason=f"{event}: the change is not readable here",
+        base="head",
+        head="head",
+        source_kind="installed",
         budget_seconds=budget,
         workers=2,
-        force_all=f"{event}: the change is not readable here",
     )
 
 
 def small_selector_planner(event: Any, settings: Any) -> Any:
     """RELAY_PLANNER for these tests: a real selection (funnel, fallback, budget cut) over the
     generated universe, run as quick sample tests standing in for the selected variants."""
-    from workers.planning import PlannedRun
+    from backends.base import RunnerConfig
+    from planner import RunPlan
 
     plan = small_selection(event.event, settings.runner_budget_seconds)
     order = [t for shard in plan.shards for t in shard]
     stand_in = {t: STAND_INS[i] for i, t in enumerate(order)}
-    return PlannedRun(
+    return RunPlan(
         shards=[[stand_in[t] for t in shard] for shard in plan.shards if shard],
-        rootdir=str(ROOT),
-        plan=plan.model_dump(mode="json"),
-        stage_counts={s.stage: {"in": s.count_in, "out": s.count_out} for s in plan.funnel},
-        fallbacks=[f.model_dump(mode="json") for f in plan.fallbacks],
-        estimated_device_seconds=plan.estimated_device_seconds,
+        runner=RunnerConfig(rootdir=str(ROOT)),
+        selection=plan,
         head_rev=event.head_sha,
     )
 

@@ -6,19 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from selector.changes import compute_change_facts
-from selector.plan import run_selection, source_reader
+from backends.spyre.estimate import SimulatorEstimate
+from planner import source_reader
+from selector import select
+from selector.model import Candidate, History, Ranked, Universe, op_keys
 from selector.signals import SIGNALS, ImpactSignal, SignalConfig
-from selector.stages import (
-    History,
-    applicability_stage,
-    budget_stage,
-    changes_stage,
-    impact_stage,
-    shard_longest_first,
-)
-from selector.stages.model import Candidate, Ranked, Universe, op_keys
-from selector.upstream import GitCheckout
+from selector.stages.applicability import applicability_stage
+from selector.stages.budget import budget_stage, shard_longest_first
+from selector.stages.changes import changes_stage
+from selector.stages.impact import impact_stage
 from tests.selector.stages_repo import (
     DECOMPOSITIONS,
     DTYPES,
@@ -28,6 +24,8 @@ from tests.selector.stages_repo import (
     make_universe,
     variant,
 )
+from upstream import GitCheckout
+from upstream.changes import compute_change_facts
 
 NO_PRIOR = SignalConfig(profiling_map=None)
 
@@ -37,10 +35,13 @@ def repo(tmp_path: Path) -> UpstreamRepo:
     return UpstreamRepo.create(tmp_path)
 
 
+SPYRE_ESTIMATE = SimulatorEstimate()
+
+
 def plan_for(repo: UpstreamRepo, config: SignalConfig = NO_PRIOR, **kw):  # type: ignore[no-untyped-def]
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
-    return run_selection(
+    return select(
         facts, make_universe(), reader=source_reader(source, facts), config=config, **kw
     )
 
@@ -111,7 +112,7 @@ def test_changed_info_class_selects_every_entry_built_with_it(repo: UpstreamRepo
     )
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
-    plan = run_selection(
+    plan = select(
         facts, make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
     )
     assert base_plan.tests  # adding the class is itself a change
@@ -204,7 +205,7 @@ def test_path_rules_core_cpp_selects_all_and_docs_nothing(repo: UpstreamRepo) ->
     repo.commit({"c10/core/Device.cpp": "int device() { return 1; }\n"})
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
-    plan = run_selection(facts, make_universe(), config=NO_PRIOR)
+    plan = select(facts, make_universe(), config=NO_PRIOR)
     assert not plan.fallback and len(plan.tests) == len(make_universe())
     assert plan.tests[0].signals == ["path-rules"]
 
@@ -227,7 +228,7 @@ def test_coverage_prior_maps_unexplained_python_files(repo: UpstreamRepo, tmp_pa
 
 
 def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(tmp_path: Path) -> None:
-    from selector.inventory import spec_resolver
+    from inventory.build import spec_resolver
 
     spec = tmp_path / "ops.yaml"
     spec.write_text(
@@ -282,7 +283,9 @@ def test_budget_keeps_the_riskiest_first_and_lists_the_rest(repo: UpstreamRepo) 
     )
     candidates = {tid: Candidate(tid, ("r",), ("s",), 0.5) for tid in ids}
     kept = applicability_stage(candidates, universe).kept
-    result = budget_stage(kept, universe, budget_seconds=3.0, workers=2, history=history)
+    result = budget_stage(
+        kept, universe, estimator=SPYRE_ESTIMATE, budget_seconds=3.0, workers=2, history=history
+    )
     assert [r.test_id for r in result.selected][:2] == [ids[5], ids[9]]
     assert len(result.selected) == 3 and result.selected_seconds == 3.0
     assert len(result.cut) == len(ids) - 3
@@ -293,14 +296,14 @@ def test_budget_keeps_the_riskiest_first_and_lists_the_rest(repo: UpstreamRepo) 
 
 
 def test_new_tests_rank_first_and_unknown_durations_use_the_simulator() -> None:
-    from selector.stages.model import NEW_AT_HEAD
+    from selector.model import NEW_AT_HEAD
 
     universe = make_universe()
     new = universe.variants[-3].test_id
     universe.flags[new] = NEW_AT_HEAD
     candidates = {v.test_id: Candidate(v.test_id, ("r",), ("s",), 0.5) for v in universe.variants}
     kept = applicability_stage(candidates, universe).kept
-    result = budget_stage(kept, universe)
+    result = budget_stage(kept, universe, estimator=SPYRE_ESTIMATE)
     assert result.selected[0].test_id == new and result.selected[0].flag == NEW_AT_HEAD
     assert all(r.seconds_source == "simulator-estimate" and r.seconds > 0 for r in result.selected)
     # float32 on a native op and float16 cost the same kernels; a module costs more than add
@@ -453,7 +456,7 @@ def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("traced-base"), source.resolve("HEAD"))
     config = SignalConfig(profiling_map=None, import_map=traced)
-    plan = run_selection(facts, universe, reader=source_reader(source, facts), config=config)
+    plan = select(facts, universe, reader=source_reader(source, facts), config=config)
     assert not plan.fallback
     assert len(plan.tests) == len(universe)  # the common helper reaches every variant
     assert "not called by any" in plan.explained["torch/utils/act.py::cold"][0]
@@ -461,7 +464,7 @@ def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
     gelu = {t.test_id for t in plan.tests if "traced-coverage" in t.signals}
     assert gelu == {v.test_id for v in universe.by_op["nn.functional.gelu"]}
     assert plan.tests[0].test_id in gelu  # closer signal ranks first
-    focused = run_selection(
+    focused = select(
         facts, universe, reader=source_reader(source, facts), config=config, min_closeness=0.5
     )
     assert set(focused.test_ids) == gelu
@@ -485,7 +488,7 @@ def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: Upst
     repo.commit({"torch/nn/functional.py": functional.format("new doc")})
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("binding-base"), source.resolve("HEAD"))
-    plan = run_selection(
+    plan = select(
         facts, make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
     )
     assert not plan.fallback
@@ -526,7 +529,7 @@ def test_functional_change_reaches_modules_through_bases_and_the_layers_they_bui
         label="generated",
         kind="checkout",
     )
-    plan = run_selection(facts, universe, reader=source_reader(source, facts), config=NO_PRIOR)
+    plan = select(facts, universe, reader=source_reader(source, facts), config=NO_PRIOR)
     chosen = {universe.by_id[t].module for t in plan.test_ids}
     # the base class's forward, a layer built in __init__, a class named in an isinstance check
     assert chosen == {"nn.ZeroPad1d", "nn.Block", "nn.Stack"}

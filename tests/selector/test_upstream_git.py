@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from selector.upstream import (
+from tests.selector.upstream_repo import BASE, EXPECTED_FILES, HEAD, NATIVE, git, make_checkout
+from upstream import (
     FileStatus,
     GitCheckout,
     NotAPytorchCheckoutError,
@@ -15,7 +16,6 @@ from selector.upstream import (
     UpstreamSource,
     open_source,
 )
-from tests.selector.upstream_repo import BASE, EXPECTED_FILES, HEAD, NATIVE, git, make_checkout
 
 
 @pytest.fixture(scope="module")

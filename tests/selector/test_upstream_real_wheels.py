@@ -18,15 +18,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from selector.changes import ChangeFacts, compute_change_facts
-from selector.cli_upstream import app
-from selector.upstream import (
+from cli.upstream import app
+from upstream import (
     WHEEL_LAYOUT,
     ReleasedWheels,
     ResolvedRevision,
     VersionNotFoundError,
     default_cache_dir,
 )
+from upstream.changes import ChangeFacts, compute_change_facts
 
 pytestmark = [
     pytest.mark.wheels,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from selector.changes import compute_change_facts
-from selector.upstream import (
+from tests.selector.upstream_repo import BASE, CMI, EXPECTED_FILES, HEAD, make_wheel, wheel_path
+from upstream import (
     WHEEL_LAYOUT,
     FileStatus,
     ReleasedWheels,
@@ -25,7 +25,7 @@ from selector.upstream import (
     UpstreamSource,
     VersionNotFoundError,
 )
-from tests.selector.upstream_repo import BASE, CMI, EXPECTED_FILES, HEAD, make_wheel, wheel_path
+from upstream.changes import compute_change_facts
 
 
 @pytest.fixture(scope="module")

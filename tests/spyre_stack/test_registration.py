@@ -71,7 +71,7 @@ def test_printing(spyre: None) -> None:
 def test_device_info_cli(spyre: None) -> None:
     from typer.testing import CliRunner
 
-    from spyre_stack.cli import app
+    from cli.device import app
 
     result = CliRunner().invoke(app, ["info", "--json"])
     assert result.exit_code == 0, result.output

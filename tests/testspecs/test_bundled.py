@@ -1,4 +1,4 @@
-"""The bundled backend's specs (testspecs/spyre/) stay true to the spyre_stack op table."""
+"""The bundled backend's specs (backends/spyre/specs/) stay true to the spyre_stack op table."""
 
 from __future__ import annotations
 
@@ -7,21 +7,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+from backends.spyre import specgen as spyre_gen
 from spyre_stack import optable
-from testspecs import spyre_gen
 from testspecs.lint import lint
 from testspecs.loader import load_files
 from testspecs.merge import merge
 from testspecs.resolve import CompiledSpec, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
-SPECS = ROOT / "testspecs" / "spyre"
+SPECS = ROOT / "backends" / "spyre" / "specs"
 COMMON = "spyre_stack/conformance/test_common.py::TestCommonPRIVATEUSE1"
 
 
 def test_device_spec_is_generated_from_the_op_table() -> None:
     fresh = spyre_gen.generate_text(optable.load(), spyre_gen._opinfos())
-    assert spyre_gen.OUTPUT.read_text() == fresh, "stale: run python -m testspecs.spyre_gen"
+    assert spyre_gen.OUTPUT.read_text() == fresh, "stale: run python -m backends.spyre.specgen"
 
 
 def test_generated_spec_follows_table_entries() -> None:

@@ -11,7 +11,7 @@ import jsonschema
 import yaml
 from typer.testing import CliRunner
 
-from relay.cli import build_app
+from cli import build_app
 from testspecs.lint import lint
 from testspecs.loader import load_text
 

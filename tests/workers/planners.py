@@ -11,25 +11,27 @@ import json
 import os
 from pathlib import Path
 
-from relay.github.events import UpstreamEvent
-from relay.settings import Settings
-from workers.planning import PlannedRun
+from backends.base import RunnerConfig
+from planner import RunPlan
+from store.settings import Settings
+from wire.github.events import UpstreamEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def labelled_planner(event: UpstreamEvent, settings: Settings) -> PlannedRun:
+def labelled_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     plans = json.loads(Path(os.environ["RELAY_TEST_PLANS"]).read_text())
     names = [label.split(":", 1)[1] for label in event.labels if label.startswith("plan:")]
     name = names[0] if names else "default"
     chosen = plans[name]
-    return PlannedRun(
+    return RunPlan(
         shards=chosen["shards"],
-        rootdir=str(ROOT),
-        plan={"planner": "labelled", "name": name},
-        stage_counts={"selected": sum(len(s) for s in chosen["shards"])},
-        pytest_args=chosen.get("pytest_args", []),
-        env=chosen.get("env", {}),
-        preload=chosen.get("preload", []),
+        runner=RunnerConfig(
+            rootdir=str(ROOT),
+            pytest_args=chosen.get("pytest_args", []),
+            env=chosen.get("env", {}),
+            preload=chosen.get("preload", []),
+            device_time_property=chosen.get("device_time_property"),
+        ),
         head_rev=event.head_sha,
     )

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from relay.crcr.callback import TestCounts, build, hud_envelope
+from wire.crcr.callback import TestCounts, build, hud_envelope
 
 T0 = datetime(2026, 11, 29, 12, 0, 5, tzinfo=UTC)
 

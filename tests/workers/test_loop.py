@@ -16,8 +16,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from relay.db import session_scope
-from relay.models import Job, Shard, TestResult
+from store.db import session_scope
+from store.models import Job, Shard, TestResult
 from tests.relay.stack import UPSTREAM, Stack, start_local_stack, start_stack
 from tests.services import SHARED, free_port, fresh_postgres_database, fresh_redis_url
 from tests.workers.receiver import Receiver, recording_receiver
@@ -356,8 +356,8 @@ def test_closed_pr_cancels_its_running_job(sqlite_only: Stack) -> None:
 
 
 def test_nightly_self_report(loop: Stack, receiver: Receiver) -> None:
-    from relay.queue import TASK_NIGHTLY, make_producer
-    from relay.settings import Settings
+    from store.queue import TASK_NIGHTLY, make_producer
+    from store.settings import Settings
 
     sha = uuid.uuid4().hex + "00000000"
     producer = make_producer(Settings(broker_url=loop.broker_url, database_url=loop.database_url))

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from relay.db import session_scope
-from relay.models import Selection, TestResult
+from store.db import session_scope
+from store.models import Selection, TestResult
 from tests.relay.stack import UPSTREAM, Stack, start_local_stack
 from tests.services import SHARED
 from tests.workers.test_loop import wait_job

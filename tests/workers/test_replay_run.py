@@ -16,16 +16,16 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from relay.db import session_scope
-from relay.models import Delivery
-from relay.replay_client import (
+from cli.relay_client import (
     ReplayError,
     broker_send,
     release_delivery_id,
     run_release_replay,
 )
-from relay.settings import Settings, reset_settings_cache
-from selector.replay_events import run_command
+from cli.replay_events import run_command
+from store.db import session_scope
+from store.models import Delivery
+from store.settings import Settings, reset_settings_cache
 from tests.relay.stack import Stack, start_local_stack
 from tests.services import free_port
 
@@ -152,7 +152,7 @@ def test_cli_plans_offline_then_runs(relay: Stack) -> None:
     """The whole command: the offline plan on the real wheels (about a minute), then --run."""
     env = {**os.environ, "RELAY_BROKER_URL": relay.broker_url}
     proc = subprocess.run(
-        [sys.executable, "-m", "relay", "replay", "--from", "2.13", "--to", "2.14",
+        [sys.executable, "-m", "cli", "replay", "--from", "2.13", "--to", "2.14",
          "--out", str(relay.log_path.parent / "plan.json"), "--run", "--url", relay.base_url,
          "--wait", "120"],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from relay.procs import die_with_parent
+from backends.base import fresh_pytest
+from workers.harness.procs import die_with_parent
 
 
 class Child(Protocol):
@@ -67,7 +68,7 @@ class FreshProcessLauncher:
     def start(self, args: list[str], *, log: Path) -> Child:
         out = open(log, "ab")  # noqa: SIM115 - closed by the child wrapper
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *args],
+            fresh_pytest(args),
             cwd=self.cwd,
             env=self.env,
             stdout=out,

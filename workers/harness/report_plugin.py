@@ -1,8 +1,10 @@
 """pytest plugin (``-p workers.harness.report_plugin --relay-events PATH``): one JSON line per event.
 
 ``{"kind": "start", "nodeid"}`` before a test runs, ``{"kind": "result", ...}`` when it finished
-(outcome after other plugins rewrote it, duration, simulated device time, truncated message,
-the full failure text as an artifact, user properties such as spec mode and tags) and
+(outcome after other plugins rewrote it, folded by :mod:`testspecs.outcomes`, duration, the
+device time the backend's plugin recorded in the user property ``--relay-device-time`` names,
+truncated message, the full failure text as an artifact, user properties such as spec mode and
+tags) and
 ``{"kind": "collect_error", ...}`` for modules that failed to import. Lines are flushed at once:
 if the process dies, everything before the line that was running is on disk.
 """
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from testspecs.outcomes import fold
 
 MESSAGE_LIMIT = 2000
 
@@ -34,14 +38,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="folder for full failure texts",
     )
+    group.addoption(
+        "--relay-device-time",
+        dest="relay_device_time",
+        default=None,
+        help="the user property in which the backend's plugin records a test's device time (us)",
+    )
 
 
 class _Writer:
-    def __init__(self, path: str, artifacts: str | None) -> None:
+    def __init__(self, path: str, artifacts: str | None, device_time: str | None) -> None:
         self._file = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the session
         self._artifacts = Path(artifacts) if artifacts else None
+        self._device_time = device_time
         self._reports: dict[str, list[pytest.TestReport]] = {}
-        self._device_us: dict[str, float] = {}
 
     def emit(self, **record: Any) -> None:
         self._file.write(json.dumps(record, default=str) + "\n")
@@ -50,16 +60,6 @@ class _Writer:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.emit(kind="start", nodeid=nodeid, t=time.time(), pid=os.getpid())
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        tracer = _device_tracer()
-        if tracer is None:
-            yield
-            return
-        with tracer() as trace:
-            yield
-        self._device_us[item.nodeid] = float(trace.device_us)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._reports.setdefault(report.nodeid, []).append(report)
@@ -76,12 +76,13 @@ class _Writer:
         for rep in reports:
             for key, value in rep.user_properties:
                 properties[key] = value
+        device_us = properties.get(self._device_time) if self._device_time else None
         self.emit(
             kind="result",
             nodeid=nodeid,
             outcome=outcome,
             duration=sum(r.duration for r in reports),
-            device_us=self._device_us.pop(nodeid, None),
+            device_us=float(device_us) if device_us is not None else None,
             message=message,
             artifact=str(artifact) if artifact else None,
             properties=properties,
@@ -99,33 +100,18 @@ class _Writer:
         self._file.close()
 
 
-def _device_tracer() -> Any:
-    """spyre_stack.trace when the backend is registered in this process, else None."""
-    try:
-        import spyre_stack
-    except ImportError:
-        return None
-    return spyre_stack.trace if spyre_stack.is_registered() else None
-
-
 def _summarize(reports: list[pytest.TestReport]) -> tuple[str, str | None, str | None]:
-    """Final outcome of one test from its setup/call/teardown reports."""
-    outcome = "passed"
+    """Final outcome of one test from its setup/call/teardown reports, with the message of its
+    first failure (or its skip reason) and the failure's full text."""
+    outcome: str | None = None
     failed = None
     for rep in reports:
-        wasxfail = hasattr(rep, "wasxfail")
-        if rep.failed:
-            if rep.when == "call":
-                outcome = "failed"
-            elif outcome != "failed":
-                outcome = "error"
+        outcome = fold(outcome, rep)
+        if rep.failed or (
+            rep.skipped and not hasattr(rep, "wasxfail") and isinstance(rep.longrepr, tuple)
+        ):
             failed = failed or rep
-        elif rep.skipped and rep.when in ("setup", "call"):
-            outcome = "xfailed" if wasxfail else "skipped"
-            if not wasxfail and isinstance(rep.longrepr, tuple):
-                failed = failed or rep
-        elif rep.passed and rep.when == "call" and wasxfail:
-            outcome = "xpassed"
+    outcome = outcome or "passed"
     if failed is None:
         return outcome, None, None
     if isinstance(failed.longrepr, tuple):  # skip: (path, line, reason)
@@ -138,6 +124,8 @@ def _summarize(reports: list[pytest.TestReport]) -> tuple[str, str | None, str |
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("relay_events")
     if path:
-        writer = _Writer(path, config.getoption("relay_artifacts"))
+        writer = _Writer(
+            path, config.getoption("relay_artifacts"), config.getoption("relay_device_time")
+        )
         config.pluginmanager.register(writer, "relay-events-writer")
         config.add_cleanup(writer.close)

@@ -14,40 +14,12 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from store.outcomes import Outcome, TestOutcome
 from workers.harness.launchers import Child, Launcher
-
-#: Outcomes the harness can record (pytest's plus the ones only a supervisor can see).
-OUTCOMES = (
-    "passed",
-    "failed",
-    "error",
-    "skipped",
-    "xfailed",
-    "xpassed",
-    "crashed",
-    "timeout",
-    "not_run",
-)
-
-
-@dataclass
-class TestOutcome:
-    __test__ = False
-
-    test_id: str
-    outcome: str
-    duration_s: float = 0.0
-    device_time_us: float | None = None
-    message: str | None = None
-    artifact_path: str | None = None
-    properties: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -96,6 +68,7 @@ def run_shard(
     launcher: Launcher,
     pytest_args: list[str],
     per_test_timeout: float,
+    device_time_property: str | None = None,
     workdir: Path | None = None,
     on_result: Callable[[TestOutcome], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -104,7 +77,9 @@ def run_shard(
 ) -> ShardRun:
     """Run ``test_ids`` (pytest node ids) and return one outcome per id, in the given order.
 
-    ``on_result`` is called as each test finishes (to store results while the shard runs).
+    ``pytest_args`` start pytest for the backend (its RunnerConfig); ``device_time_property``
+    names the user property in which its plugin records a test's device time. ``on_result`` is
+    called as each test finishes (to store results while the shard runs).
     ``heartbeat`` is called about once a second while a child runs; when ``should_stop`` (asked
     as often) turns true the child is killed and the tests not finished are ``not_run``.
     """
@@ -144,7 +119,7 @@ def run_shard(
                 "-p", "workers.harness.report_plugin",
                 "--relay-events", str(events),
                 "--relay-artifacts", str(artifacts),
-                "-q", "-p", "no:cacheprovider",
+                *(["--relay-device-time", device_time_property] if device_time_property else []),
                 f"@{argsfile}",
             ]  # fmt: skip
             log = workdir / f"child-{children}.log"
@@ -156,13 +131,15 @@ def run_shard(
             )  # fmt: skip
             if stopped:
                 for test_id in ids:
-                    record(TestOutcome(test_id, "not_run", message="cancelled before it ran"))
+                    record(TestOutcome(test_id, Outcome.NOT_RUN, message="cancelled before it ran"))
                 break
             if len(results) == before:
                 # The child finished without running anything it was given: collection failed.
                 tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
                 for test_id in remaining:
-                    record(TestOutcome(test_id, "not_run", message=f"runner ran nothing: {tail}"))
+                    record(
+                        TestOutcome(test_id, Outcome.NOT_RUN, message=f"runner ran nothing: {tail}")
+                    )
     finally:
         launcher_cleanup = own_tmp
         if launcher_cleanup is not None:
@@ -219,7 +196,7 @@ def _supervise(
                 child.kill()
                 consume()
                 if current is not None:
-                    record(TestOutcome(current, "not_run", message="cancelled while it ran"))
+                    record(TestOutcome(current, Outcome.NOT_RUN, message="cancelled while it ran"))
                 return True
         if current is not None and time.monotonic() - started > per_test_timeout:
             child.kill()
@@ -228,7 +205,7 @@ def _supervise(
                 record(
                     TestOutcome(
                         current,
-                        "timeout",
+                        Outcome.TIMEOUT,
                         duration_s=time.monotonic() - started,
                         message=f"test ran past the per-test timeout of {per_test_timeout:g} s; process killed",
                     )
@@ -241,7 +218,7 @@ def _supervise(
         record(
             TestOutcome(
                 current,
-                "crashed",
+                Outcome.CRASHED,
                 duration_s=time.monotonic() - started,
                 message=f"the test process died during this test ({how})",
             )

@@ -38,7 +38,7 @@ def _preload(entries: list[str]) -> None:
 
 
 def _child(args: list[str], log: str) -> None:
-    from relay.procs import die_with_parent
+    from workers.harness.procs import die_with_parent
 
     die_with_parent()
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

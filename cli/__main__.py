@@ -1,0 +1,5 @@
+"""`python -m cli` is the `relay` command."""
+
+from cli import main
+
+main()

@@ -1,0 +1,43 @@
+"""`relay db upgrade|downgrade|current`: Alembic migrations against RELAY_DATABASE_URL."""
+
+from __future__ import annotations
+
+import typer
+
+from store import migrate
+from store.settings import get_settings
+
+app = typer.Typer(
+    help="Database migrations (Alembic) against RELAY_DATABASE_URL.", no_args_is_help=True
+)
+
+
+@app.command()
+def upgrade(revision: str = typer.Argument("head", help="target revision")) -> None:
+    """Migrate the database up to REVISION (default: head)."""
+    url = get_settings().database_url
+    migrate.upgrade(url, revision)
+    typer.echo(f"database at {migrate.current_revision(url)} ({_redacted(url)})")
+
+
+@app.command()
+def downgrade(revision: str = typer.Argument("base", help="target revision")) -> None:
+    """Migrate the database down to REVISION (default: base, an empty schema)."""
+    url = get_settings().database_url
+    migrate.downgrade(url, revision)
+    typer.echo(f"database at {migrate.current_revision(url) or 'base'} ({_redacted(url)})")
+
+
+@app.command()
+def current() -> None:
+    """Print the database's revision and the newest one the code knows."""
+    url = get_settings().database_url
+    typer.echo(
+        f"current: {migrate.current_revision(url) or 'base'}; head: {migrate.head_revision()}"
+    )
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

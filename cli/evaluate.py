@@ -1,0 +1,166 @@
+"""`relay eval`: recall and cost of the selector against ground truth, beside its baselines."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from cli import options as opt
+from cli.replay import make_head_env
+from inventory import universe_from_inventory
+from inventory.importmap import import_map_for
+from selector import SignalConfig, select
+
+
+def evaluate(
+    kind: str = typer.Option(
+        "mutation",
+        "--kind",
+        help="ground truth: mutation (single-function faults) or release (full runs under the "
+        "base and the head torch)",
+    ),
+    suite: list[str] = typer.Option(
+        [], "--suite", "-s", help="mutation: restrict the universe (and its runs) to these suites"
+    ),
+    limit: int = typer.Option(0, "--limit", help="first N mutants of the catalogue (0 = all)"),
+    run: bool = typer.Option(
+        False,
+        "--run",
+        help="run missing ground truth (long: the full universe, then each mutant or the head "
+        "torch's full universe; cached in var/eval)",
+    ),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help="mutation: run the whole universe per mutant, not only the variants the traced "
+        "baseline shows calling the mutated function on the device (same result, hours longer)",
+    ),
+    from_: str = typer.Option("2.13", "--from", help="release: the base release"),
+    to: str = typer.Option("2.14", "--to", help="release: the head release"),
+    upstream: Path | None = opt.UPSTREAM,
+    online: bool = opt.ONLINE,
+    cache_dir: Path | None = opt.CACHE,
+    ground_truth: Path | None = typer.Option(
+        None, "--ground-truth", help="a GroundTruth JSON to score instead"
+    ),
+    budget: float | None = opt.BUDGET,
+    profiling_map: Path | None = opt.PROFILING,
+    no_import_map: bool = opt.NO_IMPORTS,
+    focus: float = opt.FOCUS,
+    report: Path | None = typer.Option(None, "--report", help="write the table (Markdown) here"),
+) -> None:
+    """Recall and cost of the selector against ground truth, beside run-all, random at equal
+    cost and PyTorch's file-level target determination."""
+    from evaluation.scores import GroundTruth, scores_json, table
+    from evaluation.scores import evaluate as score_all
+
+    if kind not in ("mutation", "release"):
+        typer.echo(f"error: --kind is mutation or release, not {kind!r}", err=True)
+        raise typer.Exit(2)
+    if kind == "release" and ground_truth is None:
+        truth, universe, plans, more = _release_eval(
+            from_, to, upstream=upstream, online=online, cache_dir=cache_dir, run=run,
+            budget=budget, profiling_map=profiling_map, no_import_map=no_import_map, focus=focus,
+        )  # fmt: skip
+    else:
+        universe = universe_from_inventory(suites=suite)
+        truth = (
+            GroundTruth.load(ground_truth)
+            if ground_truth is not None
+            else _mutation_truth(universe, limit=limit, run=run, full=full)
+        )
+        plans = _event_plans(
+            truth, universe, budget=budget, profiling_map=profiling_map,
+            no_import_map=no_import_map, focus=focus,
+        )  # fmt: skip
+        more = {}
+    scores = score_all(truth, universe, plans, profiling_map=profiling_map, more_plans=more)
+    text = table(scores, truth)
+    typer.echo(text)
+    for event in truth.events:
+        if event.kind == "release":
+            typer.echo(f"{event.name}: {len(event.failing)} variants; {event.detail}")
+    unobservable = [e.name for e in truth.events if not e.failing]
+    if unobservable:
+        typer.echo(f"unobservable ({len(unobservable)}): {', '.join(unobservable)}")
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(text + "\n", encoding="utf-8")
+        report.with_suffix(".json").write_text(scores_json(scores), encoding="utf-8")
+
+
+def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
+    from evaluation.groundtruth import check_trace, mutation_ground_truth
+    from evaluation.mutations import MUTANTS
+
+    names = list(MUTANTS)[: limit or None]
+    truth = mutation_ground_truth(universe, names, run=run, traced=not full, log=typer.echo)
+    if not truth.events:
+        typer.echo("no ground truth yet: add --run (runs the full universe, then each mutant)",
+                   err=True)  # fmt: skip
+        raise typer.Exit(1)
+    checked = check_trace(universe, names)
+    if checked:
+        outside = sum(1 for _, _, out in checked if out)
+        typer.echo(
+            f"trace check: {len(checked)} mutant(s) also have an unrestricted full run; "
+            f"{outside} changed a variant outside its trace"
+            + "".join(f"\n  {n}: {o} of {c} outside" for n, c, o in checked if o)
+        )
+    return truth
+
+
+def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus):
+    from evaluation.groundtruth import event_facts, installed_reader
+
+    config = SignalConfig(
+        profiling_map=profiling_map, import_map=None if no_import_map else import_map_for(universe)
+    )
+    plans = {}
+    for event in truth.events:
+        start = time.perf_counter()
+        plan = select(
+            event_facts(event),
+            universe,
+            reader=installed_reader,
+            config=config,
+            budget_seconds=budget,
+            min_closeness=focus,
+        )
+        plan.decision_seconds = round(time.perf_counter() - start, 4)
+        plans[event.name] = plan
+    return plans
+
+
+def _release_eval(from_, to, *, upstream, online, cache_dir, run, budget, profiling_map,
+                  no_import_map, focus):  # fmt: skip
+    """The release step's ground truth (two full runs) and its plans: the one ``relay replay``
+    makes (installed universe adjusted by the change facts) and the one over the head universe
+    collected for real (``relay replay --head-env``)."""
+    from evaluation.release import release_truth
+    from planner.release import collected_universe, release_plan
+
+    source, facts = opt.open_facts(upstream, online, cache_dir, from_, to)
+    installed = universe_from_inventory()
+    env = make_head_env(facts, online)
+    head = collected_universe(env)
+    truth = release_truth(facts, installed=installed, env=env, head=head, run=run, log=typer.echo)
+    if not truth.events:
+        typer.echo("no ground truth yet: add --run (the full universe under both torches)",
+                   err=True)  # fmt: skip
+        raise typer.Exit(1)
+    options = dict(
+        budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
+        min_closeness=focus,
+    )  # fmt: skip
+    estimated = release_plan(source, facts, installed=installed, **options).plan
+    collected = release_plan(source, facts, installed=installed, head=head, **options).plan
+    names = [e.name for e in truth.events]
+    more = {"ours, head collected": dict.fromkeys(names, collected)}
+    if not focus:  # the conservative plan and, beside it, what --focus 0.5 would cut
+        options["min_closeness"] = 0.5
+        focused = release_plan(source, facts, installed=installed, **options).plan
+        more["ours --focus 0.5"] = dict.fromkeys(names, focused)
+    return truth, head, dict.fromkeys(names, estimated), more

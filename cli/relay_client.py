@@ -1,0 +1,233 @@
+"""A running relay seen from outside: its webhook and /api/v1 over HTTP, and the broker.
+
+Used by `relay replay --events` (post recorded events, follow their jobs) and `relay replay
+--run` (send the `workers.replay` task with store.queue's producer, follow its job).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from wire.github.signature import sign
+
+#: how long `--run` waits for the workers to plan the release step when --wait is shorter
+PLAN_WAIT_SECONDS = 180.0
+
+Echo = Callable[[str], None]
+
+
+class ReplayError(Exception):
+    """A replay that cannot start or cannot go on; ``errors`` are all the problems found."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+def base_url(url: str) -> str:
+    """The relay's base URL from --url (a base URL, or the webhook URL itself)."""
+    url = url.rstrip("/")
+    suffix = "/github/webhook"
+    return url[: -len(suffix)] if url.endswith(suffix) else url
+
+
+class Relay:
+    """The running relay over HTTP: its webhook and its /api/v1 read API."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+        self.url = base_url(url)
+        self.client = httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def check_reachable(self) -> None:
+        try:
+            response = self.client.get(f"{self.url}/healthz", timeout=5)
+        except httpx.HTTPError as exc:
+            raise ReplayError(
+                [f"cannot reach the relay at {self.url}: {exc} (is `relay up` running? --url)"]
+            ) from exc
+        if response.status_code != 200:
+            raise ReplayError(
+                [f"{self.url}/healthz answered {response.status_code}: not a running relay?"]
+            )
+
+    def post(self, *, event: str, delivery_id: str, body: bytes, secret: bytes) -> httpx.Response:
+        """One webhook delivery, signed like GitHub (wire.github.signature)."""
+        return self.client.post(
+            f"{self.url}/github/webhook",
+            content=body,
+            headers={
+                "Content-Type": "application/json",
+                "X-GitHub-Event": event,
+                "X-GitHub-Delivery": delivery_id,
+                "X-Hub-Signature-256": sign(secret, body),
+                "User-Agent": "GitHub-Hookshot/relay-replay",
+            },
+        )
+
+    def get(self, path: str, **params: Any) -> Any:
+        """The JSON of a GET, None on 404."""
+        response = self.client.get(f"{self.url}{path}", params=params or None)
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return response.json()
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(self.get("/api/v1/jobs", limit=500) or [])
+
+
+# ----------------------------------------------------------------------------- release replay
+
+
+def release_delivery_id(base: str, head: str) -> str:
+    """The delivery the relay's `workers.replay` task stores for a version pair (once)."""
+    return f"replay-{base}-{head}"
+
+
+def _parse_time(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=None) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _same_clock(a: datetime, b: datetime) -> tuple[datetime, datetime]:
+    strip = a.tzinfo is None or b.tzinfo is None
+    if strip:
+        a = a.astimezone(UTC).replace(tzinfo=None) if a.tzinfo else a
+        b = b.astimezone(UTC).replace(tzinfo=None) if b.tzinfo else b
+    return a, b
+
+
+def find_release_job(relay: Relay, delivery: dict[str, Any]) -> dict[str, Any] | None:
+    """The job of a release-replay delivery: a "periodic" job keyed by the tested head
+    (CRCR's self-report shape), the first one dispatched after the delivery was received."""
+    normalized = delivery.get("normalized") or {}
+    key = normalized.get("upstream_delivery_id")
+    if not key:
+        return None
+    received = _parse_time(delivery["received_at"])
+    for job in sorted(relay.jobs(), key=lambda j: j["id"]):
+        if job.get("event_type") != "periodic" or job.get("delivery_id") != key:
+            continue
+        dispatched, since = _same_clock(_parse_time(job["dispatched_at"]), received)
+        if dispatched >= since:
+            return job
+    return None
+
+
+def run_release_replay(
+    base: str,
+    head: str,
+    *,
+    url: str,
+    wait: float,
+    send: Callable[[str, str], str],
+    echo: Echo,
+    poll: float = 1.0,
+) -> dict[str, Any]:
+    """Send the release step to the workers (``send(base, head) -> task id``, through the
+    broker), then follow its job through the API. Returns what was learned; raises ReplayError
+    when the relay is unreachable, processing failed, or no job appeared in time."""
+    relay = Relay(url)
+    try:
+        relay.check_reachable()
+        delivery_id = release_delivery_id(base, head)
+        delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
+        result: dict[str, Any] = {"delivery_id": delivery_id, "url": relay.url}
+        if delivery is not None:
+            result["already_requested"] = True
+            echo(
+                f"upstream {base} -> {head} was already sent to the workers "
+                f"(delivery {delivery_id}, received {delivery['received_at']}); the relay runs "
+                "a release replay once per version pair: following that run"
+            )
+        else:
+            result["task_id"] = send(base, head)
+            echo(
+                f"sent the release replay {base} -> {head} to the workers "
+                f"(task {result['task_id']}, delivery {delivery_id})"
+            )
+        plan_deadline = time.monotonic() + max(wait, PLAN_WAIT_SECONDS)
+        job = None
+        while job is None:
+            delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
+            if delivery is not None and delivery.get("state") == "failed":
+                raise ReplayError(
+                    [f"the relay failed to process {delivery_id}: {delivery.get('last_error')}"]
+                )
+            if delivery is not None:
+                job = find_release_job(relay, delivery)
+            if job is None:
+                if time.monotonic() >= plan_deadline:
+                    state = delivery.get("state") if delivery else "not stored yet"
+                    raise ReplayError(
+                        [
+                            f"no job for {delivery_id} after {max(wait, PLAN_WAIT_SECONDS):.0f} s "
+                            f"(delivery: {state}); the workers may still be planning: "
+                            f"follow {relay.url}/api/v1/jobs"
+                        ]
+                    )
+                time.sleep(poll)
+        result["job_id"] = job["id"]
+        result["planned"] = job.get("planned")
+        echo(
+            f"job {job['id']}: {job.get('planned')} test(s) planned, status {job['status']}\n"
+            f"  follow: curl -s {relay.url}/api/v1/jobs/{job['id']}\n"
+            f"          curl -s {relay.url}/api/v1/jobs/{job['id']}/results"
+        )
+        deadline = time.monotonic() + wait
+        while wait > 0 and job["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(poll)
+            job = relay.get(f"/api/v1/jobs/{job['id']}") or job
+        result["status"] = job["status"]
+        result["conclusion"] = job.get("conclusion")
+        result["test_results"] = job.get("test_results")
+        if wait > 0:
+            counts = job.get("test_results") or {}
+            if job["status"] == "completed":
+                echo(
+                    f"job {job['id']} completed: {job.get('conclusion')}; tests passed "
+                    f"{counts.get('passed')}, failed {counts.get('failed')}, skipped "
+                    f"{counts.get('skipped')}, total {counts.get('total')}"
+                )
+            else:
+                echo(
+                    f"job {job['id']} still {job['status']} after {wait:.0f} s "
+                    f"({counts.get('total')} of {job.get('planned')} tests done so far)"
+                )
+        return result
+    except httpx.HTTPError as exc:
+        raise ReplayError([f"the relay's API at {relay.url} failed: {exc}"]) from exc
+    finally:
+        relay.close()
+
+
+def broker_send(settings: Any) -> Callable[[str, str], str]:
+    """Send `workers.replay` through the broker with store.queue's producer (the same way
+    `relay up` requests its first-start replay)."""
+
+    def send(base: str, head: str) -> str:
+        from store.queue import TASK_REPLAY, broker_reachable, make_producer
+
+        producer = make_producer(settings)
+        ok, detail = broker_reachable(producer)
+        if not ok:
+            raise ReplayError(
+                [f"cannot reach the broker {_redacted(settings.broker_url)}: {detail}"]
+            )
+        return str(producer.send_task(TASK_REPLAY, args=[base, head]).id)
+
+    return send
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

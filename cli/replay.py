@@ -1,0 +1,130 @@
+"""`relay replay`: a release step through the four stages (and, with --run, on the workers), or
+recorded webhook events through a running relay (--events)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from cli import options as opt
+from cli.select import print_plan
+from inventory import universe_from_inventory
+from selector import History
+from upstream.changes import ChangeFacts
+from upstream.headenv import HeadEnv
+
+
+def replay(
+    from_: str | None = typer.Option(
+        None, "--from", help="base release (2.13) or revision (not with --events)"
+    ),
+    to: str | None = typer.Option(
+        None, "--to", help="head release (2.14) or revision (not with --events)"
+    ),
+    budget: float | None = opt.BUDGET,
+    upstream: Path | None = opt.UPSTREAM,
+    workers: int = opt.WORKERS,
+    history: Path | None = opt.HISTORY,
+    specs: list[Path] = opt.SPECS,
+    profiling_map: Path | None = opt.PROFILING,
+    online: bool = opt.ONLINE,
+    cache_dir: Path | None = opt.CACHE,
+    out: Path | None = typer.Option(
+        None, "--out", help="plan JSON (default var/plans/replay-FROM-TO.json)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the plan JSON instead"),
+    no_import_map: bool = opt.NO_IMPORTS,
+    focus: float = opt.FOCUS,
+    events: Path | None = typer.Option(
+        None,
+        "--events",
+        help="replay recorded webhook events (JSON Lines, or a folder "
+        "<event>/*.json) in order through a running relay",
+    ),
+    run: bool = typer.Option(False, "--run", help="then send the release step to the workers"),
+    url: str | None = typer.Option(None, "--url", help="the relay (default RELAY_HOST:PORT)"),
+    rate: str | None = typer.Option(None, "--rate", help="events per second, e.g. 20/s"),
+    wait: float | None = typer.Option(
+        None,
+        "--wait",
+        help="seconds to wait for plans (--events, default 60) or the run's "
+        "conclusion (--run, default 0)",
+    ),
+    as_upstream: bool = typer.Option(
+        False, "--as-upstream", help="--events: rewrite repository.full_name to RELAY_UPSTREAM_REPO"
+    ),
+    head_env: bool = typer.Option(
+        False,
+        "--head-env",
+        help="collect the head universe for real: make (once) a virtual environment with the "
+        "head torch (var/envs), build the backend there and collect the bundled suites with it",
+    ),
+) -> None:
+    """The whole release step through the four stages; prints the funnel, writes the plan.
+    With --run also runs it on the workers; with --events replays recorded webhook events."""
+    from cli.replay_events import events_command, run_command
+    from planner.release import collected_universe, release_plan
+
+    if events is not None:
+        if from_ or to or run:
+            typer.echo(
+                "error: --events replays recorded events: without --from/--to/--run", err=True
+            )
+            raise typer.Exit(2)
+        events_command(
+            events, url=url, rate=rate, wait=wait, as_json=as_json, as_upstream=as_upstream
+        )
+        return
+    if from_ is None or to is None:
+        typer.echo(
+            "error: give --from and --to (a release step, e.g. --from 2.13 --to 2.14), "
+            "or --events FILE (recorded webhook events)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    start = time.perf_counter()
+    source, facts = opt.open_facts(upstream, online, cache_dir, from_, to)
+    installed = universe_from_inventory(specs=specs)
+    collected = None
+    if head_env:
+        env = make_head_env(facts, online)
+        typer.echo(f"head environment: {env.directory} (torch {env.torch_build})", err=True)
+        collected = collected_universe(env, specs=specs)
+    release = release_plan(
+        source,
+        facts,
+        installed=installed,
+        head=collected,
+        budget_seconds=budget,
+        workers=workers,
+        history=History.load(history),
+        profiling_map=profiling_map,
+        import_map=not no_import_map,
+        min_closeness=focus,
+    )
+    plan = release.plan
+    plan.decision_seconds = round(time.perf_counter() - start, 4)
+    path = out or opt.DEFAULT_PLAN_DIR / f"replay-{from_}-{to}.json"
+    plan.write(path)
+    if as_json:
+        typer.echo(plan.to_json())
+    else:
+        print_plan(plan, show=10)
+        for note in release.notes:
+            typer.echo(f"note: {note}")
+        typer.echo(f"plan written to {path} (fingerprint {plan.fingerprint()})")
+    if run:
+        run_command(from_, to, url=url, wait=wait, err=as_json)
+
+
+def make_head_env(facts: ChangeFacts, online: bool) -> HeadEnv:
+    from planner.release import head_env_for
+    from upstream.headenv import HeadEnvError
+
+    try:
+        return head_env_for(facts, offline=not online)
+    except HeadEnvError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc

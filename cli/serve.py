@@ -1,0 +1,227 @@
+"""`relay up`, `relay worker`, `relay openapi`, `relay submit`: running and poking the service."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import typer
+
+from store.queue import CONTROL_QUEUE, SHARD_QUEUE
+from store.settings import Settings, get_settings
+from workers.harness.procs import die_with_parent
+
+
+def worker_command(
+    *, concurrency: int = 1, beat: bool = True, var_dir: Path, queues: str, name: str = "worker"
+) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+        f"--concurrency={concurrency}", "--loglevel=INFO", "--queues", queues,
+        "--hostname", f"{name}@%h",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ]  # fmt: skip
+    if beat:
+        cmd += ["--beat", "--schedule", str(var_dir / "celerybeat-schedule")]
+    return cmd
+
+
+def up(
+    port: int = typer.Option(None, help="HTTP port (default RELAY_PORT, 8000)"),
+    host: str = typer.Option(None, help="bind address (default RELAY_HOST, 127.0.0.1)"),
+    workers: int = typer.Option(1, min=1, help="test shards run at once"),
+    migrate_db: bool = typer.Option(
+        True, "--migrate/--no-migrate", help="migrate the database first"
+    ),
+) -> None:
+    """Migrate, start the Celery workers and the beat schedule, and serve the API.
+
+    Two worker processes: one for control tasks (delivery processing, planning, reporting,
+    sweeping) and one running test shards, so events never wait behind a long shard."""
+    import uvicorn
+
+    from cli.db import _redacted
+    from store import migrate
+
+    settings = get_settings()
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    if migrate_db:
+        migrate.upgrade(settings.database_url)
+    port = port or settings.port
+    host = host or settings.host
+    # The workers die with `relay up`, however it ends (even SIGKILL).
+    control = subprocess.Popen(
+        worker_command(
+            concurrency=1, var_dir=settings.var_dir, queues=CONTROL_QUEUE, name="control"
+        ),
+        preexec_fn=die_with_parent,
+        start_new_session=True,
+    )
+    runner = subprocess.Popen(
+        worker_command(
+            concurrency=workers,
+            beat=False,
+            var_dir=settings.var_dir,
+            queues=SHARD_QUEUE,
+            name="shards",
+        ),
+        preexec_fn=die_with_parent,
+        start_new_session=True,
+    )
+    demo = _request_demo_replay(settings)
+    base = f"http://{host}:{port}"
+    typer.echo(
+        "\n".join(
+            [
+                "relay up",
+                f"  API        {base}  (docs {base}/docs, health {base}/healthz, ready {base}/readyz)",
+                f"  deliveries {base}/api/v1/deliveries",
+                f"  webhook    POST {base}/github/webhook  (try: relay submit --fixture pull_request/opened)",
+                f"  database   {_redacted(settings.database_url)}",
+                f"  broker     {_redacted(settings.broker_url)}",
+                f"  workers    control pid {control.pid}, shards pid {runner.pid} (concurrency {workers})",
+                f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
+            ]
+        ),
+        err=True,
+    )
+    stopped = False
+
+    def stop_workers() -> None:
+        nonlocal stopped
+        if not stopped:
+            stopped = True
+            _stop(runner)
+            _stop(control)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # uvicorn handles SIGINT/SIGTERM while it serves, then re-raises the signal: we get
+        # it here after its graceful shutdown.
+        stop_workers()
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        uvicorn.run("relay.app:app", host=host, port=port, log_level="warning")
+    finally:
+        stop_workers()
+
+
+def _request_demo_replay(settings: Settings) -> str:
+    """On a first start (no job recorded yet) plan and run the bundled release replay."""
+    if not settings.demo_replay.strip() or not settings.runner_enabled:
+        return ""
+    from sqlalchemy import func, select
+
+    from store.db import session_scope
+    from store.models import Delivery, Job
+    from store.queue import TASK_REPLAY, make_producer
+
+    base_version, _, head_version = settings.demo_replay.partition(":")
+    with session_scope(settings.database_url) as session:
+        if session.scalar(select(func.count()).select_from(Job)) or session.scalar(
+            select(Delivery.id).where(Delivery.source == "replay")
+        ):
+            return ""
+    make_producer(settings).send_task(TASK_REPLAY, args=[base_version, head_version])
+    return f"first start: replaying upstream {base_version} -> {head_version} on the spyre runner"
+
+
+def worker(
+    concurrency: int = typer.Option(1, min=1),
+    queues: str = typer.Option(
+        f"{CONTROL_QUEUE},{SHARD_QUEUE}",
+        help=f"comma list: {CONTROL_QUEUE} (control tasks) and/or {SHARD_QUEUE} (test shards)",
+    ),
+    beat: bool = typer.Option(False, help="also run the beat schedule (one per deployment)"),
+) -> None:
+    """Run one Celery worker process in the foreground (production deployments run several)."""
+    settings = get_settings()
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    os.execv(
+        sys.executable,
+        worker_command(concurrency=concurrency, beat=beat, var_dir=settings.var_dir, queues=queues),
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a worker and everything it started (its pool and beat processes share its group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=15)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def openapi(output: Path = typer.Option(Path("openapi.json"), help="file to write")) -> None:
+    """Write the API's OpenAPI document (committed; a test checks it is fresh)."""
+    from relay.openapi_doc import render
+
+    output.write_text(render())
+    typer.echo(f"wrote {output}")
+
+
+def submit(
+    fixture: str = typer.Option(
+        ..., help="e.g. pull_request/opened: a payload under the fixtures dir"
+    ),
+    url: str = typer.Option(
+        None, help="webhook URL (default http://RELAY_HOST:RELAY_PORT/github/webhook)"
+    ),
+    fixtures_dir: Path = typer.Option(
+        Path("../shared/fixtures/github"), help="folder of GitHub example payloads"
+    ),
+    as_upstream: bool = typer.Option(
+        True, "--as-upstream/--verbatim", help="rewrite repository.full_name to RELAY_UPSTREAM_REPO"
+    ),
+) -> None:
+    """Sign a GitHub example payload with the first configured secret and post it."""
+    from wire.github.signature import sign
+
+    settings = get_settings()
+    event, _, action = fixture.partition("/")
+    path = fixtures_dir / event / f"{action or 'payload'}.payload.json"
+    if not path.exists():
+        path = fixtures_dir / event / "payload.json"
+    if not path.exists():
+        raise typer.BadParameter(f"no payload for {fixture!r} under {fixtures_dir}")
+    body = path.read_bytes()
+    if as_upstream:
+        payload = json.loads(body)
+        payload.setdefault("repository", {})["full_name"] = settings.upstream_repo
+        body = json.dumps(payload).encode()
+    delivery_id = str(uuid.uuid4())
+    target = url or f"http://{settings.host}:{settings.port}/github/webhook"
+    try:
+        response = _post(target, body, event, delivery_id, sign(settings.secret_values()[0], body))
+    except httpx.HTTPError as exc:
+        typer.echo(f"cannot reach {target}: {exc} (is `relay up` running?)", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"{response.status_code} {response.text} (delivery {delivery_id})")
+    if response.status_code >= 300:
+        raise typer.Exit(1)
+
+
+def _post(target: str, body: bytes, event: str, delivery_id: str, sig: str) -> httpx.Response:
+    return httpx.post(
+        target,
+        content=body,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery_id,
+            "X-Hub-Signature-256": sig,
+            "User-Agent": "GitHub-Hookshot/relay-submit",
+        },
+        timeout=30,
+    )

@@ -1,0 +1,352 @@
+"""Ground-truth runs: the FULL universe under pytest, with and without an injected fault.
+
+Every run is cached as JSON under ``var/eval`` keyed by the universe (torch build, backend
+version, suites) and the mutant, so a long evaluation can be resumed and re-scored for free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from backends import get_backend
+from backends.base import PROJECT_ROOT, fresh_pytest, package_dir
+from evaluation.mutations import MUTANTS, module_path
+from evaluation.scores import GroundTruth, GroundTruthEvent
+from selector.model import Universe
+from testspecs.outcomes import FAILURES
+from upstream import FileChange, FileStatus, ResolvedRevision
+from upstream.changes import ChangeFacts, PythonFileChange, SymbolChange
+
+DEFAULT_EVAL_DIR = Path("var/eval")
+
+
+# Bump when what a run records changes: cached runs of another version are not reused.
+# 2: outcomes folded like every other plugin of ours (testspecs.outcomes: error, xfailed, xpassed)
+RUNS_VERSION = 2
+
+
+def _key(universe: Universe) -> str:
+    files = ",".join(sorted(universe.by_file))
+    text = f"{RUNS_VERSION}|{universe.key}|{files}|{len(universe)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _split(ids: Sequence[str], parts: int) -> list[list[str]]:
+    """Contiguous, nearly equal slices (a slice touches few files, so collects few)."""
+    size = math.ceil(len(ids) / max(parts, 1)) or 1
+    return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
+
+
+def run_outcomes(
+    universe: Universe,
+    *,
+    mutant: str | None,
+    tests: Sequence[str] | None = None,
+    trace: bool = False,
+    processes: int = 2,
+    python: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    backend: str = "spyre",
+    cache_dir: Path = DEFAULT_EVAL_DIR,
+    timeout: float = 4 * 3600,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, str]:
+    """{test id: outcome} for every variant of the universe, or of ``tests`` (cached).
+
+    The ids are split over ``processes`` pytest runs side by side (each a fresh interpreter,
+    ``python`` or this one, with ``extra_env``). With ``trace``, the run also writes the mutant trace (which tests
+    call each catalogued function on the device) beside the cached outcomes.
+    """
+    ids = _ids(universe, tests)
+    path = run_path(universe, mutant, tests, cache_dir)
+    trace_path = trace_file(universe, cache_dir)
+    if path.is_file() and (not trace or trace_path.is_file()):
+        return json.loads(path.read_text(encoding="utf-8"))
+    if not ids:
+        return {}
+    be = get_backend(backend)
+    env = {**os.environ, **be.env, **(extra_env or {})}
+    env.pop("RELAY_MUTANT", None)
+    if mutant:
+        env["RELAY_MUTANT"] = mutant
+    start = time.perf_counter()
+    outcomes: dict[str, str] = {}
+    traced: dict[str, set[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="relay-groundtruth-") as tmp:
+        procs = []
+        for i, part in enumerate(_split(ids, processes)):
+            args = Path(tmp) / f"ids-{i}.txt"
+            args.write_text("\n".join(part) + "\n", encoding="utf-8")
+            options = ["--outcomes-out", f"{tmp}/outcomes-{i}.json", "--only-ids", str(args)]
+            if trace:
+                options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
+            files = list(dict.fromkeys(universe.by_id[t].file for t in part))
+            cmd = fresh_pytest(
+                be.pytest_args(plugins=["evaluation.mutations"], options=options, targets=files),
+                python=python,
+            )
+            log_file = open(Path(tmp) / f"log-{i}.txt", "w", encoding="utf-8")  # noqa: SIM115
+            procs.append(
+                (
+                    i,
+                    log_file,
+                    subprocess.Popen(
+                        cmd, cwd=PROJECT_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
+                    ),
+                )
+            )
+        for i, log_file, proc in procs:
+            try:
+                proc.wait(timeout=max(timeout - (time.perf_counter() - start), 1))
+            except subprocess.TimeoutExpired:
+                for _, _, other in procs:
+                    other.kill()
+                raise RuntimeError(f"ground-truth run exceeded {timeout:.0f} s") from None
+            finally:
+                log_file.close()
+            out = Path(tmp) / f"outcomes-{i}.json"
+            if not out.is_file():
+                text = (Path(tmp) / f"log-{i}.txt").read_text(encoding="utf-8", errors="replace")
+                raise RuntimeError(f"ground-truth run failed:\n{text[-2000:]}")
+            outcomes.update(json.loads(out.read_text(encoding="utf-8")))
+            if trace:
+                part_trace = json.loads((Path(tmp) / f"trace-{i}.json").read_text("utf-8"))
+                for name, node_ids in part_trace.items():
+                    traced.setdefault(name, set()).update(node_ids)
+    log(f"{mutant or 'baseline'}: {len(outcomes)} outcomes in {time.perf_counter() - start:.0f} s")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(outcomes, sort_keys=True), encoding="utf-8")
+    if trace:
+        body = {name: sorted(node_ids) for name, node_ids in sorted(traced.items())}
+        trace_path.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
+    return outcomes
+
+
+def _ids(universe: Universe, tests: Sequence[str] | None) -> list[str]:
+    return sorted(universe.by_id if tests is None else set(tests) & set(universe.by_id))
+
+
+def run_path(
+    universe: Universe,
+    mutant: str | None,
+    tests: Sequence[str] | None,
+    cache_dir: Path = DEFAULT_EVAL_DIR,
+) -> Path:
+    """Where the outcomes of one run are cached: keyed by universe, mutant and test subset."""
+    suffix = mutant or "baseline"
+    if tests is not None:
+        digest = hashlib.sha256("\n".join(_ids(universe, tests)).encode()).hexdigest()[:8]
+        suffix += f"-{digest}"
+    return cache_dir / "runs" / f"{_key(universe)}-{suffix}.json"
+
+
+def trace_file(universe: Universe, cache_dir: Path = DEFAULT_EVAL_DIR) -> Path:
+    return cache_dir / "runs" / f"{_key(universe)}-trace.json"
+
+
+def mutation_event(name: str) -> GroundTruthEvent:
+    module, qual = MUTANTS[name]
+    path = module_path(module)
+    return GroundTruthEvent(
+        name=name,
+        kind="mutation",
+        changed_files=[path],
+        changed_symbols={path: [qual]},
+        detail=f"{module}.{qual}: shifted/raising on the device",
+    )
+
+
+def mutation_ground_truth(
+    universe: Universe,
+    mutants: Sequence[str],
+    *,
+    run: bool,
+    traced: bool = True,
+    cache_dir: Path = DEFAULT_EVAL_DIR,
+    log: Callable[[str], None] = lambda _: None,
+) -> GroundTruth:
+    """Events for the mutants whose runs exist (or are run now with ``run``).
+
+    The baseline is one run of the whole universe. With ``traced`` (the default) that run also
+    records which tests call each catalogued function on the device, and each mutant then runs
+    only those tests: every other test keeps its baseline outcome, since the fault fires only
+    inside such a call. Without it every mutant runs the whole universe (hours on the bundled
+    one); :func:`check_trace` compares the two where both exist.
+    """
+    key = _key(universe)
+    empty = GroundTruth(kind="mutation", universe=universe.label, variants=len(universe), events=[])
+    baseline_path = cache_dir / "runs" / f"{key}-baseline.json"
+    if not run and not (
+        baseline_path.is_file() and (not traced or trace_file(universe, cache_dir).is_file())
+    ):
+        return empty
+    baseline = run_outcomes(universe, mutant=None, trace=traced, cache_dir=cache_dir, log=log)
+    trace = load_trace(universe, cache_dir) if traced else {}
+    todo = []
+    for name in mutants:
+        tests = trace.get(name, []) if traced else None
+        if run or tests == [] or run_path(universe, name, tests, cache_dir).is_file():
+            todo.append((name, tests))
+
+    def outcomes_of(item: tuple[str, list[str] | None]) -> dict[str, str]:
+        name, tests = item
+        # a restricted run is small: one process each, two mutants side by side
+        processes = 1 if tests is not None and len(tests) < 4000 else 2
+        return run_outcomes(
+            universe,
+            mutant=name,
+            tests=tests,
+            processes=processes,
+            cache_dir=cache_dir,
+            log=log,
+        )
+
+    with ThreadPoolExecutor(max_workers=2 if traced else 1) as pool:
+        results = list(pool.map(outcomes_of, todo))
+    events = []
+    for (name, tests), outcomes in zip(todo, results, strict=True):
+        event = mutation_event(name)
+        event.failing = sorted(
+            t for t, o in outcomes.items() if t in universe.by_id and o != baseline.get(t)
+        )
+        ran = len(universe) if tests is None else len(tests)
+        event.detail += f"; ran {ran} of {len(universe)} variants"
+        if traced:
+            event.detail += " (the ones calling it on the device in the traced baseline)"
+        events.append(event)
+    return GroundTruth(
+        kind="mutation",
+        universe=universe.label,
+        variants=len(universe),
+        events=events,
+        method="traced" if traced else "full",
+    )
+
+
+def load_trace(universe: Universe, cache_dir: Path = DEFAULT_EVAL_DIR) -> dict[str, list[str]]:
+    return json.loads(trace_file(universe, cache_dir).read_text(encoding="utf-8"))
+
+
+def check_trace(
+    universe: Universe, mutants: Sequence[str], cache_dir: Path = DEFAULT_EVAL_DIR
+) -> list[tuple[str, int, int]]:
+    """For each mutant with a cached unrestricted full run: (name, tests it changed, of those
+    outside its trace). A zero in the last column for all is what makes the traced runs exact."""
+    if not trace_file(universe, cache_dir).is_file():
+        return []
+    trace = load_trace(universe, cache_dir)
+    baseline = run_path(universe, None, None, cache_dir)
+    if not baseline.is_file():
+        return []
+    base = json.loads(baseline.read_text(encoding="utf-8"))
+    rows = []
+    for name in mutants:
+        full = run_path(universe, name, None, cache_dir)
+        if not full.is_file():
+            continue
+        outcomes = json.loads(full.read_text(encoding="utf-8"))
+        changed = {t for t, o in outcomes.items() if o != base.get(t)}
+        rows.append((name, len(changed), len(changed - set(trace.get(name, [])))))
+    return rows
+
+
+def release_ground_truth(
+    base: Universe,
+    head: Universe,
+    *,
+    name: str,
+    changed_files: Sequence[str],
+    head_python: str,
+    head_env: Mapping[str, str],
+    run: bool,
+    cache_dir: Path = DEFAULT_EVAL_DIR,
+    log: Callable[[str], None] = lambda _: None,
+) -> GroundTruth:
+    """The release step as ground truth: the full universe once under the base torch (this
+    interpreter) and once under the head torch (``head_python``), compared variant by variant.
+
+    Two events: the variants of both universes whose outcome changed, and the variants that
+    exist only at head and do not pass there (a new test a release adds that fails on the
+    device is something to catch too). Variants only at base are counted in the detail.
+    """
+    empty = GroundTruth(kind="release", universe=head.label, variants=len(head), events=[])
+    paths = [run_path(base, None, None, cache_dir), run_path(head, None, None, cache_dir)]
+    if not run and not all(p.is_file() for p in paths):
+        return empty
+    before = run_outcomes(base, mutant=None, cache_dir=cache_dir, log=log)
+    after = run_outcomes(
+        head,
+        mutant=None,
+        python=head_python,
+        extra_env=head_env,
+        cache_dir=cache_dir,
+        log=log,
+    )
+    common = set(before) & set(after)
+    changed = sorted(t for t in common if before[t] != after[t])
+    new = sorted(set(after) - set(before))
+    new_failing = [t for t in new if after[t] in FAILURES]
+    gone = len(set(before) - set(after))
+    detail = (
+        f"{len(common)} variants in both runs, {len(new)} only at head, {gone} only at base; "
+        f"base {base.label}, head {head.label}"
+    )
+    files = list(changed_files)
+    events = [
+        GroundTruthEvent(
+            name=name, kind="release", changed_files=files, failing=changed, detail=detail
+        ),
+        GroundTruthEvent(
+            name=f"{name} (new at head)",
+            kind="release",
+            changed_files=files,
+            failing=new_failing,
+            detail=f"{len(new_failing)} of the {len(new)} variants only at head fail there",
+        ),
+    ]
+    return GroundTruth(
+        kind="release", universe=head.label, variants=len(head), events=events, method="outcomes"
+    )
+
+
+def event_facts(event: GroundTruthEvent) -> ChangeFacts:
+    """Change facts for a single-function event, as a change to the installed torch."""
+    rev = ResolvedRevision(
+        kind="wheels", requested="installed", resolved="installed", detail="installed torch"
+    )
+    python = [
+        PythonFileChange(
+            path=p,
+            status="modified",
+            symbols=[SymbolChange(qualname=q, kind="function", status="modified") for q in quals],
+        )
+        for p, quals in event.changed_symbols.items()
+    ]
+    return ChangeFacts(
+        source_kind="mutation",
+        base=rev,
+        head=rev,
+        files=[FileChange(path=p, status=FileStatus.modified) for p in event.changed_files],
+        python=python,
+        native_functions=[],
+        derivatives=[],
+        db_entries=[],
+    )
+
+
+def installed_reader(path: str, at_base: bool) -> bytes | None:
+    """Reads a file of the installed torch (both sides: the mutant is not in the source)."""
+    root = package_dir("torch")
+    if root is None:
+        return None
+    file = root.parent / path
+    return file.read_bytes() if file.is_file() else None

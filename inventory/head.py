@@ -1,0 +1,231 @@
+"""Release replay: the universe at the head revision, and the whole step through the stages.
+
+When the head torch is not the one installed, the universe starts from the installed inventory
+and is adjusted by the change facts, each adjusted variant flagged:
+
+* entries removed at head: their variants are flagged ``removed-at-head`` (applicability drops
+  them with that reason);
+* entries added at head: new variants for every template that covers the whole op database
+  (computed from the inventory: the templates parametrized by every op), over the entry's
+  dtypes evaluated from its ``dtypes=`` argument in the head source;
+* modified entries whose dtypes grew or shrank: the new dtypes become new variants, the
+  dropped ones are flagged removed.
+
+Evaluating ``dtypes=`` uses the installed torch's dtype helpers (``all_types_and`` ...) in a
+namespace without builtins; an expression it cannot evaluate gives no new dtypes, said in the
+notes.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.base import torch_build
+from selector.model import NEW_AT_HEAD, REMOVED_AT_HEAD, Universe, Variant, generic_class
+from selector.signals.dbentries import entry_calls_with_nodes
+from upstream import UpstreamSource
+from upstream.changes import ChangeFacts, DbEntryChange
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class HeadUniverse:
+    universe: Universe
+    added: int = 0
+    removed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def installed_matches(facts: ChangeFacts) -> bool:
+    """Whether the installed torch is the head release (then the inventory is the head's)."""
+    installed = torch_build().split("+git", 1)[0]
+    return (
+        facts.head.resolved == installed
+        or facts.head.resolved.split("+")[0] == installed.split("+")[0]
+    )
+
+
+def head_universe(
+    installed: Universe, facts: ChangeFacts, source: UpstreamSource | None
+) -> HeadUniverse:
+    if installed_matches(facts):
+        return HeadUniverse(installed, notes=["installed torch is the head release"])
+    by_op = installed.by_op
+    flags: dict[str, str] = dict(installed.flags)
+    notes: list[str] = []
+    templates = _full_templates(installed)
+    removed = 0
+    new: list[Variant] = []
+    opinfo = [d for d in facts.db_entries if d.kind == "opinfo"]
+    head_dtypes = _entry_dtypes(source, facts, opinfo, at_base=False, notes=notes)
+    base_dtypes = _entry_dtypes(
+        source, facts, [d for d in opinfo if d.status == "modified"], at_base=True, notes=notes
+    )
+    for d in opinfo:
+        name = d.name.split("#", 1)[0]
+        if d.status == "removed":
+            for v in by_op.get(name, []):
+                flags[v.test_id] = REMOVED_AT_HEAD
+                removed += 1
+            continue
+        dtypes = head_dtypes.get(d.name)
+        if dtypes is None:
+            continue
+        if d.status == "added":
+            new += _new_variants(templates, name, dtypes)
+        elif d.status == "modified" and d.name in base_dtypes:
+            gained = dtypes - base_dtypes[d.name]
+            lost = base_dtypes[d.name] - dtypes
+            if gained:
+                have = {v.dtype for v in by_op.get(name, [])}
+                new += _new_variants(templates, name, gained - have)
+            for v in by_op.get(name, []):
+                if v.dtype in lost:
+                    flags[v.test_id] = REMOVED_AT_HEAD
+                    removed += 1
+    existing = installed.by_id
+    new = [v for v in new if v.test_id not in existing]
+    new = list({v.test_id: v for v in new}.values())
+    for v in new:
+        flags[v.test_id] = NEW_AT_HEAD
+    if any(d.kind == "moduleinfo" and d.status == "added" for d in facts.db_entries):
+        notes.append("ModuleInfo entries added at head are not synthesized (collect with --run)")
+    universe = Universe(
+        variants=[*installed.variants, *new],
+        label=f"{installed.label} + facts {facts.head.resolved}",
+        kind="installed+facts",
+        flags=flags,
+        key=installed.key,
+    )
+    return HeadUniverse(universe, added=len(new), removed=removed, notes=notes)
+
+
+@dataclass(frozen=True)
+class _Template:
+    file: str
+    cls: str
+    base: str
+    suite: str
+    device: str
+    dtypes: frozenset[str | None]
+
+
+def _full_templates(universe: Universe) -> list[_Template]:
+    """Templates parametrized by every op the universe knows (the op database's full sweep)."""
+    ops: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    dtypes: dict[tuple[str, str, str], set[str | None]] = defaultdict(set)
+    sample: dict[tuple[str, str, str], Variant] = {}
+    for v in universe.variants:
+        if v.op and v.cls:
+            key = (v.file, v.cls, v.base)
+            ops[key].add(v.op)
+            dtypes[key].add(v.dtype)
+            sample.setdefault(key, v)
+    if not ops:
+        return []
+    widest = max(len(s) for s in ops.values())
+    out = []
+    for key, names in sorted(ops.items()):
+        if len(names) < widest:
+            continue
+        v = sample[key]
+        device = _device_token(v)
+        out.append(_Template(v.file, v.cls or "", v.base, v.suite, device, frozenset(dtypes[key])))
+    return out
+
+
+def _device_token(v: Variant) -> str:
+    tail = v.name.removeprefix(v.base)
+    if v.dtype:
+        tail = tail.removesuffix(f"_{v.dtype}")
+    return tail.rsplit("_", 1)[-1] if "_" in tail else "spyre"
+
+
+def _new_variants(templates: Iterable[_Template], op: str, dtypes: set[str]) -> list[Variant]:
+    out = []
+    formatted = op.replace(".", "_")
+    for t in templates:
+        if None in t.dtypes:  # a template that is not parametrized by dtype
+            wanted: list[str | None] = [None]
+        else:
+            wanted = [d for d in sorted(dtypes) if d in t.dtypes]
+        for dtype in wanted:
+            name = f"{t.base}_{formatted}_{t.device}" + (f"_{dtype}" if dtype else "")
+            out.append(
+                Variant(
+                    test_id=f"{t.file}::{t.cls}::{name}",
+                    file=t.file,
+                    cls=t.cls,
+                    name=name,
+                    base=t.base,
+                    suite=t.suite,
+                    op=op,
+                    dtype=dtype,
+                    tags=[NEW_AT_HEAD],
+                )
+            )
+    return out
+
+
+def _entry_dtypes(
+    source: UpstreamSource | None,
+    facts: ChangeFacts,
+    entries: list[DbEntryChange],
+    *,
+    at_base: bool,
+    notes: list[str],
+) -> dict[str, set[str]]:
+    if source is None or not entries:
+        return {}
+    revision = facts.base if at_base else facts.head
+    files = sorted({d.file for d in entries})
+    texts = source.read_files(revision, files)
+    wanted = {d.name for d in entries}
+    out: dict[str, set[str]] = {}
+    namespace = _dtype_namespace()
+    failed = 0
+    for path in files:
+        try:
+            tree = ast.parse(texts.get(path, b""), filename=path)
+        except SyntaxError:
+            continue
+        seen: dict[str, int] = {}
+        for _cls, name, call in entry_calls_with_nodes(tree):
+            seen[name] = seen.get(name, 0) + 1
+            key = name if seen[name] == 1 else f"{name}#{seen[name]}"
+            if key not in wanted:
+                continue
+            expr = next((kw.value for kw in call.keywords if kw.arg == "dtypes"), None)
+            if expr is None:
+                continue
+            try:
+                value = eval(
+                    compile(ast.Expression(expr), path, "eval"), {"__builtins__": {}}, namespace
+                )
+                out[key] = {str(d).removeprefix("torch.") for d in value}
+            except Exception:
+                failed += 1
+    if failed:
+        side = "base" if at_base else "head"
+        notes.append(f"{failed} entr(ies) with dtypes not statically evaluable at {side}")
+    return out
+
+
+def _dtype_namespace() -> dict[str, Any]:
+    import torch
+    from torch.testing._internal import common_dtype
+
+    ns: dict[str, Any] = {
+        k: getattr(common_dtype, k) for k in dir(common_dtype) if not k.startswith("__")
+    }
+    ns["torch"] = torch
+    return ns
+
+
+__all__ = ["HeadUniverse", "generic_class", "head_universe", "installed_matches"]

@@ -1,0 +1,23 @@
+"""The planner: from an upstream change to what to run. It wires the domain together (the
+upstream source and its change facts, the inventory's universe, the selector) for a pair of
+revisions (:func:`plan_revisions`), an upstream event on a backend (:func:`plan_event`, a
+:class:`RunPlan` for the runner) and a release step (:func:`release_plan`).
+"""
+
+from planner.events import plan_event, revisions
+from planner.model import RunPlan, StoredPlan
+from planner.release import ReleasePlan, collected_universe, head_env_for, release_plan
+from planner.revisions import plan_revisions, source_reader
+
+__all__ = [
+    "ReleasePlan",
+    "RunPlan",
+    "StoredPlan",
+    "collected_universe",
+    "head_env_for",
+    "plan_event",
+    "plan_revisions",
+    "release_plan",
+    "revisions",
+    "source_reader",
+]

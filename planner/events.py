@@ -1,0 +1,88 @@
+"""From an upstream event to a :class:`~planner.model.RunPlan` for a backend.
+
+Revisions come from the event: a pull request's base..head SHAs, a push's before..after, a
+replay's versions. Without a checkout (``upstream``) commit SHAs cannot be read, and the selector
+says so and selects the whole universe (cut to the budget). A nightly run selects the whole
+universe on purpose.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from backends import Backend
+from inventory import universe_from_inventory
+from planner.model import RunPlan
+from planner.revisions import plan_revisions
+from selector import History, select_everything
+from wire.github.events import UpstreamEvent
+
+log = logging.getLogger(__name__)
+
+
+def revisions(event: UpstreamEvent) -> tuple[str, str] | None:
+    """(base, head) to compare, or None for a whole-universe run."""
+    if event.event in ("nightly",):
+        return None
+    if event.event == "periodic" and event.base_ref and event.head_ref:
+        return event.base_ref, event.head_ref  # a release replay: versions such as 2.13 -> 2.14
+    if event.event == "push" and event.before_sha and event.after_sha:
+        return event.before_sha, event.after_sha
+    if event.base_sha and event.head_sha:
+        return event.base_sha, event.head_sha
+    if event.head_sha:
+        return f"{event.head_sha}^", event.head_sha  # a re-run request: the head commit's change
+    return None
+
+
+def plan_event(
+    event: UpstreamEvent,
+    *,
+    backend: Backend,
+    specs: Sequence[Path],
+    upstream: Path | None = None,
+    budget_seconds: float | None = None,
+    workers: int = 1,
+    history: History | None = None,
+) -> RunPlan:
+    """The selector's four stages over the bundled universe on ``backend`` under ``specs``."""
+    universe = universe_from_inventory(backend=backend.name, specs=specs)
+    revs = revisions(event)
+    if revs is None:
+        head = event.head_sha or "installed"
+        plan = select_everything(
+            universe,
+            reason=f"{event.event} run: the whole universe",
+            base=head,
+            head=head,
+            source_kind="installed",
+            backend=backend.name,
+            history=history,
+            budget_seconds=budget_seconds,
+            workers=workers,
+        )
+    else:
+        base, head = revs
+        plan = plan_revisions(
+            base=base,
+            head=head,
+            upstream=upstream,
+            backend=backend.name,
+            universe=universe,
+            specs=specs,
+            budget_seconds=budget_seconds,
+            workers=workers,
+            history=history,
+            offline=False,
+        )
+    node_ids = {v.test_id: v.node_id for v in universe.variants}
+    log.info("selection: %s", plan.summary())
+    return RunPlan(
+        shards=[[node_ids.get(t, t) for t in shard] for shard in plan.shards if shard],
+        runner=backend.runner_config(specs),
+        selection=plan,
+        base_rev=plan.base_resolved or plan.base,
+        head_rev=plan.head_resolved or plan.head,
+    )

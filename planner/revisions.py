@@ -1,0 +1,87 @@
+"""Plans for a pair of upstream revisions: open the upstream source, compute the change facts,
+build the universe, and ask the selector.
+
+It never raises for an upstream it cannot read: it returns a plan that runs everything and says
+why.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from inventory import universe_from_inventory
+from selector import History, SelectionPlan, SignalConfig, Universe, select, select_everything
+from upstream import UpstreamError, UpstreamSource, open_source
+from upstream.changes import ChangeFacts, compute_change_facts
+
+log = logging.getLogger(__name__)
+
+
+def source_reader(source: UpstreamSource, facts: ChangeFacts) -> Any:
+    """A ``reader(path, at_base)`` over the source at the facts' head / base."""
+
+    def read(path: str, at_base: bool) -> bytes | None:
+        return source.read_files(facts.base if at_base else facts.head, [path]).get(path)
+
+    return read
+
+
+def plan_revisions(
+    *,
+    base: str,
+    head: str,
+    upstream: str | Path | None = None,
+    backend: str = "spyre",
+    universe: Universe | None = None,
+    specs: Sequence[Path] = (),
+    budget_seconds: float | None = None,
+    workers: int = 1,
+    history: History | str | Path | None = None,
+    config: SignalConfig | None = None,
+    facts_cache: str | Path | None = None,
+    offline: bool = True,
+) -> SelectionPlan:
+    """Plan one upstream event (base..head) for ``backend``.
+
+    ``upstream``: a PyTorch checkout path (revisions are commits) or None for released wheels
+    (revisions are versions; ``offline`` uses only cached wheels). ``universe`` defaults to the
+    bundled suites' inventory (cached). If the revisions cannot be read, the plan selects the
+    whole universe with ``fallback=True`` and the error in ``errors``.
+    """
+    start = time.perf_counter()
+    hist = history if isinstance(history, History) else History.load(history)
+    uni = universe or universe_from_inventory(backend=backend, specs=specs)
+    try:
+        source = open_source(upstream, offline=offline)
+        b, h = source.resolve(base), source.resolve(head)
+        cache = facts_cache if facts_cache is not None else getattr(source, "cache_dir", None)
+        facts = compute_change_facts(source, b, h, cache_dir=cache)
+    except UpstreamError as exc:
+        log.warning("cannot read upstream %s..%s: %s; selecting everything", base, head, exc)
+        return select_everything(
+            uni,
+            reason=f"upstream change not readable ({exc}); selecting everything",
+            base=base,
+            head=head,
+            errors=[str(exc)],
+            backend=backend,
+            history=hist,
+            budget_seconds=budget_seconds,
+            workers=workers,
+        )
+    plan = select(
+        facts,
+        uni,
+        backend=backend,
+        reader=source_reader(source, facts),
+        config=config,
+        budget_seconds=budget_seconds,
+        workers=workers,
+        history=hist,
+    )
+    plan.decision_seconds = round(time.perf_counter() - start, 4)
+    return plan

@@ -1,5 +1,0 @@
-"""`python -m relay` is the `relay` command."""
-
-from relay.cli import main
-
-main()

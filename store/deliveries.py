@@ -1,0 +1,144 @@
+"""Data access for deliveries: store once, claim atomically, mark outcomes.
+
+Keyword-only arguments; every function takes an open Session and leaves committing to the caller
+unless it says otherwise.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from store.models import Delivery, DeliveryState, utcnow
+
+
+class StoreOutcome(enum.StrEnum):
+    NEW = "new"
+    DUPLICATE = "duplicate"
+    REDELIVERY = "redelivery"  # a delivery whose processing failed, sent again: process again
+
+
+@dataclass(frozen=True)
+class DeliveryCreate:
+    delivery_id: str
+    event: str
+    action: str | None
+    repo: str | None
+    raw_body: bytes
+    source: str = "webhook"
+    upstream_delivery_id: str | None = None
+    hook_id: str | None = None
+    head_sha: str | None = None
+    base_sha: str | None = None
+    pr_number: int | None = None
+    normalized: dict[str, Any] | None = None  # the normalized upstream event (JSON)
+    error: str | None = None  # why the payload could not be normalized
+
+
+def store(session: Session, *, data: DeliveryCreate) -> tuple[StoreOutcome, int]:
+    """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
+    unique constraint on delivery_id; a failed one is flipped back to RECEIVED atomically so
+    exactly one of several concurrent redeliveries re-enqueues it."""
+    row = Delivery(
+        delivery_id=data.delivery_id,
+        event=data.event,
+        action=data.action,
+        repo=data.repo,
+        source=data.source,
+        upstream_delivery_id=data.upstream_delivery_id,
+        hook_id=data.hook_id,
+        head_sha=data.head_sha,
+        base_sha=data.base_sha,
+        pr_number=data.pr_number,
+        raw_body=data.raw_body,
+        body_sha256=hashlib.sha256(data.raw_body).hexdigest(),
+        normalized=data.normalized,
+        last_error=data.error,
+        state=DeliveryState.RECEIVED.value,
+    )
+    session.add(row)
+    try:
+        session.commit()
+        return StoreOutcome.NEW, row.id
+    except IntegrityError:
+        session.rollback()
+    pk = session.scalar(select(Delivery.id).where(Delivery.delivery_id == data.delivery_id))
+    if pk is None:  # pragma: no cover - the conflicting row cannot vanish (no deletes)
+        raise RuntimeError(f"delivery {data.delivery_id} conflicted but is not stored")
+    result = session.execute(
+        update(Delivery)
+        .where(Delivery.id == pk, Delivery.state == DeliveryState.FAILED.value)
+        .values(state=DeliveryState.RECEIVED.value, received_at=utcnow())
+    )
+    session.commit()
+    if result.rowcount == 1:  # type: ignore[attr-defined]
+        return StoreOutcome.REDELIVERY, pk
+    return StoreOutcome.DUPLICATE, pk
+
+
+def claim(session: Session, *, pk: int) -> bool:
+    """Move RECEIVED -> PROCESSING for exactly one caller (commits)."""
+    result = session.execute(
+        update(Delivery)
+        .where(Delivery.id == pk, Delivery.state == DeliveryState.RECEIVED.value)
+        .values(state=DeliveryState.PROCESSING.value, attempts=Delivery.attempts + 1)
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def mark_processed(session: Session, *, pk: int, normalized: dict[str, object]) -> None:
+    session.execute(
+        update(Delivery)
+        .where(Delivery.id == pk)
+        .values(
+            state=DeliveryState.PROCESSED.value,
+            normalized=normalized,
+            processed_at=utcnow(),
+            last_error=None,
+        )
+    )
+    session.commit()
+
+
+def mark_failed(session: Session, *, pk: int, error: str) -> None:
+    session.execute(
+        update(Delivery)
+        .where(Delivery.id == pk)
+        .values(state=DeliveryState.FAILED.value, last_error=error[:4000])
+    )
+    session.commit()
+
+
+def stale_received(
+    session: Session, *, older_than: timedelta, now: datetime | None = None
+) -> list[int]:
+    """Deliveries stored but never picked up (e.g. the broker was down when they arrived), and
+    deliveries whose worker died mid-processing."""
+    cutoff = (now or utcnow()) - older_than
+    return list(
+        session.scalars(
+            select(Delivery.id).where(
+                Delivery.state.in_([DeliveryState.RECEIVED.value, DeliveryState.PROCESSING.value]),
+                Delivery.received_at < cutoff,
+            )
+        )
+    )
+
+
+def requeue_stuck(session: Session, *, pk: int) -> bool:
+    """PROCESSING for too long means its worker died: hand it back to RECEIVED (commits)."""
+    result = session.execute(
+        update(Delivery)
+        .where(Delivery.id == pk, Delivery.state == DeliveryState.PROCESSING.value)
+        .values(state=DeliveryState.RECEIVED.value, received_at=utcnow())
+    )
+    session.commit()
+    return result.rowcount == 1  # type: ignore[attr-defined]

@@ -1,0 +1,453 @@
+"""Data access for the runner: jobs, shards, results and per-test history.
+
+Every write is idempotent so a task that runs twice writes once: a result is unique per
+(job, test id), state changes are conditional updates, counts are derived from result rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from store.models import (
+    Conclusion,
+    Job,
+    JobStatus,
+    JobTransition,
+    Selection,
+    Shard,
+    ShardState,
+    TestResult,
+    TestStat,
+    utcnow,
+)
+from store.outcomes import FAILED, NON_GATING_MODES, Outcome, TestOutcome, tally
+
+
+@dataclass(frozen=True)
+class JobKey:
+    delivery_id: str
+    repo: str
+    run_id: str
+    run_attempt: str
+    job_name: str
+
+
+def transition(
+    session: Session,
+    *,
+    job: Job,
+    to: JobStatus,
+    expect: set[JobStatus],
+    source: str,
+    conclusion: Conclusion | None = None,
+    detail: dict[str, Any] | None = None,
+) -> bool:
+    """Atomically move ``job`` to ``to`` if it is in one of ``expect``; record the history."""
+    now = utcnow()
+    values: dict[str, Any] = {"status": to.value}
+    if to is JobStatus.IN_PROGRESS:
+        values["started_at"] = now
+    if to is JobStatus.COMPLETED:
+        values["completed_at"] = now
+        values["conclusion"] = conclusion.value if conclusion else None
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.status.in_([s.value for s in expect]))
+        .values(**values)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        return False
+    session.add(
+        JobTransition(
+            job_pk=job.id,
+            from_status=job.status,
+            to_status=to.value,
+            conclusion=conclusion.value if conclusion else None,
+            at=now,
+            source=source,
+            detail=detail,
+        )
+    )
+    session.commit()
+    session.refresh(job)
+    return True
+
+
+def create_job(
+    session: Session,
+    *,
+    key: JobKey,
+    dispatch_pk: int | None,
+    event_type: str,
+    workflow_name: str,
+    url: str,
+    head_sha: str | None,
+    pr_number: int | None,
+    shards: list[list[str]],
+    selection: dict[str, Any],
+) -> tuple[Job, bool]:
+    """The job for ``key`` with its selection and shards; (job, created). Idempotent on the key."""
+    existing = session.scalar(
+        select(Job).where(
+            Job.delivery_id == key.delivery_id,
+            Job.repo == key.repo,
+            Job.run_id == key.run_id,
+            Job.run_attempt == key.run_attempt,
+            Job.job_name == key.job_name,
+        )
+    )
+    if existing is not None:
+        return existing, False
+    job = Job(
+        delivery_id=key.delivery_id,
+        repo=key.repo,
+        run_id=key.run_id,
+        run_attempt=key.run_attempt,
+        job_name=key.job_name,
+        dispatch_pk=dispatch_pk,
+        event_type=event_type,
+        workflow_name=workflow_name,
+        url=url,
+        head_sha=head_sha,
+        pr_number=pr_number,
+        status=JobStatus.DISPATCHED.value,
+        tests_total=sum(len(s) for s in shards),
+    )
+    session.add(job)
+    try:
+        session.flush()
+    except IntegrityError:
+        session.rollback()
+        return create_job(
+            session, key=key, dispatch_pk=dispatch_pk, event_type=event_type,
+            workflow_name=workflow_name, url=url, head_sha=head_sha, pr_number=pr_number,
+            shards=shards, selection=selection,
+        )  # fmt: skip
+    session.add(
+        JobTransition(
+            job_pk=job.id, from_status=None, to_status=JobStatus.DISPATCHED.value, source="plan"
+        )
+    )
+    session.add(Selection(job_pk=job.id, **selection))
+    for index, ids in enumerate(shards):
+        session.add(
+            Shard(job_pk=job.id, index=index, test_ids=list(ids), state=ShardState.PENDING.value)
+        )
+    session.commit()
+    return job, True
+
+
+LEASE_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class Claim:
+    shard: Shard | None
+    busy_for: float = 0.0  # seconds until another owner's lease expires (a duplicate delivery)
+
+
+def claim_shard(
+    session: Session, *, shard_pk: int, owner: str, lease: float = LEASE_SECONDS
+) -> Claim:
+    """PENDING -> RUNNING, or take over a RUNNING shard whose owner's lease expired (the worker
+    died: a redelivery). A shard another live owner holds is busy; a finished one is None."""
+    now = utcnow()
+    result = session.execute(
+        update(Shard)
+        .where(
+            Shard.id == shard_pk,
+            (Shard.state == ShardState.PENDING.value)
+            | (
+                (Shard.state == ShardState.RUNNING.value)
+                & ((Shard.lease_until.is_(None)) | (Shard.lease_until < now))
+            ),
+        )
+        .values(
+            state=ShardState.RUNNING.value,
+            attempts=Shard.attempts + 1,
+            started_at=now,
+            lease_until=now + timedelta(seconds=lease),
+            owner=owner,
+        )
+    )
+    session.commit()
+    shard = session.get(Shard, shard_pk)
+    if result.rowcount == 1:  # type: ignore[attr-defined]
+        return Claim(shard)
+    if (
+        shard is not None
+        and shard.state == ShardState.RUNNING.value
+        and shard.lease_until is not None
+    ):
+        remaining = seconds_between(now, shard.lease_until) or 0.0
+        return Claim(None, busy_for=max(1.0, remaining))
+    return Claim(None)
+
+
+def renew_lease(
+    session: Session, *, shard_pk: int, owner: str, lease: float = LEASE_SECONDS
+) -> None:
+    session.execute(
+        update(Shard)
+        .where(Shard.id == shard_pk, Shard.owner == owner, Shard.state == ShardState.RUNNING.value)
+        .values(lease_until=utcnow() + timedelta(seconds=lease))
+    )
+    session.commit()
+
+
+def finished_test_ids(session: Session, *, job_pk: int) -> set[str]:
+    return set(session.scalars(select(TestResult.test_id).where(TestResult.job_pk == job_pk)))
+
+
+def store_result(
+    session: Session, *, job_pk: int, shard_pk: int | None, outcome: TestOutcome
+) -> bool:
+    """Insert one result; False if it was already stored (a re-run writes nothing)."""
+    row = TestResult(
+        job_pk=job_pk,
+        shard_pk=shard_pk,
+        test_id=outcome.test_id,
+        outcome=outcome.outcome.value,
+        duration_s=outcome.duration_s,
+        device_time_us=outcome.device_time_us,
+        message=outcome.message,
+        artifact_path=outcome.artifact_path,
+        spec_mode=outcome.spec_mode,
+        tags=outcome.tags,
+    )
+    session.add(row)
+    try:
+        session.commit()
+        return True
+    except IntegrityError:
+        session.rollback()
+        return False
+
+
+def finish_shard(
+    session: Session, *, shard_pk: int, state: ShardState, error: str | None = None
+) -> None:
+    session.execute(
+        update(Shard)
+        .where(Shard.id == shard_pk, Shard.state == ShardState.RUNNING.value)
+        .values(state=state.value, finished_at=utcnow(), last_error=error)
+    )
+    session.commit()
+
+
+def shards_open(session: Session, *, job_pk: int) -> int:
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(Shard)
+            .where(
+                Shard.job_pk == job_pk,
+                Shard.state.in_([ShardState.PENDING.value, ShardState.RUNNING.value]),
+            )
+        )
+        or 0
+    )
+
+
+def counts(session: Session, *, job_pk: int) -> dict[str, int]:
+    """CRCR's test_results {passed, failed, skipped, total} from the stored results."""
+    return live_counts(session, [job_pk])[job_pk]
+
+
+def live_counts(session: Session, job_pks: list[int]) -> dict[int, dict[str, int]]:
+    """:func:`counts` of several jobs in one query (jobs without results count zero)."""
+    by_job: dict[int, list[tuple[str, int]]] = {pk: [] for pk in job_pks}
+    if job_pks:
+        rows = session.execute(
+            select(TestResult.job_pk, TestResult.outcome, func.count())
+            .where(TestResult.job_pk.in_(job_pks))
+            .group_by(TestResult.job_pk, TestResult.outcome)
+        ).all()
+        for pk, outcome, n in rows:
+            by_job[pk].append((outcome, int(n)))
+    return {pk: tally(pairs) for pk, pairs in by_job.items()}
+
+
+def gating_failures(session: Session, *, job_pk: int) -> int:
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(TestResult)
+            .where(
+                TestResult.job_pk == job_pk,
+                TestResult.outcome.in_(sorted(o.value for o in FAILED)),
+                (TestResult.spec_mode.is_(None))
+                | (TestResult.spec_mode.not_in(sorted(NON_GATING_MODES))),
+            )
+        )
+        or 0
+    )
+
+
+def ran_count(session: Session, *, job_pk: int) -> int:
+    """Tests that actually executed (not skipped, not left unrun)."""
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(TestResult)
+            .where(
+                TestResult.job_pk == job_pk,
+                TestResult.outcome.in_(sorted(o.value for o in Outcome if o.ran)),
+            )
+        )
+        or 0
+    )
+
+
+def conclude(session: Session, *, job: Job) -> Conclusion:
+    """success only when at least one test ran and no gating test failed."""
+    if job.superseded_by_pk is not None or job.conclusion == Conclusion.CANCELLED.value:
+        return Conclusion.CANCELLED
+    if ran_count(session, job_pk=job.id) == 0:
+        return Conclusion.FAILURE
+    return Conclusion.FAILURE if gating_failures(session, job_pk=job.id) else Conclusion.SUCCESS
+
+
+def store_counts(session: Session, *, job: Job) -> dict[str, int]:
+    c = counts(session, job_pk=job.id)
+    job.tests_passed, job.tests_failed, job.tests_skipped = c["passed"], c["failed"], c["skipped"]
+    job.tests_total = max(job.tests_total, c["total"])
+    session.commit()
+    return c
+
+
+def cancel_job_shards(session: Session, *, job_pk: int) -> int:
+    result = session.execute(
+        update(Shard)
+        .where(Shard.job_pk == job_pk, Shard.state == ShardState.PENDING.value)
+        .values(state=ShardState.CANCELLED.value, finished_at=utcnow())
+    )
+    session.commit()
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def superseded_jobs(
+    session: Session, *, repo: str, pr_number: int, newer_than_pk: int | None
+) -> list[Job]:
+    query = select(Job).where(
+        Job.repo == repo,
+        Job.pr_number == pr_number,
+        Job.status != JobStatus.COMPLETED.value,
+        Job.superseded_by_pk.is_(None),
+    )
+    if newer_than_pk is not None:
+        query = query.where(Job.id != newer_than_pk)
+    return list(session.scalars(query))
+
+
+def update_stats(session: Session, *, job: Job) -> None:
+    """Fold this job's results into the per-test history (once per job, guarded by the caller)."""
+    results = list(session.scalars(select(TestResult).where(TestResult.job_pk == job.id)))
+    if not results:
+        return
+    existing = {
+        s.test_id: s
+        for s in session.scalars(
+            select(TestStat).where(
+                TestStat.downstream_repo == job.repo,
+                TestStat.test_id.in_([r.test_id for r in results]),
+            )
+        )
+    }
+    for r in results:
+        outcome = Outcome(r.outcome)
+        if not outcome.ran:
+            continue
+        stat = existing.get(r.test_id)
+        if stat is None:
+            stat = TestStat(
+                downstream_repo=job.repo, test_id=r.test_id, runs=0, passes=0, failures=0, flips=0
+            )
+            session.add(stat)
+        good = outcome.as_expected
+        if stat.last_outcome is not None and Outcome(stat.last_outcome).as_expected != good:
+            stat.flips += 1
+        stat.runs += 1
+        stat.passes += int(good)
+        stat.failures += int(not good)
+        stat.last_outcome = r.outcome
+        if r.duration_s is not None:
+            prev = stat.mean_duration_s
+            stat.mean_duration_s = (
+                r.duration_s if prev is None else prev + (r.duration_s - prev) / stat.runs
+            )
+        if r.device_time_us is not None:
+            prev = stat.mean_device_time_us
+            stat.mean_device_time_us = (
+                r.device_time_us if prev is None else prev + (r.device_time_us - prev) / stat.runs
+            )
+        stat.updated_at = utcnow()
+    session.commit()
+
+
+def test_history(session: Session, *, repo: str) -> dict[str, dict[str, Any]]:
+    """The per-test history of one downstream, as the selector's budget stage reads it:
+    ``{test id: {seconds, runs, failures, flaky}}`` (seconds: mean simulated device time when
+    recorded, else mean wall time)."""
+    rows = session.scalars(select(TestStat).where(TestStat.downstream_repo == repo))
+    return {
+        r.test_id: {
+            "seconds": (r.mean_device_time_us / 1e6) if r.mean_device_time_us else r.mean_duration_s,
+            "runs": r.runs,
+            "failures": r.failures,
+            "flaky": r.flips > 0,
+        }
+        for r in rows
+    }
+
+
+def seconds_between(a: datetime | None, b: datetime | None) -> float | None:
+    if a is None or b is None:
+        return None
+    if (a.tzinfo is None) != (b.tzinfo is None):
+        a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
+    return (b - a).total_seconds()
+
+
+def stale_pending_shards(session: Session, *, older_than: timedelta) -> list[int]:
+    """Pending shards whose task never started (lost by a broker restart, or never enqueued)."""
+    cutoff = utcnow() - older_than
+    return list(
+        session.scalars(
+            select(Shard.id).where(
+                Shard.state == ShardState.PENDING.value,
+                (Shard.enqueued_at.is_(None)) | (Shard.enqueued_at < cutoff),
+            )
+        )
+    )
+
+
+def mark_enqueued(session: Session, *, shard_pks: list[int]) -> None:
+    if shard_pks:
+        session.execute(update(Shard).where(Shard.id.in_(shard_pks)).values(enqueued_at=utcnow()))
+        session.commit()
+
+
+def overdue_jobs(session: Session, *, older_than: timedelta) -> list[Job]:
+    cutoff = utcnow() - older_than
+    return list(
+        session.scalars(
+            select(Job).where(
+                Job.status.in_([JobStatus.DISPATCHED.value, JobStatus.IN_PROGRESS.value]),
+                Job.dispatched_at < cutoff,
+            )
+        )
+    )
+
+
+def orphaned_jobs(session: Session) -> list[int]:
+    """Jobs not completed whose shards are all finished (their report task was lost)."""
+    open_jobs = session.scalars(select(Job.id).where(Job.status != JobStatus.COMPLETED.value))
+    return [pk for pk in open_jobs if shards_open(session, job_pk=pk) == 0]

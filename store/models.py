@@ -1,0 +1,301 @@
+"""Database models for the whole loop: upstream event in, dispatch, job, selection, results out.
+
+Designed up front so later features fill rows rather than reshape tables. Statuses are short
+strings (validated in code by the enums below) so the schema stays portable across SQLite and
+PostgreSQL. Schema changes go through Alembic (``store/migrations/``); ``STORED_DATA_VERSION`` is the
+number of the newest migration (1: initial schema; 2: shard leases).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+STORED_DATA_VERSION = 2
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class DeliveryState(enum.StrEnum):
+    RECEIVED = "received"  # stored, task enqueued (or to be re-enqueued by the sweeper)
+    PROCESSING = "processing"
+    PROCESSED = "processed"
+    FAILED = "failed"  # processing raised; a GitHub redelivery processes it again
+
+
+class DispatchState(enum.StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class JobStatus(enum.StrEnum):
+    DISPATCHED = "dispatched"
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+
+
+class Conclusion(enum.StrEnum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+class ShardState(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class UpstreamRepo(Base):
+    __tablename__ = "upstream_repo"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    full_name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Downstream(Base):
+    """A repository registered to receive upstream events (an allowlist entry)."""
+
+    __tablename__ = "downstream"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200), unique=True)
+    level: Mapped[str] = mapped_column(String(2), default="L2")  # CRCR level, L1-L4
+    device: Mapped[str | None] = mapped_column(String(100))
+    oncalls: Mapped[list[Any]] = mapped_column(default=list)
+    # events, branches, paths, author-trust and cancellation rules for this downstream
+    policy: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    callback_url: Mapped[str | None] = mapped_column(String(500))
+    enabled: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Delivery(Base):
+    """One webhook delivery, stored byte-exact before anything else happens to it."""
+
+    __tablename__ = "delivery"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(String(100), unique=True)  # X-GitHub-Delivery
+    event: Mapped[str] = mapped_column(String(50))  # the upstream event (inner one for dispatches)
+    action: Mapped[str | None] = mapped_column(String(50))
+    repo: Mapped[str | None] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(30), default="webhook")  # or repository_dispatch
+    upstream_delivery_id: Mapped[str | None] = mapped_column(String(100))  # CRCR inner id
+    hook_id: Mapped[str | None] = mapped_column(String(50))
+    head_sha: Mapped[str | None] = mapped_column(String(64))
+    base_sha: Mapped[str | None] = mapped_column(String(64))
+    pr_number: Mapped[int | None] = mapped_column(Integer)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    raw_body: Mapped[bytes] = mapped_column(LargeBinary)
+    body_sha256: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(20), default=DeliveryState.RECEIVED.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # the normalized upstream event, parsed once from raw_body when the delivery was stored
+    normalized: Mapped[dict[str, Any] | None] = mapped_column()
+
+    dispatches: Mapped[list[Dispatch]] = relationship(back_populates="delivery")
+
+    __table_args__ = (Index("ix_delivery_state_received_at", "state", "received_at"),)
+
+
+class Dispatch(Base):
+    """A delivery sent to one downstream."""
+
+    __tablename__ = "dispatch"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    delivery_pk: Mapped[int] = mapped_column(ForeignKey("delivery.id", ondelete="CASCADE"))
+    downstream_pk: Mapped[int] = mapped_column(ForeignKey("downstream.id", ondelete="CASCADE"))
+    state: Mapped[str] = mapped_column(String(20), default=DispatchState.PENDING.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+    delivery: Mapped[Delivery] = relationship(back_populates="dispatches")
+    downstream: Mapped[Downstream] = relationship()
+
+    __table_args__ = (UniqueConstraint("delivery_pk", "downstream_pk"),)
+
+
+class Job(Base):
+    """A downstream job, keyed like CRCR: (delivery_id, repo, run_id, run_attempt, job_name)."""
+
+    __tablename__ = "job"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(String(100))
+    repo: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str] = mapped_column(String(50))
+    run_attempt: Mapped[str] = mapped_column(String(20), default="1")
+    job_name: Mapped[str] = mapped_column(String(200))
+    dispatch_pk: Mapped[int | None] = mapped_column(ForeignKey("dispatch.id", ondelete="SET NULL"))
+    event_type: Mapped[str | None] = mapped_column(String(50))
+    workflow_name: Mapped[str | None] = mapped_column(String(200))
+    url: Mapped[str | None] = mapped_column(String(500))
+    check_run_id: Mapped[str | None] = mapped_column(String(100))
+    head_sha: Mapped[str | None] = mapped_column(String(64))
+    pr_number: Mapped[int | None] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default=JobStatus.DISPATCHED.value)
+    conclusion: Mapped[str | None] = mapped_column(String(20))
+    dispatched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    tests_passed: Mapped[int] = mapped_column(Integer, default=0)
+    tests_failed: Mapped[int] = mapped_column(Integer, default=0)
+    tests_skipped: Mapped[int] = mapped_column(Integer, default=0)
+    tests_total: Mapped[int] = mapped_column(Integer, default=0)
+    artifact_url: Mapped[str | None] = mapped_column(String(500))
+    superseded_by_pk: Mapped[int | None] = mapped_column(ForeignKey("job.id", ondelete="SET NULL"))
+
+    transitions: Mapped[list[JobTransition]] = relationship(
+        back_populates="job", order_by="JobTransition.id"
+    )
+
+    __table_args__ = (
+        UniqueConstraint("delivery_id", "repo", "run_id", "run_attempt", "job_name"),
+        Index("ix_job_status", "status"),
+    )
+
+
+class JobTransition(Base):
+    """Timestamped history of a job's status changes."""
+
+    __tablename__ = "job_transition"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"), index=True)
+    from_status: Mapped[str | None] = mapped_column(String(20))
+    to_status: Mapped[str] = mapped_column(String(20))
+    conclusion: Mapped[str | None] = mapped_column(String(20))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    source: Mapped[str | None] = mapped_column(String(50))  # worker, callback, sweeper...
+    detail: Mapped[dict[str, Any] | None] = mapped_column()
+
+    job: Mapped[Job] = relationship(back_populates="transitions")
+
+
+class Selection(Base):
+    """A stored SelectionPlan: the funnel counts, the reasons and the shards planned."""
+
+    __tablename__ = "selection"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_pk: Mapped[int | None] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"), index=True)
+    base_rev: Mapped[str | None] = mapped_column(String(100))
+    head_rev: Mapped[str | None] = mapped_column(String(100))
+    stage_counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    fallbacks: Mapped[list[Any]] = mapped_column(default=list)
+    plan: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the full SelectionPlan JSON
+    estimated_device_seconds: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Shard(Base):
+    __tablename__ = "shard"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column(Integer)
+    test_ids: Mapped[list[Any]] = mapped_column(default=list)
+    state: Mapped[str] = mapped_column(String(20), default=ShardState.PENDING.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    estimated_seconds: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    # a running shard's owner renews its lease; a redelivered task waits for it to expire
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    owner: Mapped[str | None] = mapped_column(String(200))
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (UniqueConstraint("job_pk", "index"),)
+
+
+class TestResult(Base):
+    """One test variant's outcome in one job (written once per job and test id)."""
+
+    __tablename__ = "test_result"
+    __test__ = False  # not a pytest class
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"))
+    shard_pk: Mapped[int | None] = mapped_column(ForeignKey("shard.id", ondelete="SET NULL"))
+    test_id: Mapped[str] = mapped_column(String(500))
+    outcome: Mapped[str] = mapped_column(
+        String(20)
+    )  # passed failed skipped xfailed xpassed error crashed timeout
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    device_time_us: Mapped[float | None] = mapped_column(Float)
+    message: Mapped[str | None] = mapped_column(Text)
+    artifact_path: Mapped[str | None] = mapped_column(String(500))
+    spec_mode: Mapped[str | None] = mapped_column(String(30))
+    tags: Mapped[list[Any]] = mapped_column(default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("job_pk", "test_id"),)
+
+
+class TestStat(Base):
+    """Per-test history for one downstream: feeds the budget stage and the flaky detector."""
+
+    __tablename__ = "test_stat"
+    __test__ = False
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    downstream_repo: Mapped[str] = mapped_column(String(200))
+    test_id: Mapped[str] = mapped_column(String(500))
+    runs: Mapped[int] = mapped_column(Integer, default=0)
+    passes: Mapped[int] = mapped_column(Integer, default=0)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    flips: Mapped[int] = mapped_column(Integer, default=0)  # outcome changes between runs
+    last_outcome: Mapped[str | None] = mapped_column(String(20))
+    mean_duration_s: Mapped[float | None] = mapped_column(Float)
+    mean_device_time_us: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("downstream_repo", "test_id"),)

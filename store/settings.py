@@ -1,0 +1,145 @@
+"""Typed settings for every process (API, workers, CLI), read from `RELAY_*` environment variables.
+
+Built on demand by :func:`get_settings`, never at import time. ``os.environ`` is read nowhere else
+in library code: pass settings (or values taken from them) down instead.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+#: The secret a development instance signs and verifies with when none is configured.
+#: Refused outside development, like any other placeholder.
+DEVELOPMENT_WEBHOOK_SECRET = "development-webhook-secret"
+_PLACEHOLDER_SECRETS = {"", DEVELOPMENT_WEBHOOK_SECRET, "changeme", "change-me", "secret"}
+
+DEFAULT_VAR_DIR = Path("var")
+
+
+class Settings(BaseSettings):
+    """Every setting of the relay. See `.env.example` and the README for the documented list."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RELAY_", env_file=None, extra="ignore", validate_default=True
+    )
+
+    env: Literal["development", "production"] = "development"
+    var_dir: Path = DEFAULT_VAR_DIR
+    database_url: str = ""
+    broker_url: str = ""
+    upstream_repo: str = "pytorch/pytorch"
+    webhook_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    max_body_bytes: int = Field(default=25 * 1024 * 1024, gt=0)
+    allowlist_path: Path | None = None
+    # "module:function" callables run by the worker on every normalized upstream event
+    event_handlers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    sweep_after_seconds: int = Field(default=120, gt=0)
+    log_level: str = "INFO"
+    log_json: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+    # --- the in-process runner (the downstream L2 integration for the bundled backend)
+    runner_enabled: bool = True
+    runner_repo: str = "local/spyre"  # the downstream identity of the in-process runner
+    runner_workflow: str = "spyre-upstream-tests"
+    runner_job_name: str = "spyre"
+    # a PyTorch checkout to read upstream changes from (revisions are commits); unset: released
+    # wheels (revisions are versions) and, for commit SHAs, the conservative whole-universe plan
+    upstream_path: Path | None = None
+    # "module:function" (event, settings) -> RunPlan; unset: the selector's four stages over the
+    # bundled universe on runner_backend (the default planner of the workers)
+    planner: str | None = None
+    runner_backend: str = "spyre"
+    # spec files or folders applied to the tests; default: the backend's own (backends/spyre/specs/)
+    runner_specs: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    runner_shards: int = Field(default=2, ge=1)
+    runner_budget_seconds: float | None = None  # device-seconds; None: no cut
+    per_test_timeout: float = Field(default=300.0, gt=0)
+    job_timeout_seconds: int = Field(default=6 * 3600, gt=0)
+    warm_pool: bool = True
+    shard_lease_seconds: int = Field(default=30, ge=2)  # a dead worker's shard is retaken after it
+    # PR events that supersede earlier runs of the same PR (cancel their pending shards)
+    cancel_superseded: bool = True
+    # CRCR callback (downstream -> relay); unset: results only in the local HUD rows
+    callback_url: str | None = None
+    callback_token: SecretStr | None = None
+    public_url: str = "http://127.0.0.1:8000"  # used for run URLs in callbacks
+    # on first start (no job yet), `relay up` replays this release step ("2.13:2.14"); empty: none
+    demo_replay: str = "2.13:2.14"
+    # crontab (UTC, "minute hour day month weekday") of the nightly run; empty: none
+    nightly_cron: str = "0 2 * * *"
+
+    @field_validator("webhook_secrets", mode="before")
+    @classmethod
+    def _parse_secrets(cls, value: object) -> object:
+        return _json_list(value, "RELAY_WEBHOOK_SECRETS")
+
+    @field_validator("runner_specs", mode="before")
+    @classmethod
+    def _parse_specs(cls, value: object) -> object:
+        return _json_list(value, "RELAY_RUNNER_SPECS")
+
+    @field_validator("event_handlers", mode="before")
+    @classmethod
+    def _parse_handlers(cls, value: object) -> object:
+        return _json_list(value, "RELAY_EVENT_HANDLERS")
+
+    @model_validator(mode="after")
+    def _defaults_and_production_rules(self) -> Settings:
+        if not self.database_url:
+            self.database_url = f"sqlite:///{(self.var_dir / 'relay.sqlite').as_posix()}"
+        if not self.broker_url:
+            self.broker_url = f"sqla+sqlite:///{(self.var_dir / 'broker.sqlite').as_posix()}"
+        if self.env == "production":
+            values = [s.get_secret_value() for s in self.webhook_secrets]
+            if not values:
+                raise ValueError(
+                    "RELAY_WEBHOOK_SECRETS must list at least one secret in production"
+                )
+            bad = [i for i, v in enumerate(values) if v.strip().lower() in _PLACEHOLDER_SECRETS]
+            if bad:
+                raise ValueError(
+                    f"RELAY_WEBHOOK_SECRETS entry {bad[0]} is a placeholder; refused in production"
+                )
+        elif not self.webhook_secrets:
+            self.webhook_secrets = [SecretStr(DEVELOPMENT_WEBHOOK_SECRET)]
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    def secret_values(self) -> list[bytes]:
+        return [s.get_secret_value().encode() for s in self.webhook_secrets]
+
+
+def _json_list(value: object, name: str) -> object:
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{name} must be a JSON list of strings: {exc}") from exc
+        if not isinstance(parsed, list) or not all(isinstance(v, str) for v in parsed):
+            raise ValueError(f"{name} must be a JSON list of strings")
+        return parsed
+    return value
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, built on first use."""
+    return Settings()
+
+
+def reset_settings_cache() -> None:
+    get_settings.cache_clear()

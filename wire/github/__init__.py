@@ -1,0 +1,1 @@
+"""GitHub's side: webhook signatures and the normalized upstream event."""

@@ -1,0 +1,124 @@
+"""Stage 1 of the loop, ingest: claim a stored delivery, read its normalized upstream event, run
+the configured event handlers, and fan out: one dispatch per admitted downstream, each planned
+by :mod:`workers.plan`. Effects are idempotent: a task that runs twice writes once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
+
+from store import deliveries
+from store.db import session_scope
+from store.downstreams import ensure_downstream
+from store.logs import bind
+from store.models import Delivery, Dispatch, DispatchState
+from store.queue import TASK_PROCESS_DELIVERY
+from store.settings import Settings, get_settings
+from wire.crcr.allowlist import Level
+from wire.github.events import UpstreamEvent, normalize_envelope, stored_envelope
+from workers.celery_app import app
+from workers.plan import plan
+
+log = logging.getLogger("workers.ingest")
+
+EventHandler = Callable[[UpstreamEvent, Settings], None]
+
+
+def load_handlers(paths: list[str]) -> list[EventHandler]:
+    handlers = []
+    for path in paths:
+        module, _, attr = path.partition(":")
+        handlers.append(getattr(importlib.import_module(module), attr))
+    return handlers
+
+
+def event_of(row: Delivery) -> UpstreamEvent:
+    """The delivery's upstream event: the one ingress normalized when it stored the delivery (a
+    row stored before ingress normalized is normalized here, once)."""
+    if row.normalized is not None:
+        return UpstreamEvent.model_validate(row.normalized)
+    envelope = stored_envelope(row.raw_body, event=row.event, source=row.source)
+    return normalize_envelope(envelope, delivery_id=row.delivery_id)
+
+
+def fan_out(event: UpstreamEvent, delivery_pk: int, settings: Settings) -> list[int]:
+    """Dispatches to create for this event (idempotent); returns the ones to plan."""
+    if not settings.runner_enabled:
+        return []
+    with session_scope(settings.database_url) as session:
+        downstream = ensure_downstream(
+            session,
+            repo=settings.runner_repo,
+            level=Level.L2.value,
+            device=settings.runner_backend,
+            policy={"cancel_superseded": settings.cancel_superseded},
+        )
+        if not downstream.enabled:
+            return []
+        existing = session.scalar(
+            select(Dispatch).where(
+                Dispatch.delivery_pk == delivery_pk, Dispatch.downstream_pk == downstream.id
+            )
+        )
+        if existing is None:
+            existing = Dispatch(delivery_pk=delivery_pk, downstream_pk=downstream.id)
+            session.add(existing)
+            session.flush()
+        if existing.state != DispatchState.PENDING.value:
+            return []
+        return [existing.id]
+
+
+@app.task(
+    name=TASK_PROCESS_DELIVERY,
+    bind=True,
+    acks_late=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=5,
+)
+def process_delivery(self: Any, pk: int) -> str:
+    """Read a stored delivery's upstream event, run the handlers, fan out, record the outcome."""
+    settings = get_settings()
+    headers = getattr(self.request, "headers", None) or {}
+    with bind(delivery_id=headers.get("delivery_id"), delivery_pk=pk):
+        with session_scope(settings.database_url) as session:
+            if not deliveries.claim(session, pk=pk):
+                log.info("delivery already claimed or processed; nothing to do")
+                return "skipped"
+            row = session.get(Delivery, pk)
+            assert row is not None
+            session.expunge(row)
+        with bind(delivery_id=row.delivery_id):
+            if row.normalized is None and row.last_error:
+                # ingress stored it although its payload is not the event it claims to be
+                log.warning("delivery not understood: %s", row.last_error)
+                with session_scope(settings.database_url) as session:
+                    deliveries.mark_failed(session, pk=pk, error=row.last_error)
+                return "failed"
+            try:
+                event = event_of(row)
+                for handler in load_handlers(settings.event_handlers):
+                    handler(event, settings)
+            except Exception as exc:
+                log.exception("delivery processing failed")
+                with session_scope(settings.database_url) as session:
+                    deliveries.mark_failed(session, pk=pk, error=f"{type(exc).__name__}: {exc}")
+                return "failed"
+            to_plan = fan_out(event, pk, settings) if event.actionable else []
+            with session_scope(settings.database_url) as session:
+                deliveries.mark_processed(session, pk=pk, normalized=event.model_dump(mode="json"))
+            for dispatch_pk in to_plan:
+                plan.apply_async(args=[dispatch_pk])
+            log.info(
+                "delivery processed",
+                extra={"event_action": event.action, "actionable": event.actionable},
+            )
+            return "processed"

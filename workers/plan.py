@@ -1,0 +1,179 @@
+"""Stage 2 of the loop, plan: select the tests for one dispatch with the planner, create the job
+with its selection and shards (one typed :class:`~planner.RunPlan`), cancel the runs it
+supersedes, and hand the shards to :mod:`workers.run`.
+
+The planner is pluggable (``RELAY_PLANNER``, ``module:function`` taking the event and the
+settings and returning a RunPlan) so a deployment can plan differently; the default is
+:func:`default_planner`, the selector's four stages over the bundled universe.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from celery import Task
+from sqlalchemy import select
+
+from backends import get_backend
+from planner import RunPlan, plan_event
+from selector import History
+from store import jobs
+from store.db import session_scope
+from store.logs import bind
+from store.models import Conclusion, Dispatch, DispatchState, Shard, ShardState
+from store.queue import TASK_PLAN
+from store.settings import Settings, get_settings
+from wire.github.events import UpstreamEvent
+from workers.celery_app import app
+from workers.report import report
+from workers.run import run_shard_task
+
+log = logging.getLogger("workers.plan")
+
+Planner = Callable[[UpstreamEvent, Settings], RunPlan]
+
+
+def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
+    """The selector's four stages over the bundled universe on ``RELAY_RUNNER_BACKEND`` under
+    ``RELAY_RUNNER_SPECS`` (default: the backend's own), with our per-test history."""
+    backend = get_backend(settings.runner_backend)
+    specs = [Path(p).resolve() for p in settings.runner_specs] or list(backend.default_specs)
+    with session_scope(settings.database_url) as session:
+        history = History.from_mapping(jobs.test_history(session, repo=settings.runner_repo))
+    return plan_event(
+        event,
+        backend=backend,
+        specs=specs,
+        upstream=settings.upstream_path,
+        budget_seconds=settings.runner_budget_seconds,
+        workers=settings.runner_shards,
+        history=history,
+    )
+
+
+def load_planner(path: str | None) -> Planner:
+    if not path:
+        return default_planner
+    module, _, attr = path.partition(":")
+    planner: Planner = getattr(importlib.import_module(module), attr)
+    return planner
+
+
+@app.task(name=TASK_PLAN, bind=True, acks_late=True, max_retries=3, retry_backoff=True)
+def plan(self: Task, dispatch_pk: int) -> int | None:
+    """Select the tests for one dispatch, create the job, its selection and shards, enqueue them."""
+    settings = get_settings()
+    with session_scope(settings.database_url) as session:
+        dispatch = session.get(Dispatch, dispatch_pk)
+        if dispatch is None:
+            return None
+        event = UpstreamEvent.model_validate(dispatch.delivery.normalized or {})
+        dispatch.attempts += 1
+    with bind(delivery_id=event.delivery_id, dispatch_pk=dispatch_pk):
+        if event.event == "pull_request" and event.action == "closed" and not event.merged:
+            _cancel_pr(settings, event, newer_job_pk=None)
+            _set_dispatch(
+                settings, dispatch_pk, DispatchState.SKIPPED, "pull request closed without merge"
+            )
+            return None
+        try:
+            planned = load_planner(settings.planner)(event, settings)
+        except Exception as exc:
+            log.exception("planning failed")
+            _set_dispatch(
+                settings, dispatch_pk, DispatchState.FAILED, f"{type(exc).__name__}: {exc}"
+            )
+            raise
+        key = jobs.JobKey(
+            delivery_id=event.upstream_delivery_id or event.delivery_id,
+            repo=settings.runner_repo,
+            run_id=str(dispatch_pk),
+            run_attempt="1",
+            job_name=settings.runner_job_name,
+        )
+        with session_scope(settings.database_url) as session:
+            job, created = jobs.create_job(
+                session,
+                key=key,
+                dispatch_pk=dispatch_pk,
+                event_type=event.event,
+                workflow_name=settings.runner_workflow,
+                url="",
+                head_sha=event.head_sha or event.after_sha,
+                pr_number=event.pr_number,
+                shards=planned.shards,
+                selection=planned.stored(),
+            )
+            if created:
+                job.url = f"{settings.public_url.rstrip('/')}/api/v1/jobs/{job.id}"
+                session.commit()
+            job_pk = job.id
+        _set_dispatch(settings, dispatch_pk, DispatchState.SENT, None)
+        if (
+            event.event == "pull_request"
+            and event.pr_number is not None
+            and settings.cancel_superseded
+        ):
+            _cancel_pr(settings, event, newer_job_pk=job_pk)
+        if created:
+            _enqueue_job(settings, job_pk)
+        log.info(
+            "planned",
+            extra={"job_pk": job_pk, "tests": planned.total, "shards": len(planned.shards)},
+        )
+        return job_pk
+
+
+def _enqueue_job(settings: Settings, job_pk: int) -> None:
+    with session_scope(settings.database_url) as session:
+        ids = list(
+            session.scalars(
+                select(Shard.id).where(
+                    Shard.job_pk == job_pk, Shard.state == ShardState.PENDING.value
+                )
+            )
+        )
+        jobs.mark_enqueued(session, shard_pks=ids)
+    if not ids:
+        report.apply_async(args=[job_pk])
+    for shard_pk in ids:
+        run_shard_task.apply_async(args=[shard_pk])
+
+
+def _set_dispatch(
+    settings: Settings, dispatch_pk: int, state: DispatchState, error: str | None
+) -> None:
+    with session_scope(settings.database_url) as session:
+        dispatch = session.get(Dispatch, dispatch_pk)
+        if dispatch is not None:
+            dispatch.state, dispatch.last_error = state.value, error
+
+
+def _cancel_pr(settings: Settings, event: UpstreamEvent, *, newer_job_pk: int | None) -> None:
+    """A newer push to the PR (or its closing) supersedes the runs still going for it."""
+    if event.pr_number is None:
+        return
+    to_report: list[int] = []
+    with session_scope(settings.database_url) as session:
+        for old in jobs.superseded_jobs(
+            session,
+            repo=settings.runner_repo,
+            pr_number=event.pr_number,
+            newer_than_pk=newer_job_pk,
+        ):
+            if newer_job_pk is not None and old.id > newer_job_pk:
+                continue  # a newer job than this one exists: it is not superseded by us
+            old.superseded_by_pk = newer_job_pk if newer_job_pk is not None else old.id
+            old.conclusion = Conclusion.CANCELLED.value
+            session.commit()
+            cancelled = jobs.cancel_job_shards(session, job_pk=old.id)
+            log.info(
+                "superseded job cancelled", extra={"job_pk": old.id, "shards_cancelled": cancelled}
+            )
+            if jobs.shards_open(session, job_pk=old.id) == 0:
+                to_report.append(old.id)
+    for job_pk in to_report:
+        report.apply_async(args=[job_pk])

@@ -1,0 +1,129 @@
+"""Stage 4 of the loop, report: once all of a job's shards are done, conclude it (success only
+when at least one test ran and no gating test failed), fold its results into the per-test
+history, and send the CRCR callbacks (``in_progress`` when the first shard starts, ``completed``
+at the end, schema "1").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Task
+
+from store import jobs
+from store.db import session_scope
+from store.logs import bind
+from store.models import Delivery, Dispatch, Job, JobStatus
+from store.queue import TASK_REPORT
+from store.settings import Settings, get_settings
+from wire.crcr import callback as crcr_callback
+from wire.crcr.client import CallbackError, send
+from wire.github.events import stored_envelope
+from workers.celery_app import app
+
+log = logging.getLogger("workers.report")
+
+#: self-reported events: CRCR takes only `completed` for them, keyed by the tested SHA
+NIGHTLY_EVENTS = ("nightly", "periodic")
+
+
+def _upstream_payload(delivery: Delivery) -> tuple[str, str, dict[str, Any]]:
+    """(event_type, CRCR delivery id, upstream payload) as a downstream sees them: the payload a
+    callback echoes is the upstream one, read from the stored body."""
+    envelope = stored_envelope(delivery.raw_body, event=delivery.event, source=delivery.source)
+    if delivery.event in NIGHTLY_EVENTS:  # delivery_id is the tested upstream SHA
+        return delivery.event, str(envelope.payload.get("head_sha")), envelope.payload
+    return (
+        envelope.event,
+        envelope.upstream_delivery_id or delivery.delivery_id,
+        envelope.payload,
+    )
+
+
+def send_callback(
+    settings: Settings, job: Job, delivery: Delivery | None, status: str
+) -> None:
+    """The job's CRCR callback (``in_progress`` or ``completed``) to RELAY_CALLBACK_URL."""
+    if not settings.callback_url:
+        return
+    if job.event_type in NIGHTLY_EVENTS and status != "completed":
+        return  # CRCR takes only `completed` for nightly / periodic self-reports
+    payload: dict[str, Any]
+    if delivery is None:
+        event_type, delivery_id, payload = job.event_type or "nightly", job.delivery_id, {}
+    else:
+        event_type, delivery_id, payload = _upstream_payload(delivery)
+    body = crcr_callback.build(
+        event_type=event_type,
+        delivery_id=delivery_id,
+        payload=payload,
+        status=status,  # type: ignore[arg-type]
+        workflow_name=job.workflow_name or settings.runner_workflow,
+        url=job.url or "",
+        run_id=job.run_id,
+        run_attempt=job.run_attempt,
+        job_name=job.job_name,
+        check_run_id=job.check_run_id,
+        started_at=job.started_at if status == "in_progress" else None,
+        completed_at=job.completed_at if status == "completed" else None,
+        conclusion=job.conclusion if status == "completed" else None,  # type: ignore[arg-type]
+        test_results=crcr_callback.TestCounts(
+            passed=job.tests_passed,
+            failed=job.tests_failed,
+            skipped=job.tests_skipped,
+            total=job.tests_passed + job.tests_failed + job.tests_skipped,
+        )
+        if status == "completed"
+        else None,
+    )
+    token = settings.callback_token.get_secret_value() if settings.callback_token else None
+    try:
+        send(settings.callback_url, body, token=token)
+        log.info("callback sent", extra={"status": status, "job_pk": job.id})
+    except CallbackError:
+        log.exception("callback failed", extra={"status": status, "job_pk": job.id})
+
+
+def delivery_of(session: Any, job: Job) -> Delivery | None:
+    if job.dispatch_pk is None:
+        return None
+    dispatch = session.get(Dispatch, job.dispatch_pk)
+    return dispatch.delivery if dispatch is not None else None
+
+
+@app.task(name=TASK_REPORT, bind=True, acks_late=True, max_retries=5, retry_backoff=True)
+def report(self: Task, job_pk: int) -> str | None:
+    """Finalize a job once all its shards are done: conclusion, counts, history, callback."""
+    settings = get_settings()
+    with session_scope(settings.database_url) as session:
+        job = session.get(Job, job_pk)
+        if job is None or job.status == JobStatus.COMPLETED.value:
+            return None
+        if jobs.shards_open(session, job_pk=job_pk):
+            return None
+        delivery = delivery_of(session, job)
+        with bind(delivery_id=job.delivery_id, job_pk=job_pk):
+            jobs.store_counts(session, job=job)
+            if job.status == JobStatus.DISPATCHED.value and jobs.transition(
+                session,
+                job=job,
+                to=JobStatus.IN_PROGRESS,
+                expect={JobStatus.DISPATCHED},
+                source="report",
+            ):
+                send_callback(settings, job, delivery, "in_progress")
+            conclusion = jobs.conclude(session, job=job)
+            if not jobs.transition(
+                session,
+                job=job,
+                to=JobStatus.COMPLETED,
+                expect={JobStatus.IN_PROGRESS},
+                source="report",
+                conclusion=conclusion,
+            ):
+                return None  # another report finished it
+            jobs.update_stats(session, job=job)
+            log.info("job reported", extra={"conclusion": conclusion.value})
+            send_callback(settings, job, delivery, "completed")
+            return conclusion.value

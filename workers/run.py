@@ -1,0 +1,129 @@
+"""Stage 3 of the loop, run: lease one shard and run its tests with the harness, storing each
+result as it finishes; when a job's last shard ends, :mod:`workers.report` concludes it.
+
+A shard is leased, so a redelivered task after a killed worker waits for the lease, then resumes
+with the tests whose results are not stored yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from celery import Task
+from sqlalchemy import select
+
+from planner import StoredPlan
+from store import jobs
+from store.db import session_scope
+from store.logs import bind
+from store.models import Job, JobStatus, Selection, ShardState
+from store.outcomes import TestOutcome
+from store.queue import TASK_RUN_SHARD
+from store.settings import get_settings
+from workers.celery_app import app
+from workers.harness.pools import launcher_for
+from workers.harness.runner import run_shard
+from workers.report import delivery_of, report, send_callback
+
+log = logging.getLogger("workers.run")
+
+
+@app.task(
+    name=TASK_RUN_SHARD,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+)
+def run_shard_task(self: Task, shard_pk: int) -> str:
+    """Run one shard's tests; resumable after a worker died (its results are kept)."""
+    settings = get_settings()
+    owner = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
+    with session_scope(settings.database_url) as session:
+        claim = jobs.claim_shard(
+            session, shard_pk=shard_pk, owner=owner, lease=settings.shard_lease_seconds
+        )
+        if claim.shard is None:
+            if claim.busy_for:
+                raise self.retry(countdown=claim.busy_for)
+            return "nothing to do"
+        shard = claim.shard
+        job = session.get(Job, shard.job_pk)
+        assert job is not None
+        selection = session.scalar(select(Selection).where(Selection.job_pk == job.id))
+        assert selection is not None  # stored with the job, in the same transaction
+        runner = StoredPlan.model_validate(selection.plan).runner
+        delivery = delivery_of(session, job)
+        delivery_id = job.delivery_id
+        if job.status == JobStatus.COMPLETED.value or job.superseded_by_pk is not None:
+            jobs.finish_shard(session, shard_pk=shard_pk, state=ShardState.CANCELLED)
+            open_left = jobs.shards_open(session, job_pk=job.id)
+            if open_left == 0:
+                report.apply_async(args=[job.id])
+            return "cancelled"
+        started = jobs.transition(
+            session,
+            job=job,
+            to=JobStatus.IN_PROGRESS,
+            expect={JobStatus.DISPATCHED},
+            source="worker",
+        )
+        if started:
+            send_callback(settings, job, delivery, "in_progress")
+        done = jobs.finished_test_ids(session, job_pk=job.id)
+        todo = [t for t in shard.test_ids if t not in done]
+        job_pk, index, attempt = job.id, shard.index, shard.attempts
+    with bind(delivery_id=delivery_id, job_pk=job_pk, shard=index):
+        log.info(
+            "shard starting",
+            extra={"tests": len(todo), "already_done": len(shard.test_ids) - len(todo)},
+        )
+        workdir = settings.var_dir / "runs" / f"job-{job_pk}" / f"shard-{index}-attempt-{attempt}"
+
+        def store(outcome: TestOutcome) -> None:
+            with session_scope(settings.database_url) as s:
+                jobs.store_result(s, job_pk=job_pk, shard_pk=shard_pk, outcome=outcome)
+
+        def heartbeat() -> None:
+            with session_scope(settings.database_url) as s:
+                jobs.renew_lease(
+                    s, shard_pk=shard_pk, owner=owner, lease=settings.shard_lease_seconds
+                )
+
+        def cancelled() -> bool:
+            with session_scope(settings.database_url) as s:
+                j = s.get(Job, job_pk)
+                return (
+                    j is None
+                    or j.superseded_by_pk is not None
+                    or j.status == JobStatus.COMPLETED.value
+                )
+
+        run = run_shard(
+            todo,
+            launcher=launcher_for(runner, warm=settings.warm_pool),
+            pytest_args=runner.pytest_args,
+            per_test_timeout=settings.per_test_timeout,
+            device_time_property=runner.device_time_property,
+            workdir=workdir,
+            on_result=store,
+            heartbeat=heartbeat,
+            should_stop=cancelled,
+        )
+        with session_scope(settings.database_url) as session:
+            state = ShardState.CANCELLED if cancelled() else ShardState.DONE
+            jobs.finish_shard(session, shard_pk=shard_pk, state=state)
+            open_left = jobs.shards_open(session, job_pk=job_pk)
+        log.info(
+            "shard finished",
+            extra={
+                "tests": len(run.results),
+                "children": run.children,
+                "seconds": round(run.seconds, 2),
+            },
+        )
+        if open_left == 0:
+            report.apply_async(args=[job_pk])
+        return state.value

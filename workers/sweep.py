@@ -1,0 +1,103 @@
+"""The sweeper (Celery beat, every RELAY_SWEEP_AFTER_SECONDS / 2): the database is the source of
+truth, so whatever a lost broker message or a killed worker left behind is found here and handed
+back to the stage it belongs to: deliveries to :mod:`workers.ingest`, shards to
+:mod:`workers.run`, finished jobs to :mod:`workers.report`; jobs past RELAY_JOB_TIMEOUT_SECONDS
+complete as ``timed_out``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from store import deliveries, jobs
+from store.db import session_scope
+from store.models import Conclusion, JobStatus
+from store.queue import (
+    CONTROL_QUEUE,
+    SHARD_QUEUE,
+    TASK_SWEEP_DELIVERIES,
+    TASK_SWEEP_JOBS,
+    queue_depth,
+)
+from store.settings import get_settings
+from workers.celery_app import app
+from workers.ingest import process_delivery
+from workers.report import delivery_of, report, send_callback
+from workers.run import run_shard_task
+
+log = logging.getLogger("workers.sweep")
+
+
+@app.task(name=TASK_SWEEP_DELIVERIES)
+def sweep_deliveries() -> int:
+    """Re-enqueue deliveries that were stored but never processed (broker down at arrival,
+    worker killed mid-processing)."""
+    settings = get_settings()
+    if queue_depth(app, CONTROL_QUEUE) != 0:
+        return 0  # messages are waiting: nothing was lost (see store.queue.queue_depth)
+    with session_scope(settings.database_url) as session:
+        stale = deliveries.stale_received(
+            session, older_than=timedelta(seconds=settings.sweep_after_seconds)
+        )
+        for pk in stale:
+            deliveries.requeue_stuck(session, pk=pk)
+    for pk in stale:
+        process_delivery.apply_async(args=[pk])
+    if stale:
+        log.info("re-enqueued stale deliveries", extra={"count": len(stale)})
+    return len(stale)
+
+
+@app.task(name=TASK_SWEEP_JOBS)
+def sweep_jobs() -> dict[str, int]:
+    """The periodic sweeper: re-enqueue deliveries and shards whose messages were lost, report
+    jobs whose report was lost, and time out jobs running past RELAY_JOB_TIMEOUT_SECONDS (CRCR's
+    zombie sweeper, plus the jobs that were dispatched but never started)."""
+    deliveries_requeued = sweep_deliveries()
+    settings = get_settings()
+    waiting = queue_depth(app, SHARD_QUEUE)
+    with session_scope(settings.database_url) as session:
+        stale = (
+            jobs.stale_pending_shards(
+                session, older_than=timedelta(seconds=settings.sweep_after_seconds)
+            )
+            if waiting == 0
+            else []
+        )
+        jobs.mark_enqueued(session, shard_pks=stale)
+        overdue = jobs.overdue_jobs(
+            session, older_than=timedelta(seconds=settings.job_timeout_seconds)
+        )
+        timed_out = []
+        for job in overdue:
+            jobs.cancel_job_shards(session, job_pk=job.id)
+            if job.status == JobStatus.DISPATCHED.value:
+                jobs.transition(
+                    session,
+                    job=job,
+                    to=JobStatus.IN_PROGRESS,
+                    expect={JobStatus.DISPATCHED},
+                    source="sweeper",
+                )
+            jobs.store_counts(session, job=job)
+            if jobs.transition(
+                session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.IN_PROGRESS},
+                source="sweeper", conclusion=Conclusion.TIMED_OUT,
+            ):  # fmt: skip
+                timed_out.append(job)
+                send_callback(settings, job, delivery_of(session, job), "completed")
+        orphans = jobs.orphaned_jobs(session)
+    for shard_pk in stale:
+        run_shard_task.apply_async(args=[shard_pk])
+    for job_pk in orphans:
+        report.apply_async(args=[job_pk])
+    counts = {
+        "deliveries_requeued": deliveries_requeued,
+        "shards_requeued": len(stale),
+        "jobs_timed_out": len(timed_out),
+        "jobs_reported": len(orphans),
+    }
+    if any(counts.values()):
+        log.info("sweep", extra=counts)
+    return counts
