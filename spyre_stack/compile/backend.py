@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from spyre_stack import optable
+import spyre_stack.optable as optable
 from spyre_stack.sim import cost, trace
 from spyre_stack.sim.cost import TensorMeta
 

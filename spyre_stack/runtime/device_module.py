@@ -13,15 +13,15 @@ from typing import Any
 
 import torch
 
+from spyre_stack.runtime import loaded
+
 OutOfMemoryError = torch.OutOfMemoryError
 
 DeviceLike = torch.device | str | int | None
 
 
 def _core():
-    from spyre_stack.runtime import state
-
-    return state.core()
+    return loaded.core()
 
 
 def _index(device: DeviceLike = None) -> int:

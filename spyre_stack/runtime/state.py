@@ -7,6 +7,7 @@ import threading
 from types import ModuleType
 
 from spyre_stack.config import SpyreConfig
+from spyre_stack.runtime import loaded
 
 log = logging.getLogger(__name__)
 
@@ -14,20 +15,18 @@ BACKEND_NAME = "spyre"
 RANDOM_FLAG = 16  # csrc/aten.h kRandomFlag: the op draws from the global generator
 
 _lock = threading.RLock()
-_core: ModuleType | None = None
 _config: SpyreConfig | None = None
 
 
 def is_registered() -> bool:
-    return _core is not None
+    return loaded.attached()
 
 
 def core() -> ModuleType:
     """The loaded C++ core; registers the backend first if needed."""
-    if _core is None:
+    if not loaded.attached():
         register()
-    assert _core is not None
-    return _core
+    return loaded.core()
 
 
 def config() -> SpyreConfig:
@@ -44,13 +43,13 @@ def register() -> None:
     installs the ``torch.spyre`` device module, generates the ``Tensor.spyre()`` style methods,
     and pushes the op table and the numerics policy into the core.
     """
-    global _core, _config
+    global _config
     with _lock:
-        if _core is not None:
+        if loaded.attached():
             return
         import torch
 
-        from spyre_stack import _build
+        import spyre_stack._build as _build
         from spyre_stack.runtime import device_module
 
         cfg = SpyreConfig.from_env()
@@ -68,7 +67,7 @@ def register() -> None:
                 for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
             )
         _config = cfg
-        _core = lib
+        loaded.attach(lib)
         apply_op_policy(cfg.op_policy)
         apply_numerics(warn=not cfg.silence_downcast_warning)
         from spyre_stack.compile import registration
@@ -81,7 +80,7 @@ def register() -> None:
 
 def apply_op_policy(policy: str) -> None:
     """Push the op table into the core under ``policy`` (permissive or strict)."""
-    from spyre_stack import optable
+    import spyre_stack.optable as optable
 
     if policy not in ("permissive", "strict"):
         raise ValueError(f"unknown op policy {policy!r}")

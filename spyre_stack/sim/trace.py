@@ -118,7 +118,7 @@ def build_record(
     out_dtypes: Sequence[torch.dtype],
     device: int,
 ) -> OpRecord:
-    from spyre_stack import optable
+    import spyre_stack.optable as optable
 
     inputs = [TensorMeta(tuple(s), d) for s, d in zip(in_shapes, in_dtypes, strict=True)]
     outputs = [TensorMeta(tuple(s), d) for s, d in zip(out_shapes, out_dtypes, strict=True)]
@@ -191,9 +191,9 @@ def tracing() -> bool:
 @contextmanager
 def trace() -> Iterator[Trace]:
     """Record every op executed on the device inside the block (traces may nest)."""
-    from spyre_stack.runtime import state
+    from spyre_stack.runtime import loaded
 
-    core = state.core()
+    core = loaded.core()
     t = Trace()
     with _lock:
         _active.append(t)
