@@ -1,4 +1,4 @@
-# Every named target is one tool call. The venv stamp below is the only multi-step recipe:
+# Every named target is one command line. The venv stamp below is the only multi-step recipe:
 # it creates .venv and installs the project (editable) with its dev extras whenever
 # pyproject.toml changes.
 VENV ?= .venv
@@ -26,7 +26,7 @@ test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
 
 lint: $(STAMP)
-	$(BIN)/ruff check .
+	$(BIN)/ruff check . && $(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy $(PACKAGES)

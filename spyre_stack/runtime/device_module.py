@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from spyre_stack.runtime import loaded
+import spyre_stack.core as loaded
 
 OutOfMemoryError = torch.OutOfMemoryError
 

@@ -6,8 +6,8 @@ import logging
 import threading
 from types import ModuleType
 
+import spyre_stack.core as loaded
 from spyre_stack.config import SpyreConfig
-from spyre_stack.runtime import loaded
 
 log = logging.getLogger(__name__)
 

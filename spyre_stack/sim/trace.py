@@ -191,7 +191,7 @@ def tracing() -> bool:
 @contextmanager
 def trace() -> Iterator[Trace]:
     """Record every op executed on the device inside the block (traces may nest)."""
-    from spyre_stack.runtime import loaded
+    import spyre_stack.core as loaded
 
     core = loaded.core()
     t = Trace()
