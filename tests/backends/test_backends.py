@@ -1,0 +1,97 @@
+"""The driver seam: a backend is one folder and one line of registration, and every pytest run
+of ours is started through it.
+
+The toy ``cpu`` backend (backends/cpu) goes through the same inventory, selector, RunPlan and
+harness as ``spyre``: collected, planned, stored and read back, run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backends import BACKENDS, Backend, BackendError, get_backend
+from backends.base import PROJECT_ROOT, FlatEstimate, fresh_pytest
+from inventory import universe_from_inventory
+from planner import RunPlan, StoredPlan
+from selector import select_everything
+from store.outcomes import Outcome
+from workers.harness.pools import launcher_for
+from workers.harness.runner import run_shard
+
+
+def test_every_registered_backend_is_one_folder() -> None:
+    for name, target in BACKENDS.items():
+        module = target.partition(":")[0]
+        assert module == f"backends.{name}"
+        assert (PROJECT_ROOT / "backends" / name / "__init__.py").is_file()
+        backend = get_backend(name)
+        assert isinstance(backend, Backend) and backend.name == name
+    with pytest.raises(BackendError, match="unknown backend 'tpu'; known: spyre, cpu"):
+        get_backend("tpu")
+
+
+def test_pytest_args_are_written_once_for_every_run() -> None:
+    spyre = get_backend("spyre")
+    specs = list(spyre.default_specs)
+    args = spyre.pytest_args(
+        plugins=["inventory.collect_plugin"],
+        options=["--collect-only"],
+        specs=specs,
+        rootdir=PROJECT_ROOT,
+        targets=["a.py"],
+    )
+    assert args[:5] == ["-q", "-p", "no:cacheprovider", "-p", "no:warnings"]
+    # the backend's plugin first (it registers the device before upstream's machinery loads),
+    # then the spec plugin told the device and its base, then ours, their options, the targets
+    order = [args.index(x) for x in ("spyre_stack.testing.pytest_plugin", "testspecs.pytest_plugin",
+                                     "inventory.collect_plugin", "--collect-only", "a.py")]  # fmt: skip
+    assert order == sorted(order)
+    assert args[args.index("--spec-device") + 1] == "spyre"
+    assert args[args.index("--spec") + 1] == str(specs[0].resolve())
+    assert fresh_pytest(["-q"], python="/x/python") == ["/x/python", "-P", "-m", "pytest", "-q"]
+    runner = spyre.runner_config(specs)
+    assert runner.pytest_args == spyre.pytest_args(specs=specs, rootdir=PROJECT_ROOT)
+    assert runner.env["TORCH_TEST_DEVICES"].endswith("testspecs/device_base.py")
+    assert "spyre_stack:register" in runner.preload
+    assert runner.device_time_property == "spyre_device_us"
+
+
+def test_the_cpu_backend_plans_and_runs_a_few_variants_through_the_same_harness(
+    tmp_path: Path,
+) -> None:
+    cpu = get_backend("cpu")
+    assert isinstance(cpu.duration_estimate(), FlatEstimate)  # no cost model: a flat prior
+    universe = universe_from_inventory(backend="cpu", suites=("errors",), cache_dir=tmp_path)
+    assert len(universe) > 50
+    assert all(v.cls and v.cls.endswith("CPU") and "_cpu" in v.name for v in universe.variants)
+    plan = select_everything(
+        universe, reason="toy backend", base="x", head="x", backend="cpu",
+        budget_seconds=0.2, workers=2,
+    )  # fmt: skip
+    assert len(plan.tests) == 4  # 0.2 s of budget at the flat 0.05 s a variant
+    assert {t.seconds_source for t in plan.tests} == {"flat-estimate"}
+    node_ids = {v.test_id: v.node_id for v in universe.variants}
+    run_plan = RunPlan(
+        shards=[[node_ids[t] for t in shard] for shard in plan.shards if shard],
+        runner=cpu.runner_config(),
+        selection=plan,
+    )
+    # stored with the job and read back by the shard runner: the same recipe
+    runner = StoredPlan.model_validate(run_plan.stored()["plan"]).runner
+    assert runner == run_plan.runner
+    assert "spyre" not in " ".join(runner.pytest_args) and runner.device_time_property is None
+    ids = [t for shard in run_plan.shards for t in shard]
+    run = run_shard(
+        ids,
+        launcher=launcher_for(runner, warm=False),
+        pytest_args=runner.pytest_args,
+        per_test_timeout=120,
+        device_time_property=runner.device_time_property,
+        workdir=tmp_path / "run",
+    )
+    assert [r.test_id for r in run.results] == ids
+    assert {r.outcome for r in run.results} <= {Outcome.PASSED, Outcome.SKIPPED}
+    assert Outcome.PASSED in {r.outcome for r in run.results}
+    assert all(r.device_time_us is None for r in run.results)
