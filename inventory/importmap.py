@@ -107,15 +107,12 @@ def _torch_root() -> Path:
     return Path(torch.__file__).resolve().parent.parent
 
 
-_PROJECT = Path(__file__).resolve().parent.parent
-
-
 def _symbol(code: Any, root: Path) -> str | None:
     """``torch/x.py::Class.method`` for a code object in torch or the backend package
     (``spyre_stack/...``); nested functions are folded into their enclosing definition."""
     filename = Path(code.co_filename)
     rel = None
-    for base, prefixes in ((root, ("torch/", "torchgen/")), (_PROJECT, ("spyre_stack/",))):
+    for base, prefixes in ((root, ("torch/", "torchgen/")), (PROJECT_ROOT, ("spyre_stack/",))):
         try:
             candidate = filename.relative_to(base).as_posix()
         except ValueError:
