@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from store import migrate
+from store.db import redacted
 from store.settings import get_settings
 
 app = typer.Typer(
@@ -17,7 +18,7 @@ def upgrade(revision: str = typer.Argument("head", help="target revision")) -> N
     """Migrate the database up to REVISION (default: head)."""
     url = get_settings().database_url
     migrate.upgrade(url, revision)
-    typer.echo(f"database at {migrate.current_revision(url)} ({_redacted(url)})")
+    typer.echo(f"database at {migrate.current_revision(url)} ({redacted(url)})")
 
 
 @app.command()
@@ -25,7 +26,7 @@ def downgrade(revision: str = typer.Argument("base", help="target revision")) ->
     """Migrate the database down to REVISION (default: base, an empty schema)."""
     url = get_settings().database_url
     migrate.downgrade(url, revision)
-    typer.echo(f"database at {migrate.current_revision(url) or 'base'} ({_redacted(url)})")
+    typer.echo(f"database at {migrate.current_revision(url) or 'base'} ({redacted(url)})")
 
 
 @app.command()
@@ -36,8 +37,3 @@ def current() -> None:
         f"current: {migrate.current_revision(url) or 'base'}; head: {migrate.head_revision()}"
     )
 
-
-def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

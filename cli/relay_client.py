@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from store.db import redacted
 from wire.github.signature import sign
 
 #: how long `--run` waits for the workers to plan the release step when --wait is shorter
@@ -220,14 +221,9 @@ def broker_send(settings: Any) -> Callable[[str, str], str]:
         ok, detail = broker_reachable(producer)
         if not ok:
             raise ReplayError(
-                [f"cannot reach the broker {_redacted(settings.broker_url)}: {detail}"]
+                [f"cannot reach the broker {redacted(settings.broker_url)}: {detail}"]
             )
         return str(producer.send_task(TASK_REPLAY, args=[base, head]).id)
 
     return send
 
-
-def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

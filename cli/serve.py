@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import typer
 
+from store.db import redacted
 from store.queue import CONTROL_QUEUE, SHARD_QUEUE
 from store.settings import Settings, get_settings
 from workers.harness.procs import die_with_parent
@@ -47,7 +48,6 @@ def up(
     sweeping) and one running test shards, so events never wait behind a long shard."""
     import uvicorn
 
-    from cli.db import _redacted
     from store import migrate
 
     settings = get_settings()
@@ -84,8 +84,8 @@ def up(
                 f"  API        {base}  (docs {base}/docs, health {base}/healthz, ready {base}/readyz)",
                 f"  deliveries {base}/api/v1/deliveries",
                 f"  webhook    POST {base}/github/webhook  (try: relay submit --fixture pull_request/opened)",
-                f"  database   {_redacted(settings.database_url)}",
-                f"  broker     {_redacted(settings.broker_url)}",
+                f"  database   {redacted(settings.database_url)}",
+                f"  broker     {redacted(settings.broker_url)}",
                 f"  workers    control pid {control.pid}, shards pid {runner.pid} (concurrency {workers})",
                 f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
             ]

@@ -32,6 +32,13 @@ def make_engine(url: str, *, null_pool: bool = False) -> Engine:
     return engine
 
 
+def redacted(url: str) -> str:
+    """A database or broker URL with its password hidden, for logs and messages."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL lets the API write while the worker process reads; busy_timeout waits for the
     # other process's write lock instead of failing.
