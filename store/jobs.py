@@ -50,6 +50,8 @@ def transition(
 ) -> bool:
     """Atomically move ``job`` to ``to`` if it is in one of ``expect``; record the history."""
     now = utcnow()
+    # read before the UPDATE: the ORM synchronizes ``job`` (in this session) with the new values
+    before = job.status
     values: dict[str, Any] = {"status": to.value}
     if to is JobStatus.IN_PROGRESS:
         values["started_at"] = now
@@ -67,7 +69,7 @@ def transition(
     session.add(
         JobTransition(
             job_pk=job.id,
-            from_status=job.status,
+            from_status=before,
             to_status=to.value,
             conclusion=conclusion.value if conclusion else None,
             at=now,
