@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.report import Report
-from tests.relay.stack import SECRETS, UPSTREAM, start_stack
-from tests.services import SHARED, free_port
+from tests.support.services import SHARED, free_port
+from tests.support.stack import SECRETS, UPSTREAM, start_stack
 
 COUNT = int(os.environ.get("BENCH_INGEST_COUNT", "2000"))
 CONCURRENCY = 16
@@ -94,7 +94,7 @@ def run(report: Report) -> None:
             table,
         )
         if os.environ.get("RELAY_TEST_POSTGRES_URL") and os.environ.get("RELAY_TEST_REDIS_URL"):
-            from tests.services import fresh_postgres_database, fresh_redis_url
+            from tests.support.services import fresh_postgres_database, fresh_redis_url
 
             (tmp / "pg").mkdir()
             with fresh_postgres_database() as url:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import Report
-from tests.relay.stack import SECRETS, UPSTREAM, start_stack
-from tests.services import SHARED, free_port
+from tests.support.services import SHARED, free_port
+from tests.support.stack import SECRETS, UPSTREAM, start_stack
 
 COUNT = int(os.environ.get("BENCH_REPLAY_COUNT", "500"))
 RATE = "50/s"

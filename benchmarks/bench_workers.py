@@ -26,9 +26,10 @@ from benchmarks.report import Report
 from inventory import universe_from_inventory
 from store.db import session_scope
 from store.models import TestResult
-from tests.relay.stack import start_stack
-from tests.services import free_port
-from tests.workers.test_loop import job_for, pr_body, wait_job
+from tests.support.planners import LABELLED
+from tests.support.runs import pr_body
+from tests.support.services import free_port
+from tests.support.stack import start_stack
 
 N = int(os.environ.get("BENCH_WORKERS_TESTS", "2000"))
 
@@ -66,7 +67,7 @@ def _through_workers(ids: list[str], workers: int, tmp: Path) -> tuple[float, fl
         broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}", port=free_port(), workers=workers,
         extra_env={
             "RELAY_RUNNER_ENABLED": "true", "RELAY_EVENT_HANDLERS": "[]",
-            "RELAY_PLANNER": "tests.workers.planners:labelled_planner", "RELAY_TEST_PLANS": str(plans),
+            "RELAY_PLANNER": LABELLED, "RELAY_TEST_PLANS": str(plans),
             "RELAY_PER_TEST_TIMEOUT": "300",
         },
     )  # fmt: skip
@@ -78,7 +79,7 @@ def _through_workers(ids: list[str], workers: int, tmp: Path) -> tuple[float, fl
         )
 
         def first() -> bool:
-            job = job_for(stack, delivery_id)
+            job = stack.job_for(delivery_id)
             if job is None:
                 return False
             with session_scope(stack.database_url) as s:
@@ -92,7 +93,7 @@ def _through_workers(ids: list[str], workers: int, tmp: Path) -> tuple[float, fl
 
         stack.wait_for(first, timeout=3600, what="first result")
         first_result = time.perf_counter() - start
-        job = wait_job(stack, delivery_id, timeout=7200)
+        job = stack.wait_job(delivery_id, timeout=7200)
         wall = time.perf_counter() - start
         with session_scope(stack.database_url) as s:
             busy = float(

@@ -7,15 +7,10 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-
-from tests.relay.handlers import LABEL
-from tests.relay.stack import MAX_BODY, SECRETS, UPSTREAM, Stack
-from tests.services import SHARED
-
-FIXTURES = Path(SHARED) / "fixtures" / "github"
 
 # Every shared fixture, with what the relay must answer. The stacks serve UPSTREAM
 # (Codertocat/Hello-World, the repository of the pull_request and push examples).
@@ -36,8 +31,8 @@ FIXTURE_CASES = [
 ]
 
 
-def test_fixture_set_is_complete() -> None:
-    on_disk = {p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.json")}
+def test_fixture_set_is_complete(github_fixtures: Path) -> None:
+    on_disk = {p.relative_to(github_fixtures).as_posix() for p in github_fixtures.rglob("*.json")}
     assert on_disk == {case[1] for case in FIXTURE_CASES}
 
 
@@ -45,9 +40,9 @@ def test_fixture_set_is_complete() -> None:
     ("event", "path", "status", "reason"), FIXTURE_CASES, ids=[c[1] for c in FIXTURE_CASES]
 )
 def test_shared_fixture(
-    stack: Stack, event: str, path: str, status: int, reason: str | None
+    stack: Any, github_fixtures: Path, event: str, path: str, status: int, reason: str | None
 ) -> None:
-    body = (FIXTURES / path).read_bytes()
+    body = (github_fixtures / path).read_bytes()
     delivery_id = str(uuid.uuid4())
     response = stack.post(event, body, delivery_id=delivery_id)
     assert response.status_code == status, response.text
@@ -63,7 +58,7 @@ def test_shared_fixture(
         payload = json.loads(body)
         normalized = row.normalized or {}
         assert normalized["event"] == event
-        assert normalized["repo"] == UPSTREAM
+        assert normalized["repo"] == stack.env["RELAY_UPSTREAM_REPO"]
         if event == "pull_request":
             pr = payload["pull_request"]
             assert normalized["pr_number"] == payload["number"]
@@ -85,7 +80,7 @@ def test_shared_fixture(
         assert stack.delivery(delivery_id) is None
 
 
-def test_github_docs_test_vector(stack: Stack) -> None:
+def test_github_docs_test_vector(stack: Any) -> None:
     # Secret and body from GitHub's docs: the signature is accepted (so not 401); the body is
     # not JSON, so 400.
     body = b"Hello, World!"
@@ -98,37 +93,45 @@ def test_github_docs_test_vector(stack: Stack) -> None:
     assert response.json()["error"].startswith("malformed JSON")
 
 
-def _opened(**changes: object) -> bytes:
-    payload = json.loads((FIXTURES / "pull_request/opened.payload.json").read_bytes())
-    for dotted, value in changes.items():
-        target = payload
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            target = target[key]
-        target[leaf] = value
-    return json.dumps(payload).encode()
+@pytest.fixture(scope="module")
+def opened(github_fixtures: Path) -> Any:
+    """``opened(**changes)``: the pull_request.opened example as bytes, with ``a__b=value``
+    setting ``payload["a"]["b"]``."""
+
+    def make(**changes: object) -> bytes:
+        payload = json.loads((github_fixtures / "pull_request/opened.payload.json").read_bytes())
+        for dotted, value in changes.items():
+            target = payload
+            *parents, leaf = dotted.split("__")
+            for key in parents:
+                target = target[key]
+            target[leaf] = value
+        return json.dumps(payload).encode()
+
+    return make
 
 
-def test_wrong_secret_is_401(stack: Stack) -> None:
-    response = stack.post("pull_request", _opened(), secret="not-the-secret")
+def test_wrong_secret_is_401(stack: Any, opened: Any) -> None:
+    response = stack.post("pull_request", opened(), secret="not-the-secret")
     assert response.status_code == 401
     assert response.json() == {"error": "signature does not match"}
 
 
-def test_rotated_second_secret_is_accepted(stack: Stack) -> None:
+def test_rotated_second_secret_is_accepted(stack: Any, opened: Any, relay_up: Any) -> None:
     delivery_id = str(uuid.uuid4())
-    response = stack.post("pull_request", _opened(), delivery_id=delivery_id, secret=SECRETS[1])
+    response = stack.post(
+        "pull_request", opened(), delivery_id=delivery_id, secret=relay_up.SECRETS[1]
+    )
     assert response.status_code == 202
     stack.wait_state(delivery_id, {"processed"})
 
 
-def test_missing_signature_is_400(stack: Stack) -> None:
-    response = stack.post("pull_request", _opened(), secret=None)
+def test_missing_signature_is_400(stack: Any, opened: Any) -> None:
+    response = stack.post("pull_request", opened(), secret=None)
     assert response.status_code == 400
     assert response.json() == {"error": "missing X-Hub-Signature-256 header"}
 
-
-def test_malformed_json_is_400_and_stores_nothing(stack: Stack) -> None:
+def test_malformed_json_is_400_and_stores_nothing(stack: Any) -> None:
     delivery_id = str(uuid.uuid4())
     response = stack.post("pull_request", b'{"action": "opened", ', delivery_id=delivery_id)
     assert response.status_code == 400
@@ -136,16 +139,18 @@ def test_malformed_json_is_400_and_stores_nothing(stack: Stack) -> None:
     assert stack.delivery(delivery_id) is None
 
 
-def test_oversized_body_is_413(stack: Stack) -> None:
-    body = _opened(pull_request__body="x" * MAX_BODY)
-    assert len(body) > MAX_BODY
+def test_oversized_body_is_413(stack: Any, opened: Any, relay_up: Any) -> None:
+    body = opened(pull_request__body="x" * relay_up.MAX_BODY)
+    assert len(body) > relay_up.MAX_BODY
     response = stack.post("pull_request", body)
     assert response.status_code == 413
-    assert str(MAX_BODY) in response.json()["error"]
+    assert str(relay_up.MAX_BODY) in response.json()["error"]
 
 
-def test_oversized_chunked_body_without_length_is_413(stack: Stack) -> None:
-    body = _opened(pull_request__body="y" * MAX_BODY)
+def test_oversized_chunked_body_without_length_is_413(
+    stack: Any, opened: Any, relay_up: Any
+) -> None:
+    body = opened(pull_request__body="y" * relay_up.MAX_BODY)
 
     def chunks():  # no Content-Length: the limit must hold while streaming
         for i in range(0, len(body), 16_384):
@@ -155,19 +160,19 @@ def test_oversized_chunked_body_without_length_is_413(stack: Stack) -> None:
     response = httpx.post(stack.webhook, content=chunks(), headers=headers)
     assert response.status_code == 413
 
-
-def test_unsupported_event_is_ignored(stack: Stack) -> None:
+def test_unsupported_event_is_ignored(stack: Any, relay_up: Any) -> None:
     response = stack.post(
-        "issues", json.dumps({"action": "opened", "repository": {"full_name": UPSTREAM}}).encode()
+        "issues",
+        json.dumps({"action": "opened", "repository": {"full_name": relay_up.UPSTREAM}}).encode(),
     )
     assert response.status_code == 200
     assert response.json() == {"ignored": True, "reason": "event 'issues' is not handled"}
 
 
-def test_other_repository_is_ignored(stack: Stack) -> None:
+def test_other_repository_is_ignored(stack: Any, opened: Any) -> None:
     delivery_id = str(uuid.uuid4())
     response = stack.post(
-        "pull_request", _opened(repository__full_name="someone/else"), delivery_id=delivery_id
+        "pull_request", opened(repository__full_name="someone/else"), delivery_id=delivery_id
     )
     assert response.status_code == 200
     assert response.json()["ignored"] is True
@@ -175,8 +180,8 @@ def test_other_repository_is_ignored(stack: Stack) -> None:
     assert stack.delivery(delivery_id) is None
 
 
-def test_crcr_repository_dispatch_is_stored_as_the_inner_event(stack: Stack) -> None:
-    inner = json.loads(_opened())
+def test_crcr_repository_dispatch_is_stored_as_the_inner_event(stack: Any, opened: Any) -> None:
+    inner = json.loads(opened())
     upstream_id = str(uuid.uuid4())
     body = json.dumps(
         {
@@ -204,9 +209,9 @@ def test_crcr_repository_dispatch_is_stored_as_the_inner_event(stack: Stack) -> 
     assert row.normalized["pr_number"] == inner["number"]
 
 
-def test_check_run_rerequest_of_the_upstream(stack: Stack) -> None:
-    payload = json.loads((FIXTURES / "check_run/rerequested.payload.json").read_bytes())
-    payload["repository"]["full_name"] = UPSTREAM
+def test_check_run_rerequest_of_the_upstream(stack: Any, github_fixtures: Path) -> None:
+    payload = json.loads((github_fixtures / "check_run/rerequested.payload.json").read_bytes())
+    payload["repository"]["full_name"] = stack.env["RELAY_UPSTREAM_REPO"]
     payload["check_run"]["name"] = "crcr/org/spyre/ci/test"
     delivery_id = str(uuid.uuid4())
     assert (
@@ -219,8 +224,8 @@ def test_check_run_rerequest_of_the_upstream(stack: Stack) -> None:
     assert row.normalized["check_name"] == "crcr/org/spyre/ci/test"
 
 
-def test_fifty_concurrent_duplicates_are_processed_once(stack: Stack) -> None:
-    body = _opened()
+def test_fifty_concurrent_duplicates_are_processed_once(stack: Any, opened: Any) -> None:
+    body = opened()
     delivery_id = str(uuid.uuid4())
     headers = stack.headers("pull_request", body, delivery_id=delivery_id)
 
@@ -257,9 +262,11 @@ def test_fifty_concurrent_duplicates_are_processed_once(stack: Stack) -> None:
     assert row.attempts == 1
 
 
-def test_redelivery_after_failed_processing_is_processed_again(stack: Stack) -> None:
-    payload = json.loads(_opened())
-    payload["pull_request"]["labels"].append({"name": LABEL})
+def test_redelivery_after_failed_processing_is_processed_again(
+    stack: Any, opened: Any, relay_up: Any
+) -> None:
+    payload = json.loads(opened())
+    payload["pull_request"]["labels"].append({"name": relay_up.FAIL_ONCE_LABEL})
     body = json.dumps(payload).encode()
     delivery_id = str(uuid.uuid4())
     assert stack.post("pull_request", body, delivery_id=delivery_id).status_code == 202
@@ -278,9 +285,9 @@ def test_redelivery_after_failed_processing_is_processed_again(stack: Stack) -> 
     assert (third.status_code, third.json()["duplicate"]) == (200, True)
 
 
-def test_logs_carry_the_delivery_id_from_request_to_worker(stack: Stack) -> None:
+def test_logs_carry_the_delivery_id_from_request_to_worker(stack: Any, opened: Any) -> None:
     delivery_id = str(uuid.uuid4())
-    assert stack.post("pull_request", _opened(), delivery_id=delivery_id).status_code == 202
+    assert stack.post("pull_request", opened(), delivery_id=delivery_id).status_code == 202
     stack.wait_state(delivery_id, {"processed"})
     events = stack.wait_for(
         lambda: (
@@ -296,16 +303,16 @@ def test_logs_carry_the_delivery_id_from_request_to_worker(stack: Stack) -> None
     assert events
 
 
-def test_health_and_readiness(stack: Stack) -> None:
+def test_health_and_readiness(stack: Any) -> None:
     assert httpx.get(f"{stack.base_url}/healthz").json()["ok"] is True
     ready = httpx.get(f"{stack.base_url}/readyz").json()
     assert ready["ok"] is True
     assert ready["database"]["ok"] and ready["broker"]["ok"]
 
 
-def test_delivery_api(stack: Stack) -> None:
+def test_delivery_api(stack: Any, opened: Any) -> None:
     delivery_id = str(uuid.uuid4())
-    stack.post("pull_request", _opened(), delivery_id=delivery_id)
+    stack.post("pull_request", opened(), delivery_id=delivery_id)
     stack.wait_state(delivery_id, {"processed"})
     one = httpx.get(f"{stack.base_url}/api/v1/deliveries/{delivery_id}").json()
     assert one["state"] == "processed" and one["normalized"]["delivery_id"] == delivery_id

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from planner import plan_revisions, source_reader
 from selector import SCHEMA_VERSION, SelectionPlan, select
 from selector.signals import SignalConfig
-from tests.selector.stages_repo import OPINFO_DB, UpstreamRepo, make_universe
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
 
-def _plan(tmp_path: Path, **kw):  # type: ignore[no-untyped-def]
-    repo = UpstreamRepo.create(tmp_path)
+def _plan(tmp_path: Path, small_upstream: Any, **kw):  # type: ignore[no-untyped-def]
+    repo = small_upstream.UpstreamRepo.create(tmp_path)
     repo.commit(
         {
-            "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+            "torch/testing/_internal/common_methods_invocations.py": small_upstream.OPINFO_DB.replace(
                 "return [3]", "return [3, 4]"
             )
         }
@@ -26,15 +26,15 @@ def _plan(tmp_path: Path, **kw):  # type: ignore[no-untyped-def]
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
     return repo, select(
         facts,
-        make_universe(),
+        small_upstream.make_universe(),
         reader=source_reader(source, facts),
         config=SignalConfig(profiling_map=None),
         **kw,
     )
 
 
-def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path) -> None:
-    _, plan = _plan(tmp_path, workers=2)
+def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path, small_upstream: Any) -> None:
+    _, plan = _plan(tmp_path, small_upstream, workers=2)
     path = plan.write(tmp_path / "plan.json")
     data = json.loads(path.read_text())
     assert data["schema_version"] == SCHEMA_VERSION
@@ -54,16 +54,16 @@ def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path) -
     assert len(back.shards) == 2
     assert sorted(t for s in back.shards for t in s) == sorted(back.test_ids)
     assert all(t["reasons"] for t in data["tests"])
-    assert back.summary().startswith(f"{len(plan.tests)} of {len(make_universe())} variants")
+    assert back.summary().startswith(f"{len(plan.tests)} of {len(small_upstream.make_universe())} variants")
 
 
-def test_plan_is_deterministic(tmp_path: Path) -> None:
-    repo, first = _plan(tmp_path)
+def test_plan_is_deterministic(tmp_path: Path, small_upstream: Any) -> None:
+    repo, first = _plan(tmp_path, small_upstream)
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
     second = select(
         facts,
-        make_universe(),
+        small_upstream.make_universe(),
         reader=source_reader(source, facts),
         config=SignalConfig(profiling_map=None),
     )
@@ -71,13 +71,13 @@ def test_plan_is_deterministic(tmp_path: Path) -> None:
     assert first.tests == second.tests
 
 
-def test_plan_revisions_on_a_checkout(tmp_path: Path) -> None:
-    repo, _ = _plan(tmp_path)
+def test_plan_revisions_on_a_checkout(tmp_path: Path, small_upstream: Any) -> None:
+    repo, _ = _plan(tmp_path, small_upstream)
     plan = plan_revisions(
         base="base",
         head="HEAD",
         upstream=repo.path,
-        universe=make_universe(),
+        universe=small_upstream.make_universe(),
         workers=3,
         config=SignalConfig(profiling_map=None),
     )
@@ -90,12 +90,12 @@ def test_plan_revisions_on_a_checkout(tmp_path: Path) -> None:
     assert len(plan.shards) == 3
 
 
-def test_plan_revisions_that_cannot_be_read_runs_everything_and_says_why(tmp_path: Path) -> None:
-    repo, _ = _plan(tmp_path)
+def test_plan_revisions_that_cannot_be_read_runs_everything_and_says_why(tmp_path: Path, small_upstream: Any) -> None:
+    repo, _ = _plan(tmp_path, small_upstream)
     plan = plan_revisions(
-        base="base", head="no-such-rev", upstream=repo.path, universe=make_universe()
+        base="base", head="no-such-rev", upstream=repo.path, universe=small_upstream.make_universe()
     )
     assert plan.fallback and plan.fallbacks[0].scope == "all"
     assert "unknown revision" in plan.fallbacks[0].reason
-    assert len(plan.tests) == len(make_universe())
-    assert plan.funnel[1].count_out == len(make_universe())
+    assert len(plan.tests) == len(small_upstream.make_universe())
+    assert plan.funnel[1].count_out == len(small_upstream.make_universe())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,15 +16,6 @@ from selector.stages.applicability import applicability_stage
 from selector.stages.budget import budget_stage, shard_longest_first
 from selector.stages.changes import changes_stage
 from selector.stages.impact import impact_stage
-from tests.selector.stages_repo import (
-    DECOMPOSITIONS,
-    DTYPES,
-    OPINFO_DB,
-    TEST_OPS,
-    UpstreamRepo,
-    make_universe,
-    variant,
-)
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
@@ -31,19 +23,27 @@ NO_PRIOR = SignalConfig(profiling_map=None)
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> UpstreamRepo:
-    return UpstreamRepo.create(tmp_path)
+def repo(tmp_path: Path, small_upstream: Any) -> Any:
+    return small_upstream.UpstreamRepo.create(tmp_path)
 
 
 SPYRE_ESTIMATE = SimulatorEstimate()
 
 
-def plan_for(repo: UpstreamRepo, config: SignalConfig = NO_PRIOR, **kw):  # type: ignore[no-untyped-def]
-    source = GitCheckout(repo.path)
-    facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
-    return select(
-        facts, make_universe(), reader=source_reader(source, facts), config=config, **kw
-    )
+@pytest.fixture
+def plan_for(small_upstream: Any) -> Any:
+    """``plan_for(repo, config=NO_PRIOR, **kw)``: the four stages from base to HEAD of
+    ``repo`` over the generated universe."""
+
+    def plan(repo: Any, config: SignalConfig = NO_PRIOR, **kw: Any) -> Any:
+        source = GitCheckout(repo.path)
+        facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
+        return select(
+            facts, small_upstream.make_universe(), reader=source_reader(source, facts),
+            config=config, **kw
+        )
+
+    return plan
 
 
 def ids_with(plan, text: str) -> set[str]:  # type: ignore[no-untyped-def]
@@ -58,10 +58,10 @@ def test_every_signal_implements_the_protocol() -> None:
         assert 0 <= signal.closeness <= 1
 
 
-def test_edited_test_selects_itself_and_nothing_else(repo: UpstreamRepo) -> None:
+def test_edited_test_selects_itself_and_nothing_else(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit(
         {
-            "test/test_ops.py": TEST_OPS.replace(
+            "test/test_ops.py": small_upstream.TEST_OPS.replace(
                 "self.assertTrue(_helper())", "self.assertEqual(_helper(), 1)"
             )
         }
@@ -70,22 +70,22 @@ def test_edited_test_selects_itself_and_nothing_else(repo: UpstreamRepo) -> None
     assert not plan.fallback
     assert {t.test_id.split("::")[-1].split("_spyre")[0].rsplit("_", 1)[0] for t in plan.tests}
     assert all("::test_out_" in t for t in plan.test_ids)
-    assert len(plan.tests) == 4 * len(DTYPES)  # every op, every dtype of the edited template
+    assert len(plan.tests) == 4 * len(small_upstream.DTYPES)  # every op, every dtype of the edited template
     assert all(t.signals == ["edited-tests"] for t in plan.tests)
     assert "modified test TestCommon.test_out" in plan.tests[0].reasons[0]
 
 
-def test_edited_helper_of_a_test_file_selects_the_whole_file(repo: UpstreamRepo) -> None:
-    repo.commit({"test/test_ops.py": TEST_OPS.replace("return 1", "return 2")})
+def test_edited_helper_of_a_test_file_selects_the_whole_file(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+    repo.commit({"test/test_ops.py": small_upstream.TEST_OPS.replace("return 1", "return 2")})
     plan = plan_for(repo)
     assert len(plan.tests) == 16
     assert all(t.startswith("test/test_ops.py") for t in plan.test_ids)
 
 
-def test_changed_opinfo_selects_its_variants_across_dtypes(repo: UpstreamRepo) -> None:
+def test_changed_opinfo_selects_its_variants_across_dtypes(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit(
         {
-            "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+            "torch/testing/_internal/common_methods_invocations.py": small_upstream.OPINFO_DB.replace(
                 "return [1, 2]", "return [1, 2, 3]"
             )
         }
@@ -93,14 +93,14 @@ def test_changed_opinfo_selects_its_variants_across_dtypes(repo: UpstreamRepo) -
     plan = plan_for(repo)
     assert not plan.fallback
     assert set(plan.test_ids) == ids_with(plan, "_add_")
-    assert len(plan.tests) == 2 * len(DTYPES)
-    assert {t.test_id.rsplit("_", 1)[-1] for t in plan.tests} == set(DTYPES)
+    assert len(plan.tests) == 2 * len(small_upstream.DTYPES)
+    assert {t.test_id.rsplit("_", 1)[-1] for t in plan.tests} == set(small_upstream.DTYPES)
     assert "opinfo add modified: uses changed sample_inputs_add" in plan.tests[0].reasons[0]
     assert "opinfo:add" in plan.explained
 
 
-def test_changed_info_class_selects_every_entry_built_with_it(repo: UpstreamRepo) -> None:
-    text = OPINFO_DB + "\n\nclass UnaryUfuncInfo(OpInfo):\n    pass\n"
+def test_changed_info_class_selects_every_entry_built_with_it(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+    text = small_upstream.OPINFO_DB + "\n\nclass UnaryUfuncInfo(OpInfo):\n    pass\n"
     repo.commit({"torch/testing/_internal/common_methods_invocations.py": text})
     base_plan = plan_for(repo)
     repo.commit(
@@ -113,7 +113,7 @@ def test_changed_info_class_selects_every_entry_built_with_it(repo: UpstreamRepo
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
     plan = select(
-        facts, make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
+        facts, small_upstream.make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
     )
     assert base_plan.tests  # adding the class is itself a change
     assert {t.split("::")[-1].split("_spyre")[0] for t in plan.test_ids} == {
@@ -123,10 +123,10 @@ def test_changed_info_class_selects_every_entry_built_with_it(repo: UpstreamRepo
     }
 
 
-def test_changed_decomposition_helper_selects_the_ops_using_it(repo: UpstreamRepo) -> None:
+def test_changed_decomposition_helper_selects_the_ops_using_it(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit(
         {
-            "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+            "torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS.replace(
                 "return x * 0.5", "return x * 0.25"
             )
         }
@@ -139,10 +139,10 @@ def test_changed_decomposition_helper_selects_the_ops_using_it(repo: UpstreamRep
     assert "decomposition gelu modified (calls changed _erf_helper) -> gelu" in reason
 
 
-def test_changed_decomposition_of_a_list_of_ops(repo: UpstreamRepo) -> None:
+def test_changed_decomposition_of_a_list_of_ops(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit(
         {
-            "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+            "torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS.replace(
                 "self.sigmoid()", "self.sigmoid() * 1"
             )
         }
@@ -151,15 +151,13 @@ def test_changed_decomposition_of_a_list_of_ops(repo: UpstreamRepo) -> None:
     assert set(plan.test_ids) == ids_with(plan, "nn_functional_silu") and plan.tests
 
 
-def test_schema_and_derivative_entries_select_their_ops(repo: UpstreamRepo) -> None:
-    from tests.selector.stages_repo import DERIVATIVES, NATIVE_FUNCTIONS
-
+def test_schema_and_derivative_entries_select_their_ops(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit(
         {
-            "aten/src/ATen/native/native_functions.yaml": NATIVE_FUNCTIONS.replace(
+            "aten/src/ATen/native/native_functions.yaml": small_upstream.NATIVE_FUNCTIONS.replace(
                 "CPU: gelu_kernel", "CPU: gelu_kernel_v2"
             ),
-            "tools/autograd/derivatives.yaml": DERIVATIVES.replace("grad * self", "self * grad"),
+            "tools/autograd/derivatives.yaml": small_upstream.DERIVATIVES.replace("grad * self", "self * grad"),
         }
     )
     plan = plan_for(repo)
@@ -170,7 +168,7 @@ def test_schema_and_derivative_entries_select_their_ops(repo: UpstreamRepo) -> N
     assert plan.explained["native_functions:gelu"][0].startswith("operators: 4 variant(s)")
 
 
-def test_kernel_source_selects_the_ops_it_implements(repo: UpstreamRepo) -> None:
+def test_kernel_source_selects_the_ops_it_implements(repo: Any, plan_for: Any) -> None:
     repo.commit(
         {
             "aten/src/ATen/native/BinaryOps.cpp": "void add_out_kernel(TensorIterator& iter) { /* faster */ }\n"
@@ -183,21 +181,21 @@ def test_kernel_source_selects_the_ops_it_implements(repo: UpstreamRepo) -> None
     assert set(plan.test_ids) == ids_with(plan, "_add_") | ids_with(plan, "_mul_")
 
 
-def test_unmapped_cpp_change_triggers_the_fallback_and_says_so(repo: UpstreamRepo) -> None:
+def test_unmapped_cpp_change_triggers_the_fallback_and_says_so(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit({"aten/src/ATen/native/Mystery.cpp": "int mystery() { return 42; }\n"})
     plan = plan_for(repo)
     assert plan.fallback
     assert plan.unexplained == ["aten/src/ATen/native/Mystery.cpp"]
     [fb] = plan.fallbacks
-    assert fb.scope == "all" and fb.tests == len(make_universe())
+    assert fb.scope == "all" and fb.tests == len(small_upstream.make_universe())
     assert "no signal maps aten/src/ATen/native/Mystery.cpp" in fb.reason
-    assert len(plan.tests) == len(make_universe())
+    assert len(plan.tests) == len(small_upstream.make_universe())
     assert all(t.signals == ["fallback"] for t in plan.tests)
-    assert plan.signals["fallback"] == len(make_universe())
+    assert plan.signals["fallback"] == len(small_upstream.make_universe())
     assert "FALLBACK" in plan.summary()
 
 
-def test_path_rules_core_cpp_selects_all_and_docs_nothing(repo: UpstreamRepo) -> None:
+def test_path_rules_core_cpp_selects_all_and_docs_nothing(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit({"docs/index.md": "# more docs\n"})
     docs = plan_for(repo)
     assert docs.tests == [] and not docs.fallback
@@ -205,12 +203,12 @@ def test_path_rules_core_cpp_selects_all_and_docs_nothing(repo: UpstreamRepo) ->
     repo.commit({"c10/core/Device.cpp": "int device() { return 1; }\n"})
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
-    plan = select(facts, make_universe(), config=NO_PRIOR)
-    assert not plan.fallback and len(plan.tests) == len(make_universe())
+    plan = select(facts, small_upstream.make_universe(), config=NO_PRIOR)
+    assert not plan.fallback and len(plan.tests) == len(small_upstream.make_universe())
     assert plan.tests[0].signals == ["path-rules"]
 
 
-def test_coverage_prior_maps_unexplained_python_files(repo: UpstreamRepo, tmp_path: Path) -> None:
+def test_coverage_prior_maps_unexplained_python_files(repo: Any, tmp_path: Path, plan_for: Any) -> None:
     prior = tmp_path / "profiling.json"
     prior.write_text(
         '{"torch/utils/thing.py": {"test_ops": 1.0}, "torch/other.py": {"dynamo/test_x": 1.0}}'
@@ -227,7 +225,7 @@ def test_coverage_prior_maps_unexplained_python_files(repo: UpstreamRepo, tmp_pa
     assert "outside the universe" in plan.explained["torch/other.py::g"][0]
 
 
-def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(tmp_path: Path) -> None:
+def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(tmp_path: Path, small_upstream: Any) -> None:
     from inventory.build import spec_resolver
 
     spec = tmp_path / "ops.yaml"
@@ -249,7 +247,7 @@ def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(tmp_path: Pat
         "      - name: add\n"
         "      - name: mul\n"
     )
-    universe = make_universe()
+    universe = small_upstream.make_universe()
     decide = spec_resolver([spec], backend="spyre", torch_root=tmp_path)
     assert decide is not None
     for v in universe.variants:
@@ -271,8 +269,8 @@ def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(tmp_path: Pat
     assert result.record.count_out == len(kept)
 
 
-def test_budget_keeps_the_riskiest_first_and_lists_the_rest(repo: UpstreamRepo) -> None:
-    universe = make_universe()
+def test_budget_keeps_the_riskiest_first_and_lists_the_rest(repo: Any, small_upstream: Any) -> None:
+    universe = small_upstream.make_universe()
     ids = [v.test_id for v in universe.variants]
     history = History.from_mapping(
         {
@@ -295,10 +293,10 @@ def test_budget_keeps_the_riskiest_first_and_lists_the_rest(repo: UpstreamRepo) 
     assert result.record.count_out == 3
 
 
-def test_new_tests_rank_first_and_unknown_durations_use_the_simulator() -> None:
+def test_new_tests_rank_first_and_unknown_durations_use_the_simulator(small_upstream: Any) -> None:
     from selector.model import NEW_AT_HEAD
 
-    universe = make_universe()
+    universe = small_upstream.make_universe()
     new = universe.variants[-3].test_id
     universe.flags[new] = NEW_AT_HEAD
     candidates = {v.test_id: Candidate(v.test_id, ("r",), ("s",), 0.5) for v in universe.variants}
@@ -325,10 +323,10 @@ def test_sharding_is_longest_first_and_balanced() -> None:
     assert max(loads) - min(loads) <= max(r.seconds for r in items)
 
 
-def test_each_stage_records_counts_in_and_out(repo: UpstreamRepo) -> None:
+def test_each_stage_records_counts_in_and_out(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit(
         {
-            "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+            "torch/testing/_internal/common_methods_invocations.py": small_upstream.OPINFO_DB.replace(
                 "return [3]", "return [4]"
             ),
             "docs/index.md": "# changed\n",
@@ -340,7 +338,7 @@ def test_each_stage_records_counts_in_and_out(repo: UpstreamRepo) -> None:
     assert changes.record.count_in == 2
     assert {u.key for u in changes.units} >= {"docs/index.md", "opinfo:mul"}
     impact = impact_stage(
-        changes, make_universe(), config=NO_PRIOR, reader=source_reader(source, facts)
+        changes, small_upstream.make_universe(), config=NO_PRIOR, reader=source_reader(source, facts)
     )
     assert impact.record.count_in == len(changes.units)
     assert impact.record.count_out == len(impact.candidates) == 4
@@ -356,20 +354,18 @@ def test_op_keys() -> None:
     assert op_keys("add") == ["add"]
 
 
-def test_changes_only_for_other_devices_select_nothing(repo: UpstreamRepo) -> None:
-    from tests.selector.stages_repo import NATIVE_FUNCTIONS
-
+def test_changes_only_for_other_devices_select_nothing(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit(
         {
-            "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+            "torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS.replace(
                 "    return self * _erf_helper(self)",
                 "    if self.device.type == 'xpu':\n        return self\n"
                 "    return self * _erf_helper(self)",
             ),
-            "aten/src/ATen/native/native_functions.yaml": NATIVE_FUNCTIONS.replace(
+            "aten/src/ATen/native/native_functions.yaml": small_upstream.NATIVE_FUNCTIONS.replace(
                 "    CPU: mul_kernel", "    CPU: mul_kernel\n    XPU: mul_kernel_xpu"
             ),
-            "torch/testing/_internal/common_methods_invocations.py": OPINFO_DB.replace(
+            "torch/testing/_internal/common_methods_invocations.py": small_upstream.OPINFO_DB.replace(
                 'OpInfo("add", sample_inputs_func=sample_inputs_add)',
                 'OpInfo("add", sample_inputs_func=sample_inputs_add, '
                 'skips=(DecorateInfo(unittest.skip("x"), device_type="xpu"),))',
@@ -383,10 +379,10 @@ def test_changes_only_for_other_devices_select_nothing(repo: UpstreamRepo) -> No
     assert "other devices" in plan.explained["opinfo:add"][0]
 
 
-def test_a_device_neutral_change_next_to_a_device_branch_still_selects(repo: UpstreamRepo) -> None:
+def test_a_device_neutral_change_next_to_a_device_branch_still_selects(repo: Any, small_upstream: Any, plan_for: Any) -> None:
     repo.commit(
         {
-            "torch/_decomp/decompositions.py": DECOMPOSITIONS.replace(
+            "torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS.replace(
                 "    return self * _erf_helper(self)",
                 "    if self.device.type == 'xpu':\n        return self\n"
                 "    return self * _erf_helper(self) + 0",
@@ -397,7 +393,7 @@ def test_a_device_neutral_change_next_to_a_device_branch_still_selects(repo: Ups
     assert plan.tests and set(plan.test_ids) == ids_with(plan, "gelu")
 
 
-def test_modules_our_runs_never_import_select_nothing(repo: UpstreamRepo, tmp_path: Path) -> None:
+def test_modules_our_runs_never_import_select_nothing(repo: Any, tmp_path: Path, plan_for: Any) -> None:
     import json
 
     imports = tmp_path / "imports.json"
@@ -421,11 +417,11 @@ def test_modules_our_runs_never_import_select_nothing(repo: UpstreamRepo, tmp_pa
 
 
 def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
-    repo: UpstreamRepo, tmp_path: Path
+    repo: Any, tmp_path: Path, small_upstream: Any
 ) -> None:
     import json
 
-    universe = make_universe()
+    universe = small_upstream.make_universe()
     traced_ids = []
     for target in ("add", "mul", "nn.functional.gelu", "nn.functional.silu", "nn.Linear"):
         traced_ids.append(next(v.test_id for v in universe.variants if target in (v.op, v.module)))
@@ -472,7 +468,7 @@ def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
     assert all(c.reason.startswith("focus: only broad signals") for c in focused.cut)
 
 
-def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: UpstreamRepo) -> None:
+def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: Any, small_upstream: Any) -> None:
     functional = (
         "import torch\nfrom torch._C import _add_docstr\n\n"
         'linear = _add_docstr(torch._C._nn.linear, "{}")\n'
@@ -489,17 +485,17 @@ def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: Upst
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("binding-base"), source.resolve("HEAD"))
     plan = select(
-        facts, make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
+        facts, small_upstream.make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
     )
     assert not plan.fallback
     assert {t.test_id for t in plan.tests} == {
-        v.test_id for v in make_universe().by_module["nn.Linear"]
+        v.test_id for v in small_upstream.make_universe().by_module["nn.Linear"]
     }
     assert "nn.Linear calls F.linear" in plan.tests[0].reasons[0]
 
 
 def test_functional_change_reaches_modules_through_bases_and_the_layers_they_build(
-    repo: UpstreamRepo,
+    repo: Any, small_upstream: Any,
 ) -> None:
     functional = (
         "import torch\n\n\ndef pad(x, p):\n    return x{}\n\n\ndef relu(x):\n    return x\n"
@@ -523,7 +519,7 @@ def test_functional_change_reaches_modules_through_bases_and_the_layers_they_bui
     names = ("nn.ZeroPad1d", "nn.Block", "nn.Stack", "nn.Relu")
     universe = Universe(
         variants=[
-            variant("test_module_forward", None, "float32", module=m, file="test/test_modules.py")
+            small_upstream.variant("test_module_forward", None, "float32", module=m, file="test/test_modules.py")
             for m in names
         ],
         label="generated",
@@ -537,12 +533,12 @@ def test_functional_change_reaches_modules_through_bases_and_the_layers_they_bui
     assert "nn.Block calls F.pad" in reasons["nn.Block"]
 
 
-def test_an_op_selects_every_opinfo_variant_of_it() -> None:
+def test_an_op_selects_every_opinfo_variant_of_it(small_upstream: Any) -> None:
     from selector.signals.base import SignalResult
     from selector.signals.operators import _select
 
     universe = Universe(
-        variants=[variant("test_x", op, "float32") for op in ("norm", "norm.fro", "linalg.norm")],
+        variants=[small_upstream.variant("test_x", op, "float32") for op in ("norm", "norm.fro", "linalg.norm")],
         label="generated",
     )
     result = SignalResult()
@@ -550,8 +546,8 @@ def test_an_op_selects_every_opinfo_variant_of_it() -> None:
     assert {universe.by_id[t].op for t in result.hits} == {"norm", "norm.fro"}
 
 
-def test_comment_only_change_is_no_unit(repo: UpstreamRepo) -> None:
-    repo.commit({"torch/_decomp/decompositions.py": DECOMPOSITIONS + "\n# a comment\n"})
+def test_comment_only_change_is_no_unit(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+    repo.commit({"torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS + "\n# a comment\n"})
     plan = plan_for(repo)
     assert plan.funnel[0].count_in == 1 and plan.funnel[0].count_out == 0
     assert plan.tests == [] and not plan.fallback

@@ -1,16 +1,11 @@
-"""Fixtures for the spyre_stack tests: the backend is registered on first use, not at import."""
+"""Fixtures for the spyre_stack tests: the backend is registered on first use, not at import.
+(``run_python`` and ``repo_root`` come from tests/conftest.py.)"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -33,18 +28,3 @@ def policy(spyre: None) -> Iterator[object]:
     before = state.op_policy()
     yield state.apply_op_policy
     state.apply_op_policy(before)
-
-
-def run_python(
-    code: str, env: dict[str, str] | None = None, timeout: int = 300
-) -> subprocess.CompletedProcess[str]:
-    """Run a snippet in a fresh interpreter (for import-order and crash tests)."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )

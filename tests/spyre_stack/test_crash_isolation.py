@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from spyre_stack.testing.isolate import run_isolated
-from tests.spyre_stack.conftest import REPO
 
 SUITE = """
 import torch
@@ -39,13 +38,13 @@ def test_after_two():
 """
 
 
-def test_crash_is_isolated_and_the_rest_still_runs(tmp_path: Path) -> None:
+def test_crash_is_isolated_and_the_rest_still_runs(tmp_path: Path, repo_root: Path) -> None:
     module = tmp_path / "test_crashy.py"
     module.write_text(SUITE)
     run = run_isolated(
         [str(module)],
-        cwd=REPO,
-        env={"SPYRE_SILENCE_DOWNCAST_WARNING": "1", "PYTHONPATH": str(REPO)},
+        cwd=repo_root,
+        env={"SPYRE_SILENCE_DOWNCAST_WARNING": "1", "PYTHONPATH": str(repo_root)},
         timeout=600,
     )
     by_name = {nodeid.rsplit("::", 1)[1]: o for nodeid, o in run.outcomes.items()}
@@ -61,9 +60,9 @@ def test_crash_is_isolated_and_the_rest_still_runs(tmp_path: Path) -> None:
     assert by_name["test_before"].device_us is not None and by_name["test_before"].device_us > 0
 
 
-def test_a_clean_run_takes_one_process(tmp_path: Path) -> None:
+def test_a_clean_run_takes_one_process(tmp_path: Path, repo_root: Path) -> None:
     module = tmp_path / "test_clean.py"
     module.write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
-    run = run_isolated([str(module)], cwd=REPO, plugins=(), timeout=120)
+    run = run_isolated([str(module)], cwd=repo_root, plugins=(), timeout=120)
     assert run.processes == 1
     assert run.summary() == {"passed": 2}

@@ -9,17 +9,17 @@ attached to this test's report (``record_property``) and printed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from spyre_stack.testing.isolate import run_isolated
-from tests.spyre_stack.conftest import REPO
 
 MODULE = "tests/spyre_stack/generic/device_generic_ops.py"
 
 
 def test_generic_module_runs_privateuse1_variants_on_spyre(
-    record_property: Callable[[str, object], None],
+    record_property: Callable[[str, object], None], repo_root: Any,
 ) -> None:
-    run = run_isolated([MODULE], cwd=REPO, env={"SPYRE_SILENCE_DOWNCAST_WARNING": "1"}, timeout=900)
+    run = run_isolated([MODULE], cwd=repo_root, env={"SPYRE_SILENCE_DOWNCAST_WARNING": "1"}, timeout=900)
     ids = list(run.outcomes)
     assert ids, f"no tests ran: {run.gave_up}\n{run.output_tail}"
     assert all("TestSpyreGenericOpsPRIVATEUSE1::" in i for i in ids)

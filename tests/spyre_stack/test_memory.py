@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gc
 import re
+from typing import Any
 
 import pytest
 import torch
 
 from spyre_stack.config import DEFAULT_MEMORY_BYTES
-from tests.spyre_stack.conftest import run_python
 
 DEV = 1  # the second simulated card: other tests allocate on card 0
 
@@ -48,7 +48,7 @@ def test_default_capacity_is_128_gib(spyre: None) -> None:
     assert free == total - sp().memory_allocated(0)
 
 
-def test_capacity_from_environment() -> None:
+def test_capacity_from_environment(run_python: Any) -> None:
     proc = run_python(
         "import torch, spyre_stack\nspyre_stack.register()\n"
         "print(torch.spyre.get_memory_capacity(0))",

@@ -9,12 +9,12 @@ on a native op equal the CPU result of the fp16-rounded inputs, rounded to fp16,
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 import torch
 
 from spyre_stack.sim import numerics
-from tests.spyre_stack.conftest import run_python
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_downcast_warning_is_emitted_once(warn_on: None) -> None:
     assert "SPYRE_SILENCE_DOWNCAST_WARNING" in messages[0]
 
 
-def test_environment_variable_silences_the_warning() -> None:
+def test_environment_variable_silences_the_warning(run_python: Any) -> None:
     code = (
         "import warnings, torch, spyre_stack\nspyre_stack.register()\n"
         "warnings.simplefilter('error')\nx = torch.ones(3, device='spyre')\nprint((x + x).sum().item())"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -82,8 +83,7 @@ def test_strict_policy_refuses_unlisted_ops(policy) -> None:  # type: ignore[no-
     assert torch.equal(torch.flip(x, [0]).cpu(), torch.flip(x.cpu(), [0]))
 
 
-def test_policy_selected_by_environment() -> None:
-    from tests.spyre_stack.conftest import run_python
+def test_policy_selected_by_environment(run_python: Any) -> None:
 
     proc = run_python(
         "import torch, spyre_stack\nspyre_stack.register()\n"

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import torch
 
-from tests.spyre_stack.conftest import run_python
 
-
-def test_import_has_no_side_effects() -> None:
+def test_import_has_no_side_effects(run_python: Any) -> None:
     proc = run_python(
         "import torch, spyre_stack, spyre_stack.testing, spyre_stack.optable\n"
         "print(torch._C._get_privateuse1_backend_name(), hasattr(torch, 'spyre'),"
@@ -82,7 +81,7 @@ def test_device_info_cli(spyre: None) -> None:
     assert data["build_cache"].endswith("spyre_stack_core")
 
 
-def test_python_m_spyre_stack_prints_info() -> None:
+def test_python_m_spyre_stack_prints_info(run_python: Any) -> None:
     proc = run_python("import runpy; runpy.run_module('spyre_stack', run_name='__main__')")
     assert proc.returncode == 0, proc.stderr
     assert "spyre:0" in proc.stdout and "op table:" in proc.stdout and "op policy:" in proc.stdout
@@ -96,7 +95,7 @@ def test_bad_policy_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         SpyreConfig.from_env()
 
 
-def test_backends_entry_point_is_off_by_default_and_opt_in() -> None:
+def test_backends_entry_point_is_off_by_default_and_opt_in(run_python: Any) -> None:
     code = (
         "import torch, spyre_stack\nspyre_stack.register()\nprint(hasattr(torch.backends, 'spyre'))"
     )

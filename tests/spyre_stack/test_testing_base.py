@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.spyre_stack.conftest import REPO
-
 DEVICE_FILE = """
 import unittest
 import spyre_stack
@@ -46,7 +44,7 @@ instantiate_device_type_tests(TestTiny, globals())
 
 
 def run_pytest(
-    tmp_path: Path, *args: str, env: dict[str, str], modules: int = 1
+    tmp_path: Path, *args: str, env: dict[str, str], repo_root: Path, modules: int = 1
 ) -> subprocess.CompletedProcess[str]:
     import os
 
@@ -67,22 +65,23 @@ def run_pytest(
             *files,
         ],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO), "SPYRE_SILENCE_DOWNCAST_WARNING": "1", **env},
+        env={**os.environ, "PYTHONPATH": str(repo_root), "SPYRE_SILENCE_DOWNCAST_WARNING": "1",
+             **env},
         capture_output=True,
         text=True,
         timeout=600,
     )
 
 
-def test_plugin_instantiates_privateuse1_classes_on_spyre(tmp_path: Path) -> None:
-    proc = run_pytest(tmp_path, "-p", "spyre_stack.testing.pytest_plugin", "-v", env={})
+def test_plugin_instantiates_privateuse1_classes_on_spyre(tmp_path: Path, repo_root: Path) -> None:
+    proc = run_pytest(tmp_path, "-p", "spyre_stack.testing.pytest_plugin", "-v", env={}, repo_root=repo_root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "TestTinyPRIVATEUSE1::test_ones_spyre_float16 PASSED" in proc.stdout
     assert "TestTinyPRIVATEUSE1::test_ones_spyre_float32 PASSED" in proc.stdout
     assert "TestTinyCPU" not in proc.stdout
 
 
-def test_subclass_hook_decorates_variants(tmp_path: Path) -> None:
+def test_subclass_hook_decorates_variants(tmp_path: Path, repo_root: Path) -> None:
     device_file = tmp_path / "no_float32_base.py"
     device_file.write_text(DEVICE_FILE)
     proc = run_pytest(
@@ -91,6 +90,7 @@ def test_subclass_hook_decorates_variants(tmp_path: Path) -> None:
         "spyre_stack.testing.pytest_plugin",
         "-v",
         env={"TORCH_TEST_DEVICES": str(device_file)},
+        repo_root=repo_root,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "test_ones_spyre_float16 PASSED" in proc.stdout
@@ -99,10 +99,10 @@ def test_subclass_hook_decorates_variants(tmp_path: Path) -> None:
     assert proc.stdout.count("TestTinyPRIVATEUSE1::test_ones_spyre_float16") == 1
 
 
-def test_class_names_do_not_depend_on_collection_order(tmp_path: Path) -> None:
+def test_class_names_do_not_depend_on_collection_order(tmp_path: Path, repo_root: Path) -> None:
     # upstream renames the base's device_type while instantiating the first module; the second
     # module collected in the same interpreter must still get ...PRIVATEUSE1 classes
-    proc = run_pytest(tmp_path, "-p", "spyre_stack.testing.pytest_plugin", "-v", env={}, modules=2)
+    proc = run_pytest(tmp_path, "-p", "spyre_stack.testing.pytest_plugin", "-v", env={}, repo_root=repo_root, modules=2)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "TestTinyPRIVATEUSE1::test_ones_spyre_float16 PASSED" in proc.stdout
     assert "TestTiny1PRIVATEUSE1::test_ones_spyre_float16 PASSED" in proc.stdout

@@ -9,20 +9,16 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import redis
 
-from tests.relay.stack import Stack, start_stack
-from tests.services import free_port, fresh_postgres_database
-from tests.workers.receiver import recording_receiver
-from tests.workers.test_loop import _runner_env, job_for, pr_body, results, submit, wait_job
-
 
 class RedisServer:
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
+    def __init__(self, tmp: Path, port: int) -> None:
+        self.port = port
         self.tmp = tmp
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -66,10 +62,10 @@ class RedisServer:
 
 
 @pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+def own_redis(tmp_path: Path, free_port: Any) -> Iterator[RedisServer]:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (bash .ci/run installs it)")
-    server = RedisServer(tmp_path)
+    server = RedisServer(tmp_path, free_port())
     server.start()
     try:
         yield server
@@ -77,47 +73,49 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
-def test_broker_restart_loses_nothing(tmp_path: Path, own_redis: RedisServer) -> None:
-    with recording_receiver() as receiver, fresh_postgres_database() as database_url:
-        env = _runner_env(tmp_path, receiver)
-        stack: Stack = start_stack(
-            tmp=tmp_path,
-            database_url=database_url,
-            broker_url=own_redis.url,
-            port=free_port(),
-            extra_env=env,
+def test_broker_restart_loses_nothing(
+    tmp_path: Path,
+    own_redis: RedisServer,
+    relay_up: Any,
+    sample_runs: Any,
+    receiver: Any,
+    postgres_url: str,
+) -> None:
+    env = sample_runs.runner_env(tmp_path, receiver.url)
+    stack = relay_up.start(
+        tmp=tmp_path, database_url=postgres_url, broker_url=own_redis.url, extra_env=env
+    )
+    try:
+        long_run = stack.submit(sample_runs.pr_body("long"))
+        stack.wait_for(
+            lambda: (j := stack.job_for(long_run)) is not None and j.status == "in_progress",
+            what="the long job running",
         )
-        try:
-            long_run = submit(stack, pr_body("long"))
-            stack.wait_for(
-                lambda: (j := job_for(stack, long_run)) is not None and j.status == "in_progress",
-                what="the long job running",
-            )
-            # Two more runs: planned at once by the control worker, their shards queued behind
-            # the long one on the single shard worker.
-            queued = [submit(stack, pr_body("ok")), submit(stack, pr_body("fail"))]
-            stack.wait_for(
-                lambda: all(job_for(stack, d) is not None for d in queued),
-                what="queued jobs planned",
-            )
-            own_redis.stop()
-            # A delivery arriving while the broker is down is stored (202) all the same.
-            during = submit(stack, pr_body("ok"))
-            assert stack.delivery(during) is not None
-            time.sleep(1)
-            own_redis.start()
-            assert wait_job(stack, long_run, timeout=180).conclusion == "success"
-            assert wait_job(stack, queued[0], timeout=180).conclusion == "success"
-            assert wait_job(stack, queued[1], timeout=180).conclusion == "failure"
-            assert wait_job(stack, during, timeout=180).conclusion == "success"
-            for delivery_id, expected in (
-                (queued[0], {"test_passes_one", "test_slow_a", "test_passes_two", "test_slow_b"}),
-                (during, {"test_passes_one", "test_slow_a", "test_passes_two", "test_slow_b"}),
-                (queued[1], {"test_passes_one", "test_fails"}),
-            ):
-                job = job_for(stack, delivery_id)
-                assert job is not None
-                assert set(results(stack, job.id)) == expected
-            assert httpx.get(f"{stack.base_url}/readyz").json()["broker"]["ok"] is True
-        finally:
-            stack.stop()
+        # Two more runs: planned at once by the control worker, their shards queued behind
+        # the long one on the single shard worker.
+        queued = [stack.submit(sample_runs.pr_body("ok")), stack.submit(sample_runs.pr_body("fail"))]
+        stack.wait_for(
+            lambda: all(stack.job_for(d) is not None for d in queued),
+            what="queued jobs planned",
+        )
+        own_redis.stop()
+        # A delivery arriving while the broker is down is stored (202) all the same.
+        during = stack.submit(sample_runs.pr_body("ok"))
+        assert stack.delivery(during) is not None
+        time.sleep(1)
+        own_redis.start()
+        assert stack.wait_job(long_run, timeout=180).conclusion == "success"
+        assert stack.wait_job(queued[0], timeout=180).conclusion == "success"
+        assert stack.wait_job(queued[1], timeout=180).conclusion == "failure"
+        assert stack.wait_job(during, timeout=180).conclusion == "success"
+        for delivery_id, expected in (
+            (queued[0], {"test_passes_one", "test_slow_a", "test_passes_two", "test_slow_b"}),
+            (during, {"test_passes_one", "test_slow_a", "test_passes_two", "test_slow_b"}),
+            (queued[1], {"test_passes_one", "test_fails"}),
+        ):
+            job = stack.job_for(delivery_id)
+            assert job is not None
+            assert set(stack.results(job.id)) == expected
+        assert httpx.get(f"{stack.base_url}/readyz").json()["broker"]["ok"] is True
+    finally:
+        stack.stop()

@@ -18,145 +18,31 @@ from sqlalchemy import func, select
 
 from store.db import session_scope
 from store.models import Job, Shard, TestResult
-from tests.relay.stack import UPSTREAM, Stack, start_local_stack, start_stack
-from tests.services import SHARED, free_port, fresh_postgres_database, fresh_redis_url
-from tests.workers.receiver import Receiver, recording_receiver
-
-SAMPLE = "tests/workers/sample_suite/sample_runner_cases.py"
-FIXTURES = Path(SHARED) / "fixtures" / "github"
-TOKEN = "callback-token-for-tests"
-
-
-def ids(*names: str) -> list[str]:
-    return [f"{SAMPLE}::{n}" for n in names]
-
-
-PLANS: dict[str, Any] = {
-    "default": {"shards": [ids("test_passes_one")]},
-    "ok": {
-        "shards": [ids("test_passes_one", "test_slow_a"), ids("test_passes_two", "test_slow_b")]
-    },
-    "fail": {"shards": [ids("test_passes_one", "test_fails")]},
-    "empty": {"shards": [ids("test_skipped")]},
-    "faults": {
-        "shards": [
-            ids("test_passes_one", "test_segfaults", "test_passes_two", "test_hangs", "test_slow_a")
-        ]
-    },
-    "long": {
-        "shards": [
-            ids("test_slow_a", "test_slow_b", "test_slow_c", "test_slow_d", "test_passes_one")
-        ],
-        "env": {"SAMPLE_SLOW_SECONDS": "1.5"},
-    },
-    "three": {
-        "shards": [
-            ids("test_slow_a", "test_slow_b", "test_slow_c", "test_slow_d"),
-            ids("test_passes_one"),
-            ids("test_passes_two"),
-        ],
-        "env": {"SAMPLE_SLOW_SECONDS": "1.5"},
-    },
-}
-
-
-def _runner_env(tmp: Path, receiver: Receiver) -> dict[str, str]:
-    plans = tmp / "plans.json"
-    plans.write_text(json.dumps(PLANS))
-    return {
-        "RELAY_RUNNER_ENABLED": "true",
-        "RELAY_PLANNER": "tests.workers.planners:labelled_planner",
-        "RELAY_TEST_PLANS": str(plans),
-        "RELAY_PER_TEST_TIMEOUT": "4",
-        "RELAY_SHARD_LEASE_SECONDS": "4",
-        "RELAY_SWEEP_AFTER_SECONDS": "6",
-        "RELAY_CALLBACK_URL": receiver.url,
-        "RELAY_CALLBACK_TOKEN": TOKEN,
-        "RELAY_EVENT_HANDLERS": "[]",
-    }
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with recording_receiver() as r:
-        yield r
 
 
 @pytest.fixture(scope="module", params=["sqlite+embedded", "postgres+redis"])
 def loop(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, receiver: Receiver
-) -> Iterator[Stack]:
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    relay_up: Any,
+    sample_runs: Any,
+    receiver: Any,
+) -> Iterator[Any]:
+    """`relay up` whose runner plans with the labelled planner over the sample suite and calls
+    back to ``receiver``; once on SQLite + the embedded broker, once on PostgreSQL + Redis."""
     tmp = tmp_path_factory.mktemp("loop-" + request.param.replace("+", "-"))
-    env = _runner_env(tmp, receiver)
-    if request.param == "sqlite+embedded":
-        stack = start_local_stack(tmp, extra_env=env)
-        try:
-            yield stack
-        finally:
-            stack.stop()
-    else:
-        broker = fresh_redis_url()
-        with fresh_postgres_database() as url:
-            stack = start_stack(
-                tmp=tmp, database_url=url, broker_url=broker, port=free_port(), extra_env=env
-            )
-            try:
-                yield stack
-            finally:
-                stack.stop()
+    with relay_up.running(
+        request.param, tmp, extra_env=sample_runs.runner_env(tmp, receiver.url)
+    ) as stack:
+        yield stack
 
 
-def pr_body(
-    plan: str, *, number: int | None = None, action: str = "opened", head: str | None = None
-) -> bytes:
-    payload = json.loads((FIXTURES / "pull_request/opened.payload.json").read_bytes())
-    payload["action"] = action
-    payload["number"] = payload["pull_request"]["number"] = number or (
-        uuid.uuid4().int % 10**6 + 1000
-    )
-    payload["pull_request"]["labels"] = [{"name": f"plan:{plan}"}]
-    payload["pull_request"]["head"]["sha"] = head or uuid.uuid4().hex + "abcdefgh"
-    assert payload["repository"]["full_name"] == UPSTREAM
-    return json.dumps(payload).encode()
-
-
-def job_for(stack: Stack, delivery_id: str) -> Job | None:
-    with session_scope(stack.database_url) as s:
-        job = s.scalar(select(Job).where(Job.delivery_id == delivery_id))
-        if job is not None:
-            s.expunge(job)
-        return job
-
-
-def wait_job(stack: Stack, delivery_id: str, *, timeout: float = 120) -> Job:
-    def done() -> Job | None:
-        job = job_for(stack, delivery_id)
-        return job if job is not None and job.status == "completed" else None
-
-    return stack.wait_for(done, timeout=timeout, what=f"job of {delivery_id} completed")
-
-
-def results(stack: Stack, job_pk: int) -> dict[str, str]:
-    with session_scope(stack.database_url) as s:
-        rows = s.execute(
-            select(TestResult.test_id, TestResult.outcome).where(TestResult.job_pk == job_pk)
-        ).all()
-    return {test_id.split("::")[-1]: outcome for test_id, outcome in rows}
-
-
-def submit(stack: Stack, body: bytes) -> str:
-    delivery_id = str(uuid.uuid4())
-    response = stack.post("pull_request", body, delivery_id=delivery_id)
-    assert response.status_code == 202, response.text
-    return delivery_id
-
-
-def test_signed_webhook_to_reported_job(loop: Stack, receiver: Receiver) -> None:
-    body = pr_body("ok")
-    delivery_id = submit(loop, body)
-    job = wait_job(loop, delivery_id)
+def test_signed_webhook_to_reported_job(loop: Any, receiver: Any, sample_runs: Any) -> None:
+    body = sample_runs.pr_body("ok")
+    delivery_id = loop.submit(body)
+    job = loop.wait_job(delivery_id)
     assert (job.status, job.conclusion) == ("completed", "success")
-    assert results(loop, job.id) == {
+    assert loop.results(job.id) == {
         n: "passed" for n in ("test_passes_one", "test_slow_a", "test_passes_two", "test_slow_b")
     }
     listed = httpx.get(f"{loop.base_url}/api/v1/jobs").json()
@@ -185,7 +71,7 @@ def test_signed_webhook_to_reported_job(loop: Stack, receiver: Receiver) -> None
     )
     assert [c.body["workflow"]["status"] for c in calls] == ["in_progress", "completed"]
     for c in calls:
-        assert c.headers["authorization"] == f"Bearer {TOKEN}"
+        assert c.headers["authorization"] == f"Bearer {sample_runs.TOKEN}"
         assert set(c.body) == {"event_type", "delivery_id", "payload", "workflow"}
         assert c.body["event_type"] == "pull_request"
         assert c.body["payload"] == json.loads(body)  # the upstream webhook body, verbatim
@@ -216,10 +102,10 @@ def test_signed_webhook_to_reported_job(loop: Stack, receiver: Receiver) -> None
         assert len(stamp) == 20 and stamp.endswith("Z") and stamp[10] == "T"
 
 
-def test_failing_test_fails_the_job(loop: Stack) -> None:
-    job = wait_job(loop, submit(loop, pr_body("fail")))
+def test_failing_test_fails_the_job(loop: Any, sample_runs: Any) -> None:
+    job = loop.wait_job(loop.submit(sample_runs.pr_body("fail")))
     assert job.conclusion == "failure"
-    assert results(loop, job.id) == {"test_passes_one": "passed", "test_fails": "failed"}
+    assert loop.results(job.id) == {"test_passes_one": "passed", "test_fails": "failed"}
     with session_scope(loop.database_url) as s:
         message = s.scalar(
             select(TestResult.message).where(
@@ -235,11 +121,11 @@ def test_failing_test_fails_the_job(loop: Stack) -> None:
     assert artifact and "arithmetic is broken" in Path(artifact).read_text()
 
 
-def test_no_test_ran_is_not_success(loop: Stack, receiver: Receiver) -> None:
-    delivery_id = submit(loop, pr_body("empty"))
-    job = wait_job(loop, delivery_id)
+def test_no_test_ran_is_not_success(loop: Any, receiver: Any, sample_runs: Any) -> None:
+    delivery_id = loop.submit(sample_runs.pr_body("empty"))
+    job = loop.wait_job(delivery_id)
     assert job.conclusion == "failure"
-    assert results(loop, job.id) == {"test_skipped": "skipped"}
+    assert loop.results(job.id) == {"test_skipped": "skipped"}
     done = loop.wait_for(
         lambda: [
             c
@@ -261,14 +147,16 @@ embedded_only = pytest.mark.parametrize("loop", ["sqlite+embedded"], indirect=Tr
 
 
 @pytest.fixture
-def sqlite_only(loop: Stack) -> Stack:
+def sqlite_only(loop: Any) -> Any:
     return loop
 
 
 @embedded_only
-def test_segfault_and_hang_are_recorded_and_the_shard_continues(sqlite_only: Stack) -> None:
-    job = wait_job(sqlite_only, submit(sqlite_only, pr_body("faults")))
-    assert results(sqlite_only, job.id) == {
+def test_segfault_and_hang_are_recorded_and_the_shard_continues(
+    sqlite_only: Any, sample_runs: Any
+) -> None:
+    job = sqlite_only.wait_job(sqlite_only.submit(sample_runs.pr_body("faults")))
+    assert sqlite_only.results(job.id) == {
         "test_passes_one": "passed",
         "test_segfaults": "crashed",
         "test_passes_two": "passed",
@@ -279,12 +167,14 @@ def test_segfault_and_hang_are_recorded_and_the_shard_continues(sqlite_only: Sta
 
 
 @embedded_only
-def test_worker_killed_mid_shard_resumes_without_loss_or_duplicates(sqlite_only: Stack) -> None:
+def test_worker_killed_mid_shard_resumes_without_loss_or_duplicates(
+    sqlite_only: Any, sample_runs: Any
+) -> None:
     stack = sqlite_only
-    delivery_id = submit(stack, pr_body("long"))
+    delivery_id = stack.submit(sample_runs.pr_body("long"))
 
     def running_owner() -> str | None:
-        job = job_for(stack, delivery_id)
+        job = stack.job_for(delivery_id)
         if job is None:
             return None
         with session_scope(stack.database_url) as s:
@@ -299,9 +189,9 @@ def test_worker_killed_mid_shard_resumes_without_loss_or_duplicates(sqlite_only:
     owner = stack.wait_for(running_owner, what="the shard to be running with a result stored")
     pid = int(owner.split(":")[1])
     os.kill(pid, signal.SIGKILL)  # the Celery pool process running the shard
-    job = wait_job(stack, delivery_id, timeout=180)
+    job = stack.wait_job(delivery_id, timeout=180)
     assert job.conclusion == "success"
-    assert results(stack, job.id) == {
+    assert stack.results(job.id) == {
         n: "passed"
         for n in ("test_slow_a", "test_slow_b", "test_slow_c", "test_slow_d", "test_passes_one")
     }
@@ -319,43 +209,43 @@ def test_worker_killed_mid_shard_resumes_without_loss_or_duplicates(sqlite_only:
 
 
 @embedded_only
-def test_newer_push_cancels_the_superseded_job(sqlite_only: Stack) -> None:
+def test_newer_push_cancels_the_superseded_job(sqlite_only: Any, sample_runs: Any) -> None:
     stack = sqlite_only
     number = uuid.uuid4().int % 10**6 + 2_000_000
-    first = submit(stack, pr_body("three", number=number))
+    first = stack.submit(sample_runs.pr_body("three", number=number))
     stack.wait_for(
-        lambda: (j := job_for(stack, first)) is not None and j.status == "in_progress",
+        lambda: (j := stack.job_for(first)) is not None and j.status == "in_progress",
         what="first job running",
     )
-    second = submit(stack, pr_body("ok", number=number, action="synchronize"))
-    old = wait_job(stack, first)
-    new = wait_job(stack, second)
+    second = stack.submit(sample_runs.pr_body("ok", number=number, action="synchronize"))
+    old = stack.wait_job(first)
+    new = stack.wait_job(second)
     assert old.conclusion == "cancelled" and old.superseded_by_pk == new.id
     assert new.conclusion == "success"
     with session_scope(stack.database_url) as s:
         states = sorted(s.scalars(select(Shard.state).where(Shard.job_pk == old.id)))
     assert states.count("cancelled") >= 1
     # the long shard was stopped: its unfinished tests are recorded as not run, never as passed
-    old_results = results(stack, old.id)
+    old_results = stack.results(old.id)
     assert "not_run" in old_results.values()
 
 
 @embedded_only
-def test_closed_pr_cancels_its_running_job(sqlite_only: Stack) -> None:
+def test_closed_pr_cancels_its_running_job(sqlite_only: Any, sample_runs: Any) -> None:
     stack = sqlite_only
     number = uuid.uuid4().int % 10**6 + 3_000_000
-    first = submit(stack, pr_body("three", number=number))
+    first = stack.submit(sample_runs.pr_body("three", number=number))
     stack.wait_for(
-        lambda: (j := job_for(stack, first)) is not None and j.status == "in_progress",
+        lambda: (j := stack.job_for(first)) is not None and j.status == "in_progress",
         what="job running",
     )
-    closed = json.loads(pr_body("three", number=number, action="closed"))
+    closed = json.loads(sample_runs.pr_body("three", number=number, action="closed"))
     closed["pull_request"]["merged"] = False
-    submit(stack, json.dumps(closed).encode())
-    assert wait_job(stack, first).conclusion == "cancelled"
+    stack.submit(json.dumps(closed).encode())
+    assert stack.wait_job(first).conclusion == "cancelled"
 
 
-def test_nightly_self_report(loop: Stack, receiver: Receiver) -> None:
+def test_nightly_self_report(loop: Any, receiver: Any, relay_up: Any) -> None:
     from store.queue import TASK_NIGHTLY, make_producer
     from store.settings import Settings
 
@@ -363,7 +253,7 @@ def test_nightly_self_report(loop: Stack, receiver: Receiver) -> None:
     producer = make_producer(Settings(broker_url=loop.broker_url, database_url=loop.database_url))
     for _ in range(2):  # idempotent: one run per day and SHA
         producer.send_task(TASK_NIGHTLY, kwargs={"head_sha": sha, "day": "2026-11-29"})
-    job = wait_job(loop, sha)
+    job = loop.wait_job(sha)
     assert (job.event_type, job.conclusion) == ("nightly", "success")
     calls = loop.wait_for(
         lambda: [c for c in receiver.calls if c.body["delivery_id"] == sha], what="nightly callback"
@@ -373,6 +263,6 @@ def test_nightly_self_report(loop: Stack, receiver: Receiver) -> None:
     assert len(calls) == 1  # CRCR takes only `completed` for nightly
     body = calls[0].body
     assert body["event_type"] == "nightly"
-    assert body["payload"] == {"repository": {"full_name": UPSTREAM}, "head_sha": sha}
+    assert body["payload"] == {"repository": {"full_name": relay_up.UPSTREAM}, "head_sha": sha}
     assert body["workflow"]["status"] == "completed"
     assert body["workflow"]["test_results"] == {"passed": 1, "failed": 0, "skipped": 0, "total": 1}

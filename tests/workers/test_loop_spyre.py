@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,17 +16,12 @@ from sqlalchemy import select
 
 from store.db import session_scope
 from store.models import Selection, TestResult
-from tests.relay.stack import UPSTREAM, Stack, start_local_stack
-from tests.services import SHARED
-from tests.workers.test_loop import wait_job
-
-FIXTURES = Path(SHARED) / "fixtures" / "github"
 
 
 @pytest.fixture(scope="module")
-def spyre_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def spyre_loop(tmp_path_factory: pytest.TempPathFactory, relay_up: Any) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("spyre-loop")
-    stack = start_local_stack(
+    stack = relay_up.local(
         tmp,
         extra_env={
             "RELAY_RUNNER_ENABLED": "true",
@@ -42,15 +38,17 @@ def spyre_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.stop()
 
 
-def test_push_is_selected_run_on_spyre_and_reported(spyre_loop: Stack) -> None:
-    payload = json.loads((FIXTURES / "push/with-new-branch.payload.json").read_bytes())
-    assert payload["repository"]["full_name"] == UPSTREAM
+def test_push_is_selected_run_on_spyre_and_reported(
+    spyre_loop: Any, github_fixtures: Path, relay_up: Any
+) -> None:
+    payload = json.loads((github_fixtures / "push/with-new-branch.payload.json").read_bytes())
+    assert payload["repository"]["full_name"] == relay_up.UPSTREAM
     delivery_id = str(uuid.uuid4())
     assert (
         spyre_loop.post("push", json.dumps(payload).encode(), delivery_id=delivery_id).status_code
         == 202
     )
-    job = wait_job(spyre_loop, delivery_id, timeout=600)
+    job = spyre_loop.wait_job(delivery_id, timeout=600)
     with session_scope(spyre_loop.database_url) as s:
         selection = s.scalar(select(Selection).where(Selection.job_pk == job.id))
         rows = list(s.scalars(select(TestResult).where(TestResult.job_pk == job.id)))

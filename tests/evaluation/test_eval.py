@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from backends.spyre.estimate import SimulatorEstimate
 from evaluation.groundtruth import event_facts, mutation_event
@@ -16,11 +17,10 @@ from evaluation.scores import (
 )
 from selector import select
 from selector.signals import SignalConfig
-from tests.selector.stages_repo import make_universe
 
 
-def _truth() -> GroundTruth:
-    u = make_universe()
+def _truth(small_upstream: Any) -> GroundTruth:
+    u = small_upstream.make_universe()
     add = [v.test_id for v in u.variants if v.op == "add"]
     return GroundTruth(
         kind="mutation",
@@ -39,9 +39,9 @@ def _truth() -> GroundTruth:
     )
 
 
-def test_scores_for_ours_and_the_baselines() -> None:
-    universe = make_universe()
-    truth = _truth()
+def test_scores_for_ours_and_the_baselines(small_upstream: Any) -> None:
+    universe = small_upstream.make_universe()
+    truth = _truth(small_upstream)
     plans = {
         e.name: select(event_facts(e), universe, config=SignalConfig(profiling_map=None))
         for e in truth.events
@@ -61,18 +61,18 @@ def test_scores_for_ours_and_the_baselines() -> None:
     assert "1 unobservable" in text and "| ours | 50.0 % (1/2) | 100.0 % (1/1) |" in text
 
 
-def test_random_baseline_spends_the_same_cost_and_is_repeatable() -> None:
-    universe = make_universe()
+def test_random_baseline_spends_the_same_cost_and_is_repeatable(small_upstream: Any) -> None:
+    universe = small_upstream.make_universe()
     est = SimulatorEstimate()
     costs = {v.test_id: est.seconds(v) for v in universe.variants}
-    event = _truth().events[0]
+    event = _truth(small_upstream).events[0]
     select = random_at_cost(universe, costs, lambda e: 3 * min(costs.values()), seed=1)
     first, second = select(event), select(event)
     assert first.tests == second.tests and len(first.tests) == 3
 
 
-def test_pytorch_td_picks_the_top_quarter_of_files_by_score(tmp_path: Path) -> None:
-    universe = make_universe()
+def test_pytorch_td_picks_the_top_quarter_of_files_by_score(tmp_path: Path, small_upstream: Any) -> None:
+    universe = small_upstream.make_universe()
     prior = tmp_path / "p.json"
     prior.write_text('{"torch/x.py": {"test_modules": 1.0}}')
     costs = dict.fromkeys((v.test_id for v in universe.variants), 1.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -13,11 +14,12 @@ from sqlalchemy import inspect
 from store import migrate
 from store.db import make_engine
 from store.models import Base
-from tests.services import fresh_postgres_database
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def database_url(
+    request: pytest.FixtureRequest, tmp_path: Path, fresh_postgres_database: Any
+) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'm.sqlite'}"
     else:

@@ -1,5 +1,5 @@
 """Ground-truth runs for real: pytest subprocesses, the traced baseline and restricted mutant runs
-on a four-test module (tests/selector/mutation_suite/mutant_cases.py)."""
+on a four-test module (tests/evaluation/mutation_suite/mutant_cases.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from evaluation.groundtruth import (
 )
 from selector.model import Universe, Variant
 
-FILE = "tests/selector/mutation_suite/mutant_cases.py"
+FILE = "tests/evaluation/mutation_suite/mutant_cases.py"
 NAMES = [
     "test_relu_on_device",
     "test_relu_on_cpu_only",

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from cli.upstream import app
-from tests.selector.upstream_repo import CMI, EXPECTED_FILES, LINALG, MODULES, make_checkout
 from upstream import GitCheckout
 from upstream.changes import ChangeFacts, compute_change_facts, facts_to_json
 from upstream.changes.python import file_symbol_changes
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_checkout(tmp_path_factory.mktemp("facts") / "pytorch")
+def checkout(tmp_path_factory: pytest.TempPathFactory, release_trees: Any) -> Path:
+    return release_trees.make_checkout(tmp_path_factory.mktemp("facts") / "pytorch")
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,8 @@ def facts(checkout: Path) -> ChangeFacts:
     return compute_change_facts(source, source.resolve("v2.13.0"), source.resolve("release/2.14"))
 
 
-def test_files(facts: ChangeFacts) -> None:
-    assert {f.path: f.status.value for f in facts.files} == EXPECTED_FILES
+def test_files(facts: ChangeFacts, release_trees: Any) -> None:
+    assert {f.path: f.status.value for f in facts.files} == release_trees.EXPECTED_FILES
     assert facts.base.requested == "v2.13.0"
     assert facts.head.requested == "release/2.14"
     assert facts.source_kind == "git"
@@ -77,7 +77,7 @@ def test_derivatives_entries(facts: ChangeFacts) -> None:
     assert facts.changed_overloads() == {"mul.Tensor", "gelu", "silu", "relu"}
 
 
-def test_opinfo_entries(facts: ChangeFacts) -> None:
+def test_opinfo_entries(facts: ChangeFacts, release_trees: Any) -> None:
     entries = {e.name: e for e in facts.db_entries if e.kind == "opinfo"}
     assert set(entries) == {"add", "relu", "gelu", "silu", "linalg.norm"}
     assert entries["add"].reasons == [
@@ -86,24 +86,24 @@ def test_opinfo_entries(facts: ChangeFacts) -> None:
     assert entries["relu"].reasons == ["uses sample_inputs_relu, which calls changed _shapes"]
     assert entries["gelu"].status == "removed"
     assert entries["silu"].status == "added"
-    assert entries["silu"].file == CMI
+    assert entries["silu"].file == release_trees.CMI
     assert entries["linalg.norm"].reasons == ["uses changed sample_inputs_norm"]
-    assert entries["linalg.norm"].file == LINALG
+    assert entries["linalg.norm"].file == release_trees.LINALG
     assert facts.changed_opinfos() == set(entries)
     assert "mul" not in entries and "mul.scalar" not in entries  # reformatted only
 
 
-def test_moduleinfo_entries(facts: ChangeFacts) -> None:
+def test_moduleinfo_entries(facts: ChangeFacts, release_trees: Any) -> None:
     modules = [(e.name, e.status, e.file) for e in facts.db_entries if e.kind == "moduleinfo"]
-    assert modules == [("torch.nn.ReLU", "removed", MODULES)]
+    assert modules == [("torch.nn.ReLU", "removed", release_trees.MODULES)]
     assert facts.changed_moduleinfos() == {"torch.nn.ReLU"}
 
 
-def test_facts_round_trip_through_json(facts: ChangeFacts) -> None:
+def test_facts_round_trip_through_json(facts: ChangeFacts, release_trees: Any) -> None:
     again = ChangeFacts.model_validate_json(facts.model_dump_json())
     assert again == facts
     payload = json.loads(facts_to_json(facts))
-    assert payload["counts"]["files"] == len(EXPECTED_FILES)
+    assert payload["counts"]["files"] == len(release_trees.EXPECTED_FILES)
     assert payload["changed_ops"] == ["gelu", "mul", "relu", "silu"]
     assert payload["changed_moduleinfos"] == ["torch.nn.ReLU"]
 
@@ -153,14 +153,14 @@ def test_symbol_diff_of_nested_and_conditional_definitions() -> None:
     assert file_symbol_changes("m.py", old, old) == ([], None)
 
 
-def test_cli_diff_on_a_checkout(checkout: Path, tmp_path: Path) -> None:
+def test_cli_diff_on_a_checkout(checkout: Path, tmp_path: Path, release_trees: Any) -> None:
     runner = CliRunner()
     args = ["diff", "--from", "v2.13.0", "--to", "release/2.14", "--upstream", str(checkout),
             "--cache-dir", str(tmp_path)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     out = result.output
-    assert f"files: {len(EXPECTED_FILES)} changed  (+2 -1 ~9)" in out
+    assert f"files: {len(release_trees.EXPECTED_FILES)} changed  (+2 -1 ~9)" in out
     assert "native_functions.yaml entries: 3  (+1 -1 ~1)" in out
     assert "derivatives.yaml entries: 1  (+0 -0 ~1)" in out
     assert "dispatch-only changes: 1 entries; keys: PrivateUse1 1" in out

@@ -377,3 +377,23 @@ def make_wheel(directory: Path, version: str, files: dict[str, str]) -> Path:
         for path, text in sorted(members.items()):
             zf.writestr(path, text)
     return directory / name
+
+
+class ReleaseTrees:
+    """What the ``release_trees`` fixture hands a test: the BASE ("2.13") and HEAD ("2.14")
+    trees, the paths and changes they differ by, and the makers of checkouts and wheels."""
+
+    BASE = BASE
+    HEAD = HEAD
+    EXPECTED_FILES = EXPECTED_FILES
+    NATIVE = NATIVE
+    DERIVATIVES = DERIVATIVES
+    CMI = CMI
+    MODULES = MODULES
+    LINALG = LINALG
+    CORE = CORE
+    git = staticmethod(git)
+    write_tree = staticmethod(write_tree)
+    make_checkout = staticmethod(make_checkout)
+    make_wheel = staticmethod(make_wheel)
+    wheel_path = staticmethod(wheel_path)

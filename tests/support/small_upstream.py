@@ -202,3 +202,23 @@ def make_universe() -> Universe:
         for d in DTYPES
     ]
     return Universe(variants=variants, label="generated", kind="checkout")
+
+
+class SmallUpstream:
+    """What the ``small_upstream`` fixture hands a test: the generated repository, its files and
+    the universe built for it."""
+
+    UpstreamRepo = UpstreamRepo
+    NATIVE_FUNCTIONS = NATIVE_FUNCTIONS
+    DERIVATIVES = DERIVATIVES
+    DECOMPOSITIONS = DECOMPOSITIONS
+    OPINFO_DB = OPINFO_DB
+    MODULES_DB = MODULES_DB
+    TEST_OPS = TEST_OPS
+    BINARY_OPS = BINARY_OPS
+    BASE_FILES = BASE_FILES
+    OPS = OPS
+    DTYPES = DTYPES
+    TEMPLATES = TEMPLATES
+    variant = staticmethod(variant)
+    make_universe = staticmethod(make_universe)

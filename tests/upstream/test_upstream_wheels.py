@@ -11,10 +11,10 @@ import re
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.selector.upstream_repo import BASE, CMI, EXPECTED_FILES, HEAD, make_wheel, wheel_path
 from upstream import (
     WHEEL_LAYOUT,
     FileStatus,
@@ -29,12 +29,12 @@ from upstream.changes import compute_change_facts
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def index(tmp_path_factory: pytest.TempPathFactory, release_trees: Any) -> Path:
     folder = tmp_path_factory.mktemp("index")
-    make_wheel(folder, "2.12.0", BASE)
-    make_wheel(folder, "2.13.0", BASE)
-    make_wheel(folder, "2.13.1", BASE)
-    make_wheel(folder, "2.14.0", HEAD)
+    release_trees.make_wheel(folder, "2.12.0", release_trees.BASE)
+    release_trees.make_wheel(folder, "2.13.0", release_trees.BASE)
+    release_trees.make_wheel(folder, "2.13.1", release_trees.BASE)
+    release_trees.make_wheel(folder, "2.14.0", release_trees.HEAD)
     return folder
 
 
@@ -101,12 +101,12 @@ def test_a_revision_that_is_not_a_release(wheels: ReleasedWheels, revision: str)
         wheels.resolve(revision)
 
 
-def test_read_the_wheel_as_a_source_tree(wheels: ReleasedWheels) -> None:
+def test_read_the_wheel_as_a_source_tree(wheels: ReleasedWheels, release_trees: Any) -> None:
     base = wheels.resolve("2.13")
     files = wheels.list_files(base)
-    assert files == sorted(wheel_path(p) for p in BASE if p.startswith(("torch/", "aten/", "tools/")))
+    assert files == sorted(release_trees.wheel_path(p) for p in release_trees.BASE if p.startswith(("torch/", "aten/", "tools/")))
     assert not any(".dist-info/" in p for p in files)
-    assert wheels.read_file(base, CMI).decode() == BASE[CMI]
+    assert wheels.read_file(base, release_trees.CMI).decode() == release_trees.BASE[release_trees.CMI]
     assert wheels.read_file(base, WHEEL_LAYOUT.native_functions).startswith(b"- func: add.Tensor")
     with pytest.raises(UpstreamFileNotFoundError, match=re.escape("torch/new_module.py: not in torch 2.13.1")):
         wheels.read_file(base, "torch/new_module.py")
@@ -114,9 +114,9 @@ def test_read_the_wheel_as_a_source_tree(wheels: ReleasedWheels) -> None:
         wheels.read_file(base, "torch-2.13.1.dist-info/METADATA")
 
 
-def test_changed_files_from_the_zip_directory(wheels: ReleasedWheels) -> None:
+def test_changed_files_from_the_zip_directory(wheels: ReleasedWheels, release_trees: Any) -> None:
     changes = wheels.changed_files(wheels.resolve("2.13"), wheels.resolve("2.14"))
-    expected = {wheel_path(p): s for p, s in EXPECTED_FILES.items() if not p.startswith(("c10/", "test/"))}
+    expected = {release_trees.wheel_path(p): s for p, s in release_trees.EXPECTED_FILES.items() if not p.startswith(("c10/", "test/"))}
     assert {c.path: c.status.value for c in changes} == expected
     assert all(c.status in FileStatus for c in changes)
 

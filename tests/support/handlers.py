@@ -11,6 +11,7 @@ from store.settings import Settings
 from wire.github.events import UpstreamEvent
 
 LABEL = "test/fail-once"
+DOTTED = "tests.support.handlers:fail_once_when_labelled"
 
 
 def fail_once_when_labelled(event: UpstreamEvent, settings: Settings) -> None:

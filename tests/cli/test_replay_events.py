@@ -22,58 +22,22 @@ from store.db import session_scope
 from store.deliveries import DeliveryCreate, store
 from store.models import Delivery
 from store.settings import reset_settings_cache
-from tests.relay.stack import SECRETS, UPSTREAM, Stack, start_local_stack
-from tests.services import SHARED, free_port
 
-FIXTURES = Path(SHARED) / "fixtures" / "github"
-SAMPLE = "tests/workers/sample_suite/sample_runner_cases.py"
-ROOT = Path(__file__).resolve().parents[2]
-#: quick passing tests that stand in for the selected variants when the worker runs them
-STAND_INS = [f"{SAMPLE}::test_passes_one", f"{SAMPLE}::test_passes_two", f"{SAMPLE}::test_slow_a"]
 BUDGET = 0.0002  # simulated device-seconds: cuts the generated universe to a few variants
 
 
-def small_selection(event: str, budget: float | None) -> Any:
-    """The selector's four stages over the small generated universe; the change of a replayed
-    fixture cannot be read (no checkout of its SHAs), so, like the default planner, the selector
-    falls back to the whole universe and the budget cuts it."""
-    from selector import select_everything
-    from tests.selector.stages_repo import make_universe
+@pytest.fixture(scope="module")
+def pr_payload(github_fixtures: Path) -> Any:
+    """``pr_payload(action, number, sha)``: the pull_request example, that action, number, head."""
 
-    return select_everything(
-        make_universe(),
-        reason=f"{event}: the change is not readable here",
-        base="head",
-        head="head",
-        source_kind="installed",
-        budget_seconds=budget,
-        workers=2,
-    )
+    def make(action: str, number: int, sha: str) -> dict[str, Any]:
+        payload = json.loads((github_fixtures / "pull_request/opened.payload.json").read_bytes())
+        payload["action"] = action
+        payload["number"] = payload["pull_request"]["number"] = number
+        payload["pull_request"]["head"]["sha"] = sha
+        return dict(payload)
 
-
-def small_selector_planner(event: Any, settings: Any) -> Any:
-    """RELAY_PLANNER for these tests: a real selection (funnel, fallback, budget cut) over the
-    generated universe, run as quick sample tests standing in for the selected variants."""
-    from backends.base import RunnerConfig
-    from planner import RunPlan
-
-    plan = small_selection(event.event, settings.runner_budget_seconds)
-    order = [t for shard in plan.shards for t in shard]
-    stand_in = {t: STAND_INS[i] for i, t in enumerate(order)}
-    return RunPlan(
-        shards=[[stand_in[t] for t in shard] for shard in plan.shards if shard],
-        runner=RunnerConfig(rootdir=str(ROOT)),
-        selection=plan,
-        head_rev=event.head_sha,
-    )
-
-
-def _pr(action: str, number: int, sha: str) -> dict[str, Any]:
-    payload = json.loads((FIXTURES / "pull_request/opened.payload.json").read_bytes())
-    payload["action"] = action
-    payload["number"] = payload["pull_request"]["number"] = number
-    payload["pull_request"]["head"]["sha"] = sha
-    return payload
+    return make
 
 
 def _jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
@@ -84,21 +48,21 @@ def _jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
 # ----------------------------------------------------------------------------- unit
 
 
-def test_folder_events_are_named_by_their_folder_in_path_order() -> None:
-    events = load_events(FIXTURES)
-    on_disk = sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.json"))
-    assert [Path(e.origin).relative_to(FIXTURES).as_posix() for e in events] == on_disk
+def test_folder_events_are_named_by_their_folder_in_path_order(github_fixtures: Path) -> None:
+    events = load_events(github_fixtures)
+    on_disk = sorted(p.relative_to(github_fixtures).as_posix() for p in github_fixtures.rglob("*.json"))
+    assert [Path(e.origin).relative_to(github_fixtures).as_posix() for e in events] == on_disk
     assert [e.event for e in events] == [p.split("/")[0] for p in on_disk]
     assert [e.n for e in events] == list(range(1, len(on_disk) + 1))
     # the file's own bytes are sent (signatures are over exactly these bytes)
     assert all(e.body == Path(e.origin).read_bytes() for e in events)
-    again = load_events(FIXTURES)
+    again = load_events(github_fixtures)
     assert [e.delivery_id for e in again] == [e.delivery_id for e in events]
     assert len({e.delivery_id for e in events}) == len(events)
 
 
-def test_jsonl_ids_derived_from_line_and_payload(tmp_path: Path) -> None:
-    a, b = _pr("opened", 7, "a" * 40), _pr("synchronize", 7, "b" * 40)
+def test_jsonl_ids_derived_from_line_and_payload(tmp_path: Path, pr_payload: Any) -> None:
+    a, b = pr_payload("opened", 7, "a" * 40), pr_payload("synchronize", 7, "b" * 40)
     path = _jsonl(
         tmp_path / "events.jsonl",
         [
@@ -189,11 +153,18 @@ def test_rate_and_percentiles() -> None:
     assert percentile([3.0], 99) == 3.0 and percentile([], 50) is None
 
 
-def test_export_then_load_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_then_load_round_trip(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    github_fixtures: Path,
+    pr_payload: Any,
+    relay_up: Any,
+) -> None:
+    upstream = relay_up.UPSTREAM
     url = f"sqlite:///{tmp_path / 'relay.sqlite'}"
     migrate.upgrade(url)
-    pr = json.dumps(_pr("opened", 11, "c" * 40), indent=2).encode()  # formatting kept by GitHub
-    push = (FIXTURES / "push/with-new-branch.payload.json").read_bytes()
+    pr = json.dumps(pr_payload("opened", 11, "c" * 40), indent=2).encode()  # formatting kept by GitHub
+    push = (github_fixtures / "push/with-new-branch.payload.json").read_bytes()
     dispatch = json.dumps(
         {
             "action": "pull_request",
@@ -205,12 +176,12 @@ def test_export_then_load_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyP
         }
     ).encode()
     stored = [
-        DeliveryCreate(delivery_id="d-1", event="pull_request", action="opened", repo=UPSTREAM,
+        DeliveryCreate(delivery_id="d-1", event="pull_request", action="opened", repo=upstream,
                        raw_body=pr),
-        DeliveryCreate(delivery_id="d-2", event="nightly", action=None, repo=UPSTREAM,
+        DeliveryCreate(delivery_id="d-2", event="nightly", action=None, repo=upstream,
                        raw_body=b'{"head_sha": "abc"}', source="nightly"),
-        DeliveryCreate(delivery_id="d-3", event="push", action=None, repo=UPSTREAM, raw_body=push),
-        DeliveryCreate(delivery_id="d-4", event="pull_request", action="opened", repo=UPSTREAM,
+        DeliveryCreate(delivery_id="d-3", event="push", action=None, repo=upstream, raw_body=push),
+        DeliveryCreate(delivery_id="d-4", event="pull_request", action="opened", repo=upstream,
                        raw_body=dispatch, source="repository_dispatch",
                        upstream_delivery_id="upstream-guid"),
     ]  # fmt: skip
@@ -248,19 +219,19 @@ def test_export_then_load_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyP
         reset_settings_cache()
 
 
-def test_neither_release_nor_events_is_an_error() -> None:
+def test_neither_release_nor_events_is_an_error(github_fixtures: Path) -> None:
     result = CliRunner().invoke(build_app(), ["replay"])
     assert result.exit_code == 2
     assert "give --from and --to" in result.output and "--events FILE" in result.output
-    both = CliRunner().invoke(build_app(), ["replay", "--events", str(FIXTURES), "--from", "2.13"])
+    both = CliRunner().invoke(build_app(), ["replay", "--events", str(github_fixtures), "--from", "2.13"])
     assert both.exit_code == 2
     assert "--events replays recorded events: without --from/--to/--run" in both.output
 
 
-def test_unreachable_relay_is_a_clear_error() -> None:
+def test_unreachable_relay_is_a_clear_error(github_fixtures: Path, free_port: Any) -> None:
     port = free_port()  # nothing listens there
     result = CliRunner().invoke(
-        build_app(), ["replay", "--events", str(FIXTURES), "--url", f"http://127.0.0.1:{port}"]
+        build_app(), ["replay", "--events", str(github_fixtures), "--url", f"http://127.0.0.1:{port}"]
     )
     assert result.exit_code == 2
     assert f"error: cannot reach the relay at http://127.0.0.1:{port}" in result.output
@@ -271,13 +242,15 @@ def test_unreachable_relay_is_a_clear_error() -> None:
 
 
 @pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def relay(
+    tmp_path_factory: pytest.TempPathFactory, relay_up: Any, small_selector_planner: str
+) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("replay-events")
-    stack = start_local_stack(
+    stack = relay_up.local(
         tmp,
         extra_env={
             "RELAY_RUNNER_ENABLED": "true",
-            "RELAY_PLANNER": "tests.selector.test_replay_events:small_selector_planner",
+            "RELAY_PLANNER": small_selector_planner,
             "RELAY_RUNNER_BUDGET_SECONDS": str(BUDGET),
             "RELAY_EVENT_HANDLERS": "[]",
             "RELAY_CANCEL_SUPERSEDED": "false",
@@ -290,11 +263,11 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 @pytest.fixture
-def cli(relay: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def cli(relay: Any, monkeypatch: pytest.MonkeyPatch, relay_up: Any) -> Iterator[Any]:
     """`relay ...` in this process, configured like the running stack (its secrets, its DB)."""
-    monkeypatch.setenv("RELAY_WEBHOOK_SECRETS", json.dumps(SECRETS))
+    monkeypatch.setenv("RELAY_WEBHOOK_SECRETS", json.dumps(relay_up.SECRETS))
     monkeypatch.setenv("RELAY_DATABASE_URL", relay.database_url)
-    monkeypatch.setenv("RELAY_UPSTREAM_REPO", UPSTREAM)
+    monkeypatch.setenv("RELAY_UPSTREAM_REPO", relay_up.UPSTREAM)
     reset_settings_cache()
 
     def invoke(*args: str) -> Any:
@@ -304,18 +277,20 @@ def cli(relay: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     reset_settings_cache()
 
 
-def stored_ids(stack: Stack) -> list[str]:
+def stored_ids(stack: Any) -> list[str]:
     with session_scope(stack.database_url) as session:
         return list(session.scalars(select(Delivery.delivery_id).order_by(Delivery.id)))
 
 
-def test_replay_fixture_folder_then_again(relay: Stack, cli: Any) -> None:
+def test_replay_fixture_folder_then_again(
+    relay: Any, cli: Any, github_fixtures: Path, small_selection: Any
+) -> None:
     before = stored_ids(relay)
-    result = cli("replay", "--events", str(FIXTURES), "--url", relay.base_url, "--wait", "60",
+    result = cli("replay", "--events", str(github_fixtures), "--url", relay.base_url, "--wait", "60",
                  "--json")  # fmt: skip
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    rows = {Path(r["origin"]).relative_to(FIXTURES).as_posix(): r for r in report["events"]}
+    rows = {Path(r["origin"]).relative_to(github_fixtures).as_posix(): r for r in report["events"]}
     assert [r["n"] for r in report["events"]] == list(range(1, len(rows) + 1))
     accepted = ["pull_request/closed.payload.json", "pull_request/labeled.payload.json",
                 "pull_request/opened.payload.json", "pull_request/synchronize.payload.json",
@@ -366,7 +341,7 @@ def test_replay_fixture_folder_then_again(relay: Stack, cli: Any) -> None:
 
     # the same folder again: every stored event is a duplicate, nothing new is stored, and the
     # table still shows the jobs of the first replay
-    again = cli("replay", "--events", str(FIXTURES), "--url", relay.base_url, "--wait", "5")
+    again = cli("replay", "--events", str(github_fixtures), "--url", relay.base_url, "--wait", "5")
     assert again.exit_code == 0, again.output
     assert "5 duplicate, 3 ignored, 0 rejected" in again.output
     assert (
@@ -380,14 +355,16 @@ def test_replay_fixture_folder_then_again(relay: Stack, cli: Any) -> None:
     assert header[:5] == ["n", "event", "delivery", "http", "accept"]
 
 
-def test_replay_jsonl_in_order_and_export(relay: Stack, cli: Any, tmp_path: Path) -> None:
+def test_replay_jsonl_in_order_and_export(
+    relay: Any, cli: Any, tmp_path: Path, pr_payload: Any, relay_up: Any
+) -> None:
     before = stored_ids(relay)
     records = [
-        {"event": "pull_request", "payload": _pr("opened", 501, "1" * 40)},
+        {"event": "pull_request", "payload": pr_payload("opened", 501, "1" * 40)},
         {"event": "pull_request", "delivery_id": "jsonl-recorded-2",
-         "payload": _pr("synchronize", 501, "2" * 40)},
-        {"event": "pull_request", "payload": _pr("opened", 502, "3" * 40)},
-        {"event": "issues", "payload": {"repository": {"full_name": UPSTREAM}}},
+         "payload": pr_payload("synchronize", 501, "2" * 40)},
+        {"event": "pull_request", "payload": pr_payload("opened", 502, "3" * 40)},
+        {"event": "issues", "payload": {"repository": {"full_name": relay_up.UPSTREAM}}},
     ]  # fmt: skip
     path = _jsonl(tmp_path / "events.jsonl", records)
     result = cli("replay", "--events", str(path), "--url", relay.base_url, "--rate", "20/s",
@@ -417,11 +394,11 @@ def test_replay_jsonl_in_order_and_export(relay: Stack, cli: Any, tmp_path: Path
     assert {r["outcome"] for r in json.loads(replayed.output)["events"]} == {"duplicate"}
 
 
-def test_bad_file_sends_nothing(relay: Stack, cli: Any, tmp_path: Path) -> None:
+def test_bad_file_sends_nothing(relay: Any, cli: Any, tmp_path: Path, pr_payload: Any) -> None:
     before = stored_ids(relay)
     path = tmp_path / "bad.jsonl"
     path.write_text(
-        json.dumps({"event": "pull_request", "payload": _pr("opened", 601, "6" * 40)})
+        json.dumps({"event": "pull_request", "payload": pr_payload("opened", 601, "6" * 40)})
         + "\nnope\n"
         + json.dumps({"payload": {}})
         + "\n"
@@ -435,13 +412,13 @@ def test_bad_file_sends_nothing(relay: Stack, cli: Any, tmp_path: Path) -> None:
 
 
 def test_wrong_secret_is_counted_as_rejected(
-    relay: Stack, cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    relay: Any, cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pr_payload: Any
 ) -> None:
     monkeypatch.setenv("RELAY_WEBHOOK_SECRETS", json.dumps(["not-the-relay-secret"]))
     reset_settings_cache()
     path = _jsonl(
         tmp_path / "one.jsonl",
-        [{"event": "pull_request", "payload": _pr("opened", 701, "7" * 40)}],
+        [{"event": "pull_request", "payload": pr_payload("opened", 701, "7" * 40)}],
     )
     result = cli("replay", "--events", str(path), "--url", relay.base_url, "--wait", "0")
     assert result.exit_code == 1

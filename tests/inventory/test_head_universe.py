@@ -3,36 +3,44 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from inventory.head import head_universe
 from planner import source_reader
 from selector import NEW_AT_HEAD, REMOVED_AT_HEAD, select
 from selector.signals import SignalConfig
-from tests.selector.stages_repo import OPINFO_DB, UpstreamRepo, make_universe
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
-BASE_DB = OPINFO_DB.replace(
-    'OpInfo("add", sample_inputs_func=sample_inputs_add)',
-    'OpInfo("add", sample_inputs_func=sample_inputs_add, dtypes=(torch.float16, torch.float32))',
-)
-HEAD_DB = BASE_DB.replace(
-    "dtypes=(torch.float16, torch.float32)", "dtypes=(torch.float16,)"
-).replace(
-    '    OpInfo("mul", sample_inputs_func=sample_inputs_mul),\n',
-    '    OpInfo("sub", dtypes=floating_types()),\n',
-)
+
+def _opinfo_dbs(opinfo_db: str) -> tuple[str, str]:
+    """The OpInfo database at base (add with explicit dtypes) and at head (add loses float32,
+    mul is gone, sub is new)."""
+    base = opinfo_db.replace(
+        'OpInfo("add", sample_inputs_func=sample_inputs_add)',
+        'OpInfo("add", sample_inputs_func=sample_inputs_add, dtypes=(torch.float16, torch.float32))',
+    )
+    head = base.replace(
+        "dtypes=(torch.float16, torch.float32)", "dtypes=(torch.float16,)"
+    ).replace(
+        '    OpInfo("mul", sample_inputs_func=sample_inputs_mul),\n',
+        '    OpInfo("sub", dtypes=floating_types()),\n',
+    )
+    return base, head
 
 
-def test_head_universe_adds_new_entries_and_flags_removed_ones(tmp_path: Path) -> None:
-    repo = UpstreamRepo.create(tmp_path)
+def test_head_universe_adds_new_entries_and_flags_removed_ones(
+    tmp_path: Path, small_upstream: Any
+) -> None:
+    base_db, head_db = _opinfo_dbs(small_upstream.OPINFO_DB)
+    repo = small_upstream.UpstreamRepo.create(tmp_path)
     path = "torch/testing/_internal/common_methods_invocations.py"
-    repo.commit({path: "import torch\n" + BASE_DB})
+    repo.commit({path: "import torch\n" + base_db})
     repo.git("tag", "v1")
-    repo.commit({path: "import torch\n" + HEAD_DB})
+    repo.commit({path: "import torch\n" + head_db})
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("v1"), source.resolve("HEAD"))
-    installed = make_universe()
+    installed = small_upstream.make_universe()
     head = head_universe(installed, facts, source)
     flags = head.universe.flags
     new = sorted(t for t, f in flags.items() if f == NEW_AT_HEAD)

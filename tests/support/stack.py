@@ -1,7 +1,8 @@
 """A running relay for tests: `relay up` (uvicorn + one real Celery worker process) in a
 subprocess, on a free loopback port, with its own database and broker.
 
-This is exactly what `make run` starts; tests drive it through real HTTP.
+This is exactly what `make run` starts; tests drive it through real HTTP. The ``relay_up``
+fixture hands out a :class:`RelayUp`; benchmarks call :func:`start_stack` directly.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,21 @@ import httpx
 from sqlalchemy import select
 
 from store.db import session_scope
-from store.models import Delivery
+from store.models import Delivery, Job, TestResult
+from tests.support import handlers
+from tests.support.services import (
+    REPO_ROOT,
+    free_port,
+    fresh_postgres_database,
+    fresh_redis_url,
+)
 from wire.github.signature import sign
 
 SECRETS = ["It's a Secret to Everybody", "rotated-second-secret"]
 UPSTREAM = "Codertocat/Hello-World"
 MAX_BODY = 200_000
+#: the two configurations every end-to-end test runs on (the ``kind`` of :meth:`RelayUp.running`)
+KINDS = ("sqlite+embedded", "postgres+redis")
 
 
 @dataclass
@@ -79,12 +89,43 @@ class Stack:
             timeout=30,
         )
 
+    def submit(self, body: bytes, event: str = "pull_request") -> str:
+        """Post a signed delivery under a new id; it must be accepted (202). Its id."""
+        delivery_id = str(uuid.uuid4())
+        response = self.post(event, body, delivery_id=delivery_id)
+        assert response.status_code == 202, response.text
+        return delivery_id
+
     def delivery(self, delivery_id: str) -> Delivery | None:
         with session_scope(self.database_url) as session:
             row = session.scalar(select(Delivery).where(Delivery.delivery_id == delivery_id))
             if row is not None:
                 session.expunge(row)
             return row
+
+    def job_for(self, delivery_id: str) -> Job | None:
+        with session_scope(self.database_url) as s:
+            job = s.scalar(select(Job).where(Job.delivery_id == delivery_id))
+            if job is not None:
+                s.expunge(job)
+            return job
+
+    def wait_job(self, delivery_id: str, *, timeout: float = 120) -> Job:
+        """The job of ``delivery_id`` once it is completed."""
+
+        def done() -> Job | None:
+            job = self.job_for(delivery_id)
+            return job if job is not None and job.status == "completed" else None
+
+        return self.wait_for(done, timeout=timeout, what=f"job of {delivery_id} completed")
+
+    def results(self, job_pk: int) -> dict[str, str]:
+        """{test name (the last part of its node id): outcome} of one job."""
+        with session_scope(self.database_url) as s:
+            rows = s.execute(
+                select(TestResult.test_id, TestResult.outcome).where(TestResult.job_pk == job_pk)
+            ).all()
+        return {test_id.split("::")[-1]: outcome for test_id, outcome in rows}
 
     def wait_for(self, predicate: Callable[[], Any], *, timeout: float = 60, what: str = "") -> Any:
         """Settle helper: poll until ``predicate()`` is truthy (or fail with the log tail)."""
@@ -138,8 +179,6 @@ def start_local_stack(
     tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1
 ) -> Stack:
     """``relay up`` on the embedded default: a SQLite database and the SQLite broker in ``tmp``."""
-    from tests.services import free_port
-
     return start_stack(
         tmp=tmp,
         database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
@@ -155,10 +194,11 @@ def start_stack(
     tmp: Path,
     database_url: str,
     broker_url: str,
-    port: int,
+    port: int | None = None,
     extra_env: dict[str, str] | None = None,
     workers: int = 1,
 ) -> Stack:
+    port = port or free_port()
     env = {
         **os.environ,
         "RELAY_ENV": "development",
@@ -168,7 +208,7 @@ def start_stack(
         "RELAY_UPSTREAM_REPO": UPSTREAM,
         "RELAY_WEBHOOK_SECRETS": json.dumps(SECRETS),
         "RELAY_MAX_BODY_BYTES": str(MAX_BODY),
-        "RELAY_EVENT_HANDLERS": json.dumps(["tests.relay.handlers:fail_once_when_labelled"]),
+        "RELAY_EVENT_HANDLERS": json.dumps([handlers.DOTTED]),
         "RELAY_TEST_MARKER_DIR": str(tmp / "markers"),
         "RELAY_LOG_JSON": "true",
         "RELAY_RUNNER_ENABLED": "false",
@@ -184,7 +224,7 @@ def start_stack(
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=REPO_ROOT,
         start_new_session=True,
     )
     stack = Stack(
@@ -215,3 +255,67 @@ def start_stack(
         stack.stop()
         raise
     return stack
+
+
+class RelayUp:
+    """What the ``relay_up`` fixture hands a test: starts stacks, and the configuration every
+    stack shares (its webhook secrets, the upstream it serves, its body limit, the label its
+    fail-once event handler reacts to)."""
+
+    SECRETS = SECRETS
+    UPSTREAM = UPSTREAM
+    MAX_BODY = MAX_BODY
+    KINDS = KINDS
+    FAIL_ONCE_LABEL = handlers.LABEL
+    Stack = Stack
+
+    @staticmethod
+    def start(
+        *,
+        tmp: Path,
+        database_url: str,
+        broker_url: str,
+        port: int | None = None,
+        extra_env: dict[str, str] | None = None,
+        workers: int = 1,
+    ) -> Stack:
+        """``relay up`` on the given database and broker (the caller stops it)."""
+        return start_stack(
+            tmp=tmp,
+            database_url=database_url,
+            broker_url=broker_url,
+            port=port,
+            extra_env=extra_env,
+            workers=workers,
+        )
+
+    @staticmethod
+    def local(tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1) -> Stack:
+        """``relay up`` on SQLite and the embedded broker in ``tmp`` (the caller stops it)."""
+        return start_local_stack(tmp, extra_env=extra_env, workers=workers)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def running(
+        kind: str, tmp: Path, *, extra_env: dict[str, str] | None = None
+    ) -> Iterator[Stack]:
+        """``relay up`` for the duration of a ``with``: ``kind`` "sqlite+embedded" (files in
+        ``tmp``) or "postgres+redis" (a fresh database and Redis index of the CI servers)."""
+        if kind == "sqlite+embedded":
+            stack = start_local_stack(tmp, extra_env=extra_env)
+            try:
+                yield stack
+            finally:
+                stack.stop()
+        elif kind == "postgres+redis":
+            broker = fresh_redis_url()
+            with fresh_postgres_database() as database_url:
+                stack = start_stack(
+                    tmp=tmp, database_url=database_url, broker_url=broker, extra_env=extra_env
+                )
+                try:
+                    yield stack
+                finally:
+                    stack.stop()
+        else:
+            raise ValueError(f"unknown stack kind {kind!r} (expected one of {KINDS})")

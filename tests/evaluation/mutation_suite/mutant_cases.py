@@ -1,4 +1,4 @@
-"""A four-test module for the ground-truth machinery (run by tests/selector/test_groundtruth.py,
+"""A four-test module for the ground-truth machinery (run by tests/evaluation/test_groundtruth.py,
 never collected by ``make test`` itself: the name does not match ``test_*.py``)."""
 
 import torch

@@ -2,14 +2,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.services import SHARED
 from wire.github.events import EventError, normalize, unwrap_dispatch
 from wire.github.signature import sign, verify
-
-FIXTURES = Path(SHARED) / "fixtures" / "github"
 
 
 def test_github_docs_vector() -> None:
@@ -28,12 +26,18 @@ def test_verify_any_of_several_secrets() -> None:
     assert not verify([b"second"], body, "sha256=\u00e9")
 
 
-def _load(name: str) -> dict:
-    return json.loads((FIXTURES / name).read_bytes())
+@pytest.fixture
+def load(github_fixtures: Path) -> Any:
+    """``load(name)``: one of the shared example payloads, parsed."""
+
+    def read(name: str) -> dict[str, Any]:
+        return dict(json.loads((github_fixtures / name).read_bytes()))
+
+    return read
 
 
-def test_pull_request_closed_merged() -> None:
-    p = _load("pull_request/closed.payload.json")
+def test_pull_request_closed_merged(load: Any) -> None:
+    p = load("pull_request/closed.payload.json")
     e = normalize(event="pull_request", payload=p, delivery_id="d")
     assert e.action == "closed" and e.merged == bool(p["pull_request"]["merged"])
     p["pull_request"]["merged"] = False
@@ -41,22 +45,22 @@ def test_pull_request_closed_merged() -> None:
     assert normalize(event="pull_request", payload=p, delivery_id="d").merged is True
 
 
-def test_labeled_is_actionable_only_for_ciflow_crcr_labels() -> None:
-    p = _load("pull_request/labeled.payload.json")
+def test_labeled_is_actionable_only_for_ciflow_crcr_labels(load: Any) -> None:
+    p = load("pull_request/labeled.payload.json")
     e = normalize(event="pull_request", payload=p, delivery_id="d")
     assert e.actionable is False and "ciflow/crcr/" in e.reason
     p["label"]["name"] = "ciflow/crcr/spyre"
     assert normalize(event="pull_request", payload=p, delivery_id="d").actionable is True
 
 
-def test_push() -> None:
-    p = _load("push/with-new-branch.payload.json")
+def test_push(load: Any) -> None:
+    p = load("push/with-new-branch.payload.json")
     e = normalize(event="push", payload=p, delivery_id="d")
     assert (e.ref, e.after_sha, e.before_sha) == (p["ref"], p["after"], p["before"])
 
 
-def test_missing_fields_are_event_errors() -> None:
-    p = _load("pull_request/opened.payload.json")
+def test_missing_fields_are_event_errors(load: Any) -> None:
+    p = load("pull_request/opened.payload.json")
     del p["pull_request"]["head"]
     with pytest.raises(EventError, match=r"pull_request\.head\.sha|head\.sha"):
         normalize(event="pull_request", payload=p, delivery_id="d")
@@ -64,8 +68,8 @@ def test_missing_fields_are_event_errors() -> None:
         normalize(event="issues", payload={"repository": {"full_name": "a/b"}}, delivery_id="d")
 
 
-def test_unwrap_dispatch() -> None:
-    assert unwrap_dispatch(_load("repository_dispatch/payload.json")) is None
+def test_unwrap_dispatch(load: Any) -> None:
+    assert unwrap_dispatch(load("repository_dispatch/payload.json")) is None
     inner = {"repository": {"full_name": "a/b"}}
     assert unwrap_dispatch(
         {"client_payload": {"event_type": "push", "delivery_id": "x", "payload": inner}}

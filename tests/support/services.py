@@ -1,5 +1,6 @@
 """Real services for tests: fresh PostgreSQL databases and Redis databases from the servers that
-`.ci/run` starts (RELAY_TEST_POSTGRES_URL, RELAY_TEST_REDIS_URL).
+`.ci/run` starts (RELAY_TEST_POSTGRES_URL, RELAY_TEST_REDIS_URL), a free port, and the paths the
+tests read (the project root, ../shared).
 
 Outside CI a missing server skips the test with the reason; under CI (CI=true) it fails, so a
 broken CI set-up can never pass by skipping.
@@ -9,15 +10,19 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(REPO_ROOT), "shared")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED = REPO_ROOT.parent / "shared"
+GITHUB_FIXTURES = SHARED / "fixtures" / "github"
 
 
 def _missing(name: str) -> None:
@@ -80,3 +85,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def run_python(
+    code: str, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run a snippet in a fresh interpreter in the project root (import-order and crash tests)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -26,30 +27,28 @@ from cli.replay_events import run_command
 from store.db import session_scope
 from store.models import Delivery
 from store.settings import Settings, reset_settings_cache
-from tests.relay.stack import Stack, start_local_stack
-from tests.services import free_port
 
-SAMPLE = "tests/workers/sample_suite/sample_runner_cases.py"
-ROOT = Path(__file__).resolve().parents[2]
 # The labelled planner never reads the versions, so the fast tests use pairs of their own; the
 # real 2.13 -> 2.14 pair is left to the slow test (the relay runs each pair once).
 FROM, TO = "1.0", "1.1"
 
 
 @pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def relay(
+    tmp_path_factory: pytest.TempPathFactory, relay_up: Any, sample_runs: Any
+) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("replay-run")
-    plans = tmp / "plans.json"
     # a periodic event carries no labels: the "default" plan, two quick passing tests
-    plans.write_text(
-        json.dumps({"default": {"shards": [[f"{SAMPLE}::test_passes_one"],
-                                           [f"{SAMPLE}::test_passes_two"]]}})
+    plans = sample_runs.write_plans(
+        tmp,
+        {"default": {"shards": [sample_runs.ids("test_passes_one"),
+                                sample_runs.ids("test_passes_two")]}},
     )  # fmt: skip
-    stack = start_local_stack(
+    stack = relay_up.local(
         tmp,
         extra_env={
             "RELAY_RUNNER_ENABLED": "true",
-            "RELAY_PLANNER": "tests.workers.planners:labelled_planner",
+            "RELAY_PLANNER": sample_runs.LABELLED_PLANNER,
             "RELAY_TEST_PLANS": str(plans),
             "RELAY_EVENT_HANDLERS": "[]",
         },
@@ -61,7 +60,7 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 @pytest.fixture
-def configured(relay: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+def configured(relay: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
     """This process configured like the stack (its broker and database)."""
     monkeypatch.setenv("RELAY_BROKER_URL", relay.broker_url)
     monkeypatch.setenv("RELAY_DATABASE_URL", relay.database_url)
@@ -70,7 +69,7 @@ def configured(relay: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settin
     reset_settings_cache()
 
 
-def deliveries(stack: Stack, delivery_id: str) -> list[Delivery]:
+def deliveries(stack: Any, delivery_id: str) -> list[Delivery]:
     with session_scope(stack.database_url) as s:
         rows = list(s.scalars(select(Delivery).where(Delivery.delivery_id == delivery_id)))
         for row in rows:
@@ -79,7 +78,7 @@ def deliveries(stack: Stack, delivery_id: str) -> list[Delivery]:
 
 
 def test_run_sends_the_replay_and_waits_for_its_conclusion(
-    relay: Stack, configured: Settings, capsys: pytest.CaptureFixture[str]
+    relay: Any, configured: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_command(FROM, TO, url=relay.base_url, wait=120, err=False)  # returns: no typer.Exit
     out = capsys.readouterr().out
@@ -116,7 +115,7 @@ def test_run_sends_the_replay_and_waits_for_its_conclusion(
     assert len(deliveries(relay, release_delivery_id(FROM, TO))) == 1
 
 
-def test_without_wait_prints_the_job_and_how_to_follow(relay: Stack, configured: Settings) -> None:
+def test_without_wait_prints_the_job_and_how_to_follow(relay: Any, configured: Settings) -> None:
     lines: list[str] = []
     result = run_release_replay(
         TO, "1.2", url=relay.base_url, wait=0, send=broker_send(configured), echo=lines.append
@@ -129,7 +128,9 @@ def test_without_wait_prints_the_job_and_how_to_follow(relay: Stack, configured:
     assert job["delivery_id"] == "v1.2"
 
 
-def test_unreachable_broker_and_relay_are_clear_errors(relay: Stack, configured: Settings) -> None:
+def test_unreachable_broker_and_relay_are_clear_errors(
+    relay: Any, configured: Settings, free_port: Any
+) -> None:
     dead = Settings(broker_url=f"redis://127.0.0.1:{free_port()}/0")
     with pytest.raises(ReplayError, match=re.escape("cannot reach the broker redis://127.0.0.1:")):
         run_release_replay(
@@ -148,14 +149,14 @@ def test_unreachable_broker_and_relay_are_clear_errors(relay: Stack, configured:
 
 @pytest.mark.slow
 @pytest.mark.wheels
-def test_cli_plans_offline_then_runs(relay: Stack) -> None:
+def test_cli_plans_offline_then_runs(relay: Any, repo_root: Path) -> None:
     """The whole command: the offline plan on the real wheels (about a minute), then --run."""
     env = {**os.environ, "RELAY_BROKER_URL": relay.broker_url}
     proc = subprocess.run(
         [sys.executable, "-m", "cli", "replay", "--from", "2.13", "--to", "2.14",
          "--out", str(relay.log_path.parent / "plan.json"), "--run", "--url", relay.base_url,
          "--wait", "120"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env=env, cwd=repo_root, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "variants to evaluate" in proc.stdout

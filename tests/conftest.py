@@ -1,0 +1,159 @@
+"""The fixtures every test folder shares. Their implementations live in ``tests/support`` (which
+only conftest files and the benchmarks import; test modules ask for fixtures).
+
+Imports of the support modules are deferred to the fixtures: pytest runs that the tests start in
+subprocesses (the sample suites, the mutation suite) load this file too, and stay light.
+
+- paths: ``repo_root``, ``shared`` (../shared), ``github_fixtures`` (its GitHub payloads)
+- services: ``free_port()``, ``fresh_postgres_database()`` (a context manager), ``postgres_url``,
+  ``fresh_redis_url()``, ``run_python(code, env)``
+- a running relay: ``relay_up`` (:class:`tests.support.stack.RelayUp`: ``local(tmp)``,
+  ``start(...)``, ``running(kind, tmp)``, ``SECRETS``, ``UPSTREAM``, ``MAX_BODY``, ...) and the
+  runner's sample plans, ``sample_runs`` (:class:`tests.support.runs.SampleRuns`)
+- CRCR callbacks: ``recording_receiver()`` (a context manager), ``receiver`` (one per module)
+- generated upstreams: ``release_trees`` (:class:`tests.support.release_trees.ReleaseTrees`,
+  the 2.13/2.14 checkout and wheels) and ``small_upstream``
+  (:class:`tests.support.small_upstream.SmallUpstream`, the repository and universe of the
+  selector tests)
+- ``allowlist_sample``: a CRCR allowlist with every documented shape
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.support.receiver import Receiver
+    from tests.support.release_trees import ReleaseTrees
+    from tests.support.runs import SampleRuns
+    from tests.support.small_upstream import SmallUpstream
+    from tests.support.stack import RelayUp
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The project's root (the working folder of every subprocess the tests start)."""
+    from tests.support.services import REPO_ROOT
+
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    """../shared: the design's reference material and example payloads (read only)."""
+    from tests.support.services import SHARED
+
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def github_fixtures() -> Path:
+    """../shared/fixtures/github: one folder per event, GitHub's example payloads."""
+    from tests.support.services import GITHUB_FIXTURES
+
+    return GITHUB_FIXTURES
+
+
+@pytest.fixture(scope="session")
+def free_port() -> Callable[[], int]:
+    """``free_port()``: a loopback port nothing listens on (at the time of asking)."""
+    from tests.support.services import free_port
+
+    return free_port
+
+
+@pytest.fixture(scope="session")
+def fresh_postgres_database() -> Callable[[], AbstractContextManager[str]]:
+    """``with fresh_postgres_database() as url``: a new database on the CI server, dropped
+    afterwards (skips without RELAY_TEST_POSTGRES_URL; fails under CI=true)."""
+    from tests.support.services import fresh_postgres_database
+
+    return fresh_postgres_database
+
+
+@pytest.fixture
+def postgres_url(fresh_postgres_database: Callable[[], AbstractContextManager[str]]) -> Iterator[str]:
+    """The URL of a new PostgreSQL database for one test."""
+    with fresh_postgres_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def fresh_redis_url() -> Callable[[], str]:
+    """``fresh_redis_url()``: a flushed Redis database index of the CI server (skips without
+    RELAY_TEST_REDIS_URL; fails under CI=true)."""
+    from tests.support.services import fresh_redis_url
+
+    return fresh_redis_url
+
+
+@pytest.fixture(scope="session")
+def run_python() -> Callable[..., Any]:
+    """``run_python(code, env=None, timeout=300)``: a snippet in a fresh interpreter, in the
+    project root (a CompletedProcess with text output)."""
+    from tests.support.services import run_python
+
+    return run_python
+
+
+@pytest.fixture(scope="session")
+def relay_up() -> RelayUp:
+    """Starts `relay up` stacks (uvicorn + real Celery workers) and knows their configuration."""
+    from tests.support.stack import RelayUp
+
+    return RelayUp()
+
+
+@pytest.fixture(scope="session")
+def sample_runs() -> SampleRuns:
+    """The runner's named plans over the sample suite, and pull requests that pick them."""
+    from tests.support.runs import SampleRuns
+
+    return SampleRuns()
+
+
+@pytest.fixture(scope="session")
+def recording_receiver() -> Callable[[], AbstractContextManager[Receiver]]:
+    """``with recording_receiver() as r``: an HTTP server recording CRCR callbacks
+    (``r.url``, ``r.calls``)."""
+    from tests.support.receiver import recording_receiver
+
+    return recording_receiver
+
+
+@pytest.fixture(scope="module")
+def receiver(
+    recording_receiver: Callable[[], AbstractContextManager[Receiver]],
+) -> Iterator[Receiver]:
+    """One recording CRCR callback receiver per test module."""
+    with recording_receiver() as r:
+        yield r
+
+
+@pytest.fixture(scope="session")
+def release_trees() -> ReleaseTrees:
+    """The generated 2.13 and 2.14 PyTorch-layout trees, as checkouts and wheels."""
+    from tests.support.release_trees import ReleaseTrees
+
+    return ReleaseTrees()
+
+
+@pytest.fixture(scope="session")
+def small_upstream() -> SmallUpstream:
+    """The small generated upstream repository of the selector tests, and its universe."""
+    from tests.support.small_upstream import SmallUpstream
+
+    return SmallUpstream()
+
+
+@pytest.fixture(scope="session")
+def allowlist_sample() -> str:
+    """A CRCR allowlist (``.github/allowlist.yml`` format) with every documented shape."""
+    from tests.support.allowlist import SAMPLE
+
+    return SAMPLE

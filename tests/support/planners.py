@@ -1,0 +1,82 @@
+"""Planners a relay under test loads by dotted path (RELAY_PLANNER).
+
+``labelled_planner`` (RELAY_PLANNER=tests.support.planners:labelled_planner): the PR label
+``plan:<name>`` picks a named plan from the JSON file in RELAY_TEST_PLANS:
+``{"<name>": {"shards": [[node ids]], "env": {...}, "pytest_args": [...], "preload": [...]}}``.
+Selection itself is the selector's job (and tested there); the loop tests exercise the loop.
+
+``small_selector_planner`` (RELAY_PLANNER=tests.support.planners:small_selector_planner): a real
+selection over the small generated universe, run as quick sample tests standing in for the
+selected variants (the `relay replay --events` tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from backends.base import RunnerConfig
+from planner import RunPlan
+from store.settings import Settings
+from tests.support.services import REPO_ROOT
+from wire.github.events import UpstreamEvent
+
+LABELLED = "tests.support.planners:labelled_planner"
+SMALL_SELECTOR = "tests.support.planners:small_selector_planner"
+
+#: the sample suite the runner tests run (node ids relative to the project root)
+SAMPLE = "tests/support/sample_suite/sample_runner_cases.py"
+#: quick passing tests that stand in for the selected variants when the worker runs them
+STAND_INS = [f"{SAMPLE}::test_passes_one", f"{SAMPLE}::test_passes_two", f"{SAMPLE}::test_slow_a"]
+
+
+def labelled_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
+    plans = json.loads(Path(os.environ["RELAY_TEST_PLANS"]).read_text())
+    names = [label.split(":", 1)[1] for label in event.labels if label.startswith("plan:")]
+    name = names[0] if names else "default"
+    chosen = plans[name]
+    return RunPlan(
+        shards=chosen["shards"],
+        runner=RunnerConfig(
+            rootdir=str(REPO_ROOT),
+            pytest_args=chosen.get("pytest_args", []),
+            env=chosen.get("env", {}),
+            preload=chosen.get("preload", []),
+            device_time_property=chosen.get("device_time_property"),
+        ),
+        head_rev=event.head_sha,
+    )
+
+
+def small_selection(event: str, budget: float | None) -> Any:
+    """The selector's four stages over the small generated universe; the change of a replayed
+    fixture cannot be read (no checkout of its SHAs), so, like the default planner, the selector
+    falls back to the whole universe and the budget cuts it."""
+    from selector import select_everything
+    from tests.support.small_upstream import make_universe
+
+    return select_everything(
+        make_universe(),
+        reason=f"{event}: the change is not readable here",
+        base="head",
+        head="head",
+        source_kind="installed",
+        budget_seconds=budget,
+        workers=2,
+    )
+
+
+def small_selector_planner(event: Any, settings: Any) -> Any:
+    """A real selection (funnel, fallback, budget cut) over the generated universe, run as quick
+    sample tests standing in for the selected variants."""
+    plan = small_selection(event.event, settings.runner_budget_seconds)
+    order = [t for shard in plan.shards for t in shard]
+    stand_in = {t: STAND_INS[i] for i, t in enumerate(order)}
+    return RunPlan(
+        shards=[[stand_in[t] for t in shard] for shard in plan.shards if shard],
+        runner=RunnerConfig(rootdir=str(REPO_ROOT)),
+        selection=plan,
+        head_rev=event.head_sha,
+    )
