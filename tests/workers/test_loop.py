@@ -55,6 +55,7 @@ def test_signed_webhook_to_reported_job(loop: Any, receiver: Any, sample_runs: A
         "in_progress",
         "completed",
     ]
+    assert [t["from_status"] for t in detail["transitions"]] == [None, "dispatched", "in_progress"]
     assert [s["state"] for s in detail["shards"]] == ["done", "done"]
 
     calls = loop.wait_for(

@@ -1,0 +1,420 @@
+"""Every answer of the status API (``/healthz``, ``/readyz``, ``/api/v1/deliveries``,
+``/api/v1/jobs``) in process: the app from ``create_app`` on a fresh SQLite database, with rows
+written through the store's own functions (and deliveries through the webhook)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DELIVERY_FIELDS = {
+    "delivery_id", "event", "action", "repo", "source", "upstream_delivery_id", "pr_number",
+    "head_sha", "base_sha", "received_at", "state", "attempts", "last_error", "processed_at",
+    "body_sha256", "normalized",
+}  # fmt: skip
+JOB_FIELDS = {
+    "id", "delivery_id", "repo", "run_id", "run_attempt", "job_name", "workflow_name",
+    "event_type", "head_sha", "pr_number", "status", "conclusion", "dispatched_at", "started_at",
+    "completed_at", "url", "superseded", "planned", "test_results",
+}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- health
+
+
+def test_healthz(client: Any) -> None:
+    from relay.app import VERSION
+
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "version": VERSION}
+
+
+def test_readyz_with_the_database_and_the_broker_reachable(client: Any) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "ok": True,
+        "database": {"ok": True, "detail": "ok"},
+        "broker": {"ok": True, "detail": "ok"},
+    }
+
+
+def test_readyz_is_503_when_the_broker_is_unreachable(
+    make_client: Any, app_settings: Any, free_port: Any
+) -> None:
+    settings = app_settings.model_copy(
+        update={"broker_url": f"redis://127.0.0.1:{free_port()}/0"}
+    )
+    response = make_client(settings).get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["ok"] is False
+    assert body["database"] == {"ok": True, "detail": "ok"}
+    assert body["broker"]["ok"] is False
+    assert "Error" in body["broker"]["detail"]  # the exception's type and message
+
+
+def test_readyz_is_503_when_the_database_is_unreachable(
+    make_client: Any, app_settings: Any, free_port: Any
+) -> None:
+    missing = f"postgresql+psycopg://relay@127.0.0.1:{free_port()}/relay"  # nothing listens
+    response = make_client(app_settings.model_copy(update={"database_url": missing})).get(
+        "/readyz"
+    )
+    assert response.status_code == 503
+    body = response.json()
+    assert body["ok"] is False
+    assert body["database"]["ok"] is False
+    assert body["database"]["detail"].startswith("OperationalError: ")
+    assert body["broker"] == {"ok": True, "detail": "ok"}
+
+
+# ----------------------------------------------------------------------------- deliveries
+
+
+@pytest.fixture
+def three(webhook: Any, github_fixtures: Path) -> list[str]:
+    """Three deliveries through the webhook: a pull request, a push, another pull request."""
+    pr = (github_fixtures / "pull_request/opened.payload.json").read_bytes()
+    push = (github_fixtures / "push/with-new-branch.payload.json").read_bytes()
+    ids = [f"d-{i}-{uuid.uuid4()}" for i in range(3)]
+    for delivery_id, (event, body) in zip(
+        ids, [("pull_request", pr), ("push", push), ("pull_request", pr)], strict=True
+    ):
+        assert webhook.post(event, body, delivery_id=delivery_id).status_code == 202
+    return ids
+
+
+def _set_state(settings: Any, delivery_id: str, state: str) -> None:
+    from sqlalchemy import select, update
+
+    from store.db import session_scope
+    from store.deliveries import mark_failed
+    from store.models import Delivery
+
+    with session_scope(settings.database_url) as session:
+        if state == "failed":
+            pk = session.scalar(select(Delivery.id).where(Delivery.delivery_id == delivery_id))
+            mark_failed(session, pk=pk, error="RuntimeError: boom")
+        else:
+            session.execute(
+                update(Delivery).where(Delivery.delivery_id == delivery_id).values(state=state)
+            )
+            session.commit()
+
+
+def test_deliveries_empty(client: Any) -> None:
+    response = client.get("/api/v1/deliveries")
+    assert (response.status_code, response.json()) == (200, [])
+
+
+def test_deliveries_newest_first_with_their_public_fields(
+    client: Any, three: list[str], github_fixtures: Path, webhook: Any
+) -> None:
+    listed = client.get("/api/v1/deliveries").json()
+    assert [d["delivery_id"] for d in listed] == three[::-1]
+    assert all(set(d) == DELIVERY_FIELDS for d in listed)
+    pr = json.loads((github_fixtures / "pull_request/opened.payload.json").read_bytes())
+    newest = listed[0]
+    assert (newest["event"], newest["action"], newest["repo"], newest["source"]) == (
+        "pull_request", "opened", webhook.upstream, "webhook")  # fmt: skip
+    assert (newest["state"], newest["attempts"], newest["last_error"]) == ("received", 0, None)
+    assert newest["pr_number"] == pr["number"]
+    assert newest["head_sha"] == pr["pull_request"]["head"]["sha"]
+    assert newest["normalized"]["pr_number"] == pr["number"]
+    assert listed[1]["event"] == "push" and listed[1]["pr_number"] is None
+
+
+def test_deliveries_filtered_by_state(client: Any, three: list[str], app_settings: Any) -> None:
+    _set_state(app_settings, three[0], "processed")
+    _set_state(app_settings, three[1], "failed")
+
+    def ids(state: str) -> list[str]:
+        response = client.get("/api/v1/deliveries", params={"state": state})
+        assert response.status_code == 200
+        return [d["delivery_id"] for d in response.json()]
+
+    assert ids("processed") == [three[0]]
+    assert ids("failed") == [three[1]]
+    assert ids("received") == [three[2]]
+    assert ids("processing") == []
+    failed = client.get(f"/api/v1/deliveries/{three[1]}").json()
+    assert (failed["state"], failed["last_error"]) == ("failed", "RuntimeError: boom")
+
+
+@pytest.mark.parametrize("query", [{"state": "bogus"}, {"limit": 0}, {"limit": 501},
+                                   {"limit": "many"}])  # fmt: skip
+def test_deliveries_bad_query_is_422(client: Any, query: dict[str, Any]) -> None:
+    response = client.get("/api/v1/deliveries", params=query)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", next(iter(query))]
+
+
+def test_deliveries_limit(client: Any, three: list[str]) -> None:
+    assert [d["delivery_id"] for d in client.get("/api/v1/deliveries?limit=2").json()] == [
+        three[2],
+        three[1],
+    ]
+    assert len(client.get("/api/v1/deliveries?limit=1").json()) == 1
+    assert len(client.get("/api/v1/deliveries?limit=500").json()) == 3
+
+
+def test_one_delivery(client: Any, three: list[str], webhook: Any) -> None:
+    response = client.get(f"/api/v1/deliveries/{three[1]}")
+    assert response.status_code == 200
+    one = response.json()
+    assert set(one) == DELIVERY_FIELDS
+    row = webhook.stored(three[1])
+    assert one["delivery_id"] == three[1] and one["event"] == "push"
+    assert one["body_sha256"] == hashlib.sha256(row.raw_body).hexdigest()
+    assert one["normalized"] == row.normalized
+    assert one["normalized"]["delivery_id"] == three[1]
+    assert one["base_sha"] == row.base_sha and one["head_sha"] == row.head_sha
+
+
+def test_unknown_delivery_is_404(client: Any) -> None:
+    response = client.get("/api/v1/deliveries/nope")
+    assert (response.status_code, response.json()) == (404, {"detail": "no delivery nope"})
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+class Jobs:
+    """Jobs written the way the plan stage writes them: ``create_job`` with the RunPlan's
+    stored form, results through ``store_result``, status changes through ``transition``."""
+
+    def __init__(self, settings: Any, rootdir: Path) -> None:
+        self.url = settings.database_url
+        self.rootdir = rootdir
+
+    def create(
+        self,
+        shards: list[list[str]],
+        *,
+        pr: int | None = 7,
+        selection: Any = None,
+        delivery_id: str | None = None,
+        head: str = "a" * 40,
+    ) -> int:
+        from backends.base import RunnerConfig
+        from planner import RunPlan
+        from store.db import session_scope
+        from store.jobs import JobKey, create_job
+
+        plan = RunPlan(
+            shards=shards,
+            runner=RunnerConfig(rootdir=str(self.rootdir), pytest_args=["-q"]),
+            selection=selection,
+            base_rev="v2.13.0" if selection is not None else None,
+            head_rev=head,
+        )
+        key = JobKey(
+            delivery_id=delivery_id or str(uuid.uuid4()),
+            repo="local/spyre",
+            run_id=str(uuid.uuid4().int % 10**9),
+            run_attempt="1",
+            job_name="spyre",
+        )
+        with session_scope(self.url) as session:
+            job, created = create_job(
+                session, key=key, dispatch_pk=None, event_type="pull_request",
+                workflow_name="spyre-upstream-tests", url="http://relay/api/v1/jobs/x",
+                head_sha=head, pr_number=pr, shards=plan.shards, selection=plan.stored(),
+            )  # fmt: skip
+            assert created
+            return int(job.id)
+
+    def result(self, job_pk: int, test_id: str, outcome: str, **kw: Any) -> None:
+        from store.db import session_scope
+        from store.jobs import store_result
+        from store.outcomes import TestOutcome
+
+        with session_scope(self.url) as session:
+            assert store_result(
+                session, job_pk=job_pk, shard_pk=None, outcome=TestOutcome(test_id, outcome, **kw)
+            )
+
+    def move(self, job_pk: int, to: str, conclusion: str | None = None) -> None:
+        from store.db import session_scope
+        from store.jobs import transition
+        from store.models import Conclusion, Job, JobStatus
+
+        with session_scope(self.url) as session:
+            job = session.get(Job, job_pk)
+            assert job is not None
+            assert transition(
+                session, job=job, to=JobStatus(to), expect=set(JobStatus), source="test",
+                conclusion=Conclusion(conclusion) if conclusion else None,
+            )  # fmt: skip
+
+
+@pytest.fixture
+def jobs(app_settings: Any, repo_root: Path) -> Jobs:
+    return Jobs(app_settings, repo_root)
+
+
+def test_jobs_empty(client: Any) -> None:
+    response = client.get("/api/v1/jobs")
+    assert (response.status_code, response.json()) == (200, [])
+
+
+def test_jobs_with_live_counts(client: Any, jobs: Jobs) -> None:
+    first = jobs.create([["t::a", "t::b"], ["t::c", "t::d", "t::e"]], pr=7)
+    second = jobs.create([["t::z"]], pr=8)
+    for test_id, outcome in [("t::a", "passed"), ("t::b", "xpassed"), ("t::c", "failed"),
+                             ("t::d", "crashed"), ("t::e", "xfailed")]:  # fmt: skip
+        jobs.result(first, test_id, outcome)
+    listed = client.get("/api/v1/jobs").json()
+    assert [j["id"] for j in listed] == [second, first]  # newest first
+    assert all(set(j) == JOB_FIELDS for j in listed)
+    one = listed[1]
+    assert one["test_results"] == {"passed": 2, "failed": 2, "skipped": 1, "total": 5}
+    assert (one["status"], one["conclusion"], one["planned"], one["superseded"]) == (
+        "dispatched", None, 5, False)  # fmt: skip
+    assert (one["pr_number"], one["head_sha"], one["event_type"], one["job_name"]) == (
+        7, "a" * 40, "pull_request", "spyre")  # fmt: skip
+    assert listed[0]["test_results"] == {"passed": 0, "failed": 0, "skipped": 0, "total": 0}
+    # live: a result stored later is counted at once
+    jobs.result(second, "t::z", "skipped")
+    again = client.get("/api/v1/jobs").json()[0]
+    assert again["test_results"] == {"passed": 0, "failed": 0, "skipped": 1, "total": 1}
+
+
+def test_jobs_filtered_by_status_and_pr(client: Any, jobs: Jobs) -> None:
+    done = jobs.create([["t::a"]], pr=7)
+    running = jobs.create([["t::a"]], pr=7)
+    other = jobs.create([["t::a"]], pr=9)
+    jobs.move(running, "in_progress")
+    jobs.move(done, "in_progress")
+    jobs.move(done, "completed", "success")
+
+    def ids(**params: Any) -> list[int]:
+        response = client.get("/api/v1/jobs", params=params)
+        assert response.status_code == 200
+        return [j["id"] for j in response.json()]
+
+    assert ids(status="completed") == [done]
+    assert ids(status="in_progress") == [running]
+    assert ids(status="dispatched") == [other]
+    assert ids(pr=7) == [running, done]
+    assert ids(pr=9) == [other]
+    assert ids(pr=10) == []
+    assert ids(status="in_progress", pr=9) == []
+    assert ids(limit=1) == [other]
+    completed = client.get("/api/v1/jobs", params={"status": "completed"}).json()[0]
+    assert (completed["conclusion"], completed["completed_at"] is not None) == ("success", True)
+
+
+@pytest.mark.parametrize("query", [{"limit": 0}, {"limit": 501}, {"pr": "seven"}])
+def test_jobs_bad_query_is_422(client: Any, query: dict[str, Any]) -> None:
+    response = client.get("/api/v1/jobs", params=query)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", next(iter(query))]
+
+
+def test_one_job_with_shards_transitions_and_selection(
+    client: Any, jobs: Jobs, small_upstream: Any
+) -> None:
+    from selector import select_everything
+
+    universe = small_upstream.make_universe()
+    selection = select_everything(
+        universe, reason="push: the change is not readable here", base="v2.13.0",
+        head="b" * 40, source_kind="installed", workers=2,
+    )  # fmt: skip
+    job = jobs.create(selection.shards, selection=selection, head="b" * 40)
+    first = selection.shards[0][0]
+    jobs.result(job, first, "passed", duration_s=0.5)
+    jobs.move(job, "in_progress")
+
+    response = client.get(f"/api/v1/jobs/{job}")
+    assert response.status_code == 200
+    detail = response.json()
+    assert set(detail) == JOB_FIELDS | {"shards", "transitions", "selection"}
+    assert (detail["id"], detail["status"], detail["planned"]) == (
+        job, "in_progress", len(universe))  # fmt: skip
+    assert detail["started_at"] is not None
+    assert detail["test_results"] == {"passed": 1, "failed": 0, "skipped": 0, "total": 1}
+    assert detail["shards"] == [
+        {"index": i, "state": "pending", "tests": len(ids), "attempts": 0, "started_at": None,
+         "finished_at": None}
+        for i, ids in enumerate(selection.shards)
+    ]  # fmt: skip
+    assert len(detail["shards"]) == 2
+    assert [(t["from_status"], t["to_status"], t["source"]) for t in detail["transitions"]] == [
+        (None, "dispatched", "plan"),
+        ("dispatched", "in_progress", "test"),
+    ]
+    # the selection summary, with the size of the universe read back from the stored plan
+    assert detail["selection"] == {
+        "base_rev": "v2.13.0",
+        "head_rev": "b" * 40,
+        "stage_counts": {s.stage: {"in": s.count_in, "out": s.count_out}
+                         for s in selection.funnel},
+        "fallbacks": [f.model_dump(mode="json") for f in selection.fallbacks],
+        "estimated_device_seconds": selection.estimated_device_seconds,
+        "universe_variants": len(universe),
+    }  # fmt: skip
+    assert detail["selection"]["universe_variants"] == selection.universe.variants == 18
+    assert detail["selection"]["fallbacks"][0]["scope"] == "all"
+
+
+def test_a_job_planned_without_the_selector_has_no_universe(client: Any, jobs: Jobs) -> None:
+    job = jobs.create([["t::a"], ["t::b"]])
+    jobs.move(job, "in_progress")
+    jobs.move(job, "completed", "failure")
+    detail = client.get(f"/api/v1/jobs/{job}").json()
+    assert detail["selection"] == {
+        "base_rev": None,
+        "head_rev": "a" * 40,
+        "stage_counts": {},
+        "fallbacks": [],
+        "estimated_device_seconds": None,
+        "universe_variants": None,
+    }
+    assert [t["to_status"] for t in detail["transitions"]] == [
+        "dispatched", "in_progress", "completed"]  # fmt: skip
+    assert detail["transitions"][-1]["conclusion"] == "failure"
+    assert (detail["status"], detail["conclusion"]) == ("completed", "failure")
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs/999", "/api/v1/jobs/999/results"])
+def test_unknown_job_is_404(client: Any, path: str) -> None:
+    response = client.get(path)
+    assert (response.status_code, response.json()) == (404, {"detail": "no job 999"})
+
+
+def test_job_results(client: Any, jobs: Jobs) -> None:
+    job = jobs.create([["t::a", "t::b", "t::c"]])
+    other = jobs.create([["t::a"]])
+    jobs.result(job, "t::a", "passed", duration_s=1.5, device_time_us=42.0)
+    jobs.result(job, "t::b", "failed", message="assert 1 == 2",
+                properties={"spec_mode": "xfail", "spec_tags": "numerics,slow"})  # fmt: skip
+    jobs.result(job, "t::c", "timeout")
+    jobs.result(other, "t::a", "failed")
+
+    response = client.get(f"/api/v1/jobs/{job}/results")
+    assert response.status_code == 200
+    results = response.json()
+    assert results == [
+        {"test_id": "t::a", "outcome": "passed", "duration_s": 1.5, "device_time_us": 42.0,
+         "message": None, "spec_mode": None, "tags": []},
+        {"test_id": "t::b", "outcome": "failed", "duration_s": 0.0, "device_time_us": None,
+         "message": "assert 1 == 2", "spec_mode": "xfail", "tags": ["numerics", "slow"]},
+        {"test_id": "t::c", "outcome": "timeout", "duration_s": 0.0, "device_time_us": None,
+         "message": None, "spec_mode": None, "tags": []},
+    ]  # fmt: skip
+    failed = client.get(f"/api/v1/jobs/{job}/results", params={"outcome": "failed"}).json()
+    assert [r["test_id"] for r in failed] == ["t::b"]
+    assert client.get(f"/api/v1/jobs/{job}/results", params={"outcome": "skipped"}).json() == []
+    limited = client.get(f"/api/v1/jobs/{job}/results", params={"limit": 2}).json()
+    assert [r["test_id"] for r in limited] == ["t::a", "t::b"]
+    for bad in (0, 100_001):
+        assert client.get(f"/api/v1/jobs/{job}/results", params={"limit": bad}).status_code == 422
