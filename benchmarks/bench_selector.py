@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 
 from benchmarks.report import Report
+from planner import source_reader
 from selector import Universe
 from selector.model import Variant
-from selector.plan import SelectionPlan, run_selection, source_reader
+from selector.plan import SelectionPlan, select
 from selector.signals import SignalConfig
 from upstream import FileChange, FileStatus, ResolvedRevision
 from upstream.changes import ChangeFacts, DbEntryChange, YamlEntryChange
@@ -29,7 +30,7 @@ def _timed(fn):  # type: ignore[no-untyped-def]
 
 
 def _run_all(universe: Universe, facts: ChangeFacts) -> SelectionPlan:
-    return run_selection(
+    return select(
         facts,
         universe,
         workers=WORKERS,
@@ -114,7 +115,8 @@ def _synthetic_facts() -> ChangeFacts:
 
 def _bundled(report: Report) -> None:
     from evaluation.groundtruth import event_facts, installed_reader, mutation_event
-    from selector.plan import import_map_for, universe_from_inventory
+    from inventory import universe_from_inventory
+    from inventory.importmap import import_map_for
 
     table = report.table(
         "Selector decision latency on the bundled universe",
@@ -125,7 +127,7 @@ def _bundled(report: Report) -> None:
     config = SignalConfig(import_map=import_map_for(universe))
     facts = event_facts(mutation_event("F.softmax"))
     plan, single_s = _timed(
-        lambda: run_selection(
+        lambda: select(
             facts, universe, reader=installed_reader, config=config, workers=WORKERS
         )
     )
@@ -148,7 +150,7 @@ def _bundled(report: Report) -> None:
         return
     facts, source = release
     plan, release_s = _timed(
-        lambda: run_selection(
+        lambda: select(
             facts, universe, reader=source_reader(source, facts), config=config, workers=WORKERS
         )
     )
@@ -191,7 +193,7 @@ def _synthetic(report: Report) -> None:
     _, base_s = _timed(lambda: _run_all(universe, _empty()))
     facts = _synthetic_facts()
     plan, ours_s = _timed(
-        lambda: run_selection(
+        lambda: select(
             facts, universe, workers=WORKERS, config=SignalConfig(profiling_map=None)
         )
     )
