@@ -1,14 +1,19 @@
 """A crash inside one test does not lose the results of the others.
 
 The forced crash is real: the test calls the C++ core's ``crash()``, which aborts the process.
-``run_isolated`` records that test as crashed and runs the rest in a fresh process.
+The workers' harness (the one that runs every shard) records that test as crashed and runs the
+rest in a fresh process, started through the spyre backend's runner recipe.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
-from spyre_stack.testing.isolate import run_isolated
+from backends import get_backend
+from store.outcomes import Outcome
+from workers.harness.pools import launcher_for
+from workers.harness.runner import ShardRun, run_shard
 
 SUITE = """
 import torch
@@ -38,31 +43,40 @@ def test_after_two():
 """
 
 
-def test_crash_is_isolated_and_the_rest_still_runs(tmp_path: Path, repo_root: Path) -> None:
-    module = tmp_path / "test_crashy.py"
-    module.write_text(SUITE)
-    run = run_isolated(
-        [str(module)],
-        cwd=repo_root,
-        env={"SPYRE_SILENCE_DOWNCAST_WARNING": "1", "PYTHONPATH": str(repo_root)},
-        timeout=600,
+NAMES = ["test_before", "test_crashes_the_device", "test_after_one", "test_fails_normally",
+         "test_after_two"]  # fmt: skip
+
+
+def _run(tmp_path: Path, source: str, names: list[str]) -> ShardRun:
+    (tmp_path / "test_suite.py").write_text(source)
+    runner = get_backend("spyre").runner_config(rootdir=tmp_path)
+    return run_shard(
+        [f"test_suite.py::{name}" for name in names],
+        launcher=launcher_for(runner, warm=False),
+        pytest_args=runner.pytest_args,
+        per_test_timeout=600,
+        device_time_property=runner.device_time_property,
+        workdir=tmp_path / "run",
     )
-    by_name = {nodeid.rsplit("::", 1)[1]: o for nodeid, o in run.outcomes.items()}
-    assert by_name["test_before"].outcome == "passed"
-    assert by_name["test_crashes_the_device"].outcome == "crashed"
-    assert "SIGABRT" in by_name["test_crashes_the_device"].message
-    assert by_name["test_after_one"].outcome == "passed"
-    assert by_name["test_fails_normally"].outcome == "failed"
-    assert by_name["test_after_two"].outcome == "passed"
-    assert run.processes == 2
-    assert run.return_codes[0] < 0
-    assert run.summary() == {"crashed": 1, "failed": 1, "passed": 3}
-    assert by_name["test_before"].device_us is not None and by_name["test_before"].device_us > 0
 
 
-def test_a_clean_run_takes_one_process(tmp_path: Path, repo_root: Path) -> None:
-    module = tmp_path / "test_clean.py"
-    module.write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
-    run = run_isolated([str(module)], cwd=repo_root, plugins=(), timeout=120)
-    assert run.processes == 1
-    assert run.summary() == {"passed": 2}
+def test_crash_is_isolated_and_the_rest_still_runs(tmp_path: Path) -> None:
+    run = _run(tmp_path, SUITE, NAMES)
+    by_name = {r.test_id.rsplit("::", 1)[1]: r for r in run.results}
+    assert by_name["test_before"].outcome == Outcome.PASSED
+    assert by_name["test_crashes_the_device"].outcome == Outcome.CRASHED
+    assert "SIGABRT" in (by_name["test_crashes_the_device"].message or "")
+    assert by_name["test_after_one"].outcome == Outcome.PASSED
+    assert by_name["test_fails_normally"].outcome == Outcome.FAILED
+    assert by_name["test_after_two"].outcome == Outcome.PASSED
+    assert run.children == 2
+    assert Counter(r.outcome.value for r in run.results) == {"crashed": 1, "failed": 1, "passed": 3}
+    before = by_name["test_before"].device_time_us
+    assert before is not None and before > 0
+
+
+def test_a_clean_run_takes_one_process(tmp_path: Path) -> None:
+    run = _run(tmp_path, "def test_one():\n    pass\n\ndef test_two():\n    pass\n",
+               ["test_one", "test_two"])  # fmt: skip
+    assert run.children == 1
+    assert [r.outcome for r in run.results] == [Outcome.PASSED, Outcome.PASSED]
