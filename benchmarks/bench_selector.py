@@ -115,7 +115,7 @@ def _synthetic_facts() -> ChangeFacts:
 
 def _bundled(report: Report) -> None:
     from evaluation.groundtruth import event_facts, installed_reader, mutation_event
-    from inventory import universe_from_inventory
+    from inventory.build import universe_from_inventory
     from inventory.importmap import import_map_for
 
     table = report.table(

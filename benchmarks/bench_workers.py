@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest
 from benchmarks.report import Report
-from inventory import universe_from_inventory
+from inventory.build import universe_from_inventory
 from store.db import session_scope
 from store.models import TestResult
 from tests.support.planners import LABELLED

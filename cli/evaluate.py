@@ -9,7 +9,7 @@ import typer
 
 from cli import options as opt
 from cli.replay import make_head_env
-from inventory import universe_from_inventory
+from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
 from selector import SignalConfig, select
 

@@ -10,7 +10,7 @@ import typer
 
 from cli import options as opt
 from cli.select import print_plan
-from inventory import universe_from_inventory
+from inventory.build import universe_from_inventory
 from selector import History
 from upstream.changes import ChangeFacts
 from upstream.headenv import HeadEnv

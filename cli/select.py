@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from cli import options as opt
-from inventory import universe_from_inventory
+from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
 from planner import source_reader
 from selector import History, SelectionPlan, SignalConfig

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backends import Backend
-from inventory import universe_from_inventory
+from inventory.build import universe_from_inventory
 from planner.model import RunPlan
 from planner.revisions import plan_revisions
 from selector import History, select_everything

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from inventory import universe_from_inventory
+from inventory.build import universe_from_inventory
 from selector import History, SelectionPlan, SignalConfig, Universe, select, select_everything
 from upstream import UpstreamError, UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts

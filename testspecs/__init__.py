@@ -1,9 +1,7 @@
 """Declarative YAML test specs (torch-spyre ``test_suite_config`` compatible) and their tools.
 
-Importing the package has no side effects: no torch import, no pytest hooks.
+Importing the package has no side effects and imports nothing: no torch, no pytest hooks, no
+pydantic (:mod:`.outcomes` loads in every test process of ours). The spec model is
+:mod:`.models`, errors :mod:`.errors`, loading :mod:`.loader`, resolution :mod:`.resolve`, the
+pytest plugin :mod:`.pytest_plugin`.
 """
-
-from testspecs.errors import SourceLoc, SpecError, SpecIssue
-from testspecs.models import EXTENSION_KEY, GRAMMAR_VERSION
-
-__all__ = ["EXTENSION_KEY", "GRAMMAR_VERSION", "SourceLoc", "SpecError", "SpecIssue"]

@@ -13,7 +13,7 @@ import pytest
 
 from backends import BACKENDS, Backend, BackendError, get_backend
 from backends.base import PROJECT_ROOT, FlatEstimate, fresh_pytest
-from inventory import universe_from_inventory
+from inventory.build import universe_from_inventory
 from planner import RunPlan, StoredPlan
 from selector import select_everything
 from store.outcomes import Outcome
