@@ -80,6 +80,7 @@ def run_outcomes(
         env["RELAY_MUTANT"] = mutant
     start = time.perf_counter()
     outcomes: dict[str, str] = {}
+    durations: dict[str, float] = {}
     traced: dict[str, set[str]] = {}
     with tempfile.TemporaryDirectory(prefix="relay-groundtruth-") as tmp:
         procs = []
@@ -87,6 +88,7 @@ def run_outcomes(
             args = Path(tmp) / f"ids-{i}.txt"
             args.write_text("\n".join(part) + "\n", encoding="utf-8")
             options = ["--outcomes-out", f"{tmp}/outcomes-{i}.json", "--only-ids", str(args)]
+            options += ["--durations-out", f"{tmp}/durations-{i}.json"]
             if trace:
                 options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
             files = list(dict.fromkeys(universe.by_id[t].file for t in part))
@@ -118,6 +120,9 @@ def run_outcomes(
                 text = (Path(tmp) / f"log-{i}.txt").read_text(encoding="utf-8", errors="replace")
                 raise RuntimeError(f"ground-truth run failed:\n{text[-2000:]}")
             outcomes.update(json.loads(out.read_text(encoding="utf-8")))
+            timed = Path(tmp) / f"durations-{i}.json"
+            if timed.is_file():
+                durations.update(json.loads(timed.read_text(encoding="utf-8")))
             if trace:
                 part_trace = json.loads((Path(tmp) / f"trace-{i}.json").read_text("utf-8"))
                 for name, node_ids in part_trace.items():
@@ -125,6 +130,8 @@ def run_outcomes(
     log(f"{mutant or 'baseline'}: {len(outcomes)} outcomes in {time.perf_counter() - start:.0f} s")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(outcomes, sort_keys=True), encoding="utf-8")
+    if durations:
+        durations_path(path).write_text(json.dumps(durations, sort_keys=True), encoding="utf-8")
     if trace:
         body = {name: sorted(node_ids) for name, node_ids in sorted(traced.items())}
         trace_path.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
@@ -147,6 +154,11 @@ def run_path(
         digest = hashlib.sha256("\n".join(_ids(universe, tests)).encode()).hexdigest()[:8]
         suffix += f"-{digest}"
     return cache_dir / "runs" / f"{_key(universe)}-{suffix}.json"
+
+
+def durations_path(run: Path) -> Path:
+    """The runner-seconds of each test of a cached run (setup + call + teardown), beside it."""
+    return run.with_name(run.stem + ".durations.json")
 
 
 def trace_file(universe: Universe, cache_dir: Path = DEFAULT_EVAL_DIR) -> Path:

@@ -163,6 +163,11 @@ def apply(name: str) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--outcomes-out", default=None, help="write {node id: outcome} here")
+    parser.addoption(
+        "--durations-out",
+        default=None,
+        help="write {node id: seconds} here (setup, call and teardown: the runner's time)",
+    )
     add_option(parser)
     parser.addoption(
         "--mutant-trace",
@@ -172,6 +177,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _OUTCOMES: dict[str, str] = {}
+_DURATIONS: dict[str, float] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -198,12 +204,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _OUTCOMES[report.nodeid] = fold(_OUTCOMES.get(report.nodeid), report)
+    _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = session.config.getoption("--outcomes-out")
     if out:
         Path(out).write_text(json.dumps(_OUTCOMES, sort_keys=True), encoding="utf-8")
+    durations = session.config.getoption("--durations-out")
+    if durations:
+        body = {k: round(v, 6) for k, v in sorted(_DURATIONS.items())}
+        Path(durations).write_text(json.dumps(body), encoding="utf-8")
     trace = session.config.getoption("--mutant-trace")
     if trace:
         body = {name: sorted(ids) for name, ids in sorted(_TRACE.items())}
