@@ -3,7 +3,8 @@
 Designed up front so later features fill rows rather than reshape tables. Statuses are short
 strings (validated in code by the enums below) so the schema stays portable across SQLite and
 PostgreSQL. Schema changes go through Alembic (``store/migrations/``); ``STORED_DATA_VERSION`` is the
-number of the newest migration (1: initial schema; 2: shard leases).
+number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's indexes and a
+result's op and dtype).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-STORED_DATA_VERSION = 2
+STORED_DATA_VERSION = 3
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -199,6 +200,10 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("delivery_id", "repo", "run_id", "run_attempt", "job_name"),
         Index("ix_job_status", "status"),
+        # the HUD: the commit grid (newest first, per commit), a downstream's health window
+        Index("ix_job_dispatched_at", "dispatched_at"),
+        Index("ix_job_head_sha_dispatched_at", "head_sha", "dispatched_at"),
+        Index("ix_job_repo_dispatched_at", "repo", "dispatched_at"),
     )
 
 
@@ -275,9 +280,16 @@ class TestResult(Base):
     artifact_path: Mapped[str | None] = mapped_column(String(500))
     spec_mode: Mapped[str | None] = mapped_column(String(30))
     tags: Mapped[list[Any]] = mapped_column(default=list)
+    op: Mapped[str | None] = mapped_column(String(200))  # the OpInfo/ModuleInfo the spec saw
+    dtype: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("job_pk", "test_id"),)
+    __table_args__ = (
+        UniqueConstraint("job_pk", "test_id"),
+        # the HUD: one test's history across jobs; a job's results by outcome
+        Index("ix_test_result_test_id_job_pk", "test_id", "job_pk"),
+        Index("ix_test_result_job_pk_outcome", "job_pk", "outcome"),
+    )
 
 
 class TestStat(Base):
