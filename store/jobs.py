@@ -16,8 +16,6 @@ from sqlalchemy.orm import Session
 
 from store.models import (
     Conclusion,
-    Delivery,
-    Dispatch,
     Job,
     JobStatus,
     JobTransition,
@@ -50,34 +48,28 @@ def transition(
     conclusion: Conclusion | None = None,
     detail: dict[str, Any] | None = None,
 ) -> bool:
-    """Atomically move ``job`` to ``to`` if it is in one of ``expect``; record the history with
-    the status the row really came from (one conditional UPDATE per expected status, so the
-    recorded ``from_status`` is the one the database matched, not a possibly stale read)."""
+    """Atomically move ``job`` to ``to`` if it is in one of ``expect``; record the history."""
     now = utcnow()
+    # read before the UPDATE: the ORM synchronizes ``job`` (in this session) with the new values
+    before = job.status
     values: dict[str, Any] = {"status": to.value}
     if to is JobStatus.IN_PROGRESS:
         values["started_at"] = now
     if to is JobStatus.COMPLETED:
         values["completed_at"] = now
         values["conclusion"] = conclusion.value if conclusion else None
-    came_from: JobStatus | None = None
-    for status in sorted(expect, key=lambda s: s.value):
-        result = session.execute(
-            update(Job)
-            .where(Job.id == job.id, Job.status == status.value)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount == 1:  # type: ignore[attr-defined]
-            came_from = status
-            break
-    if came_from is None:
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.status.in_([s.value for s in expect]))
+        .values(**values)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
         session.rollback()
         return False
     session.add(
         JobTransition(
             job_pk=job.id,
-            from_status=came_from.value,
+            from_status=before,
             to_status=to.value,
             conclusion=conclusion.value if conclusion else None,
             at=now,
@@ -88,36 +80,6 @@ def transition(
     session.commit()
     session.refresh(job)
     return True
-
-
-def jobs_of_deliveries(session: Session, delivery_pks: list[int]) -> dict[int, list[int]]:
-    """The jobs each delivery started (through its dispatches), oldest first."""
-    out: dict[int, list[int]] = {}
-    if delivery_pks:
-        rows = session.execute(
-            select(Dispatch.delivery_pk, Job.id)
-            .join(Job, Job.dispatch_pk == Dispatch.id)
-            .where(Dispatch.delivery_pk.in_(delivery_pks))
-            .order_by(Job.id)
-        )
-        for delivery_pk, job_pk in rows:
-            out.setdefault(delivery_pk, []).append(job_pk)
-    return out
-
-
-def deliveries_of_jobs(session: Session, job_pks: list[int]) -> dict[int, str]:
-    """The delivery id (``X-GitHub-Delivery``, as ``/api/v1/deliveries`` serves it) of the
-    delivery each job was planned for; jobs without one are left out."""
-    out: dict[int, str] = {}
-    if job_pks:
-        rows = session.execute(
-            select(Job.id, Delivery.delivery_id)
-            .join(Dispatch, Job.dispatch_pk == Dispatch.id)
-            .join(Delivery, Dispatch.delivery_pk == Delivery.id)
-            .where(Job.id.in_(job_pks))
-        )
-        out = {job_pk: delivery_id for job_pk, delivery_id in rows}
-    return out
 
 
 def create_job(
