@@ -7,8 +7,10 @@
   ``mandatory_success``; CI gates with ``-m "not xfail"``), its tags as marks, and JUnit XML
   properties (mode, tags, op, dtype, deciding entry, rule, reason).
 * Outcomes are rewritten in ``pytest_runtest_makereport`` (unittest-style tests ignore
-  ``pytest.mark.xfail`` when run outside pytest): xfail fails or skips -> XFAIL, passes -> XPASS;
-  xfail_strict fails -> XFAIL, passes -> FAILED ("XPASS(strict)").
+  ``pytest.mark.xfail`` when run outside pytest): xfail fails -> XFAIL, passes -> XPASS;
+  xfail_strict fails -> XFAIL, passes -> FAILED ("XPASS(strict)"). A test that upstream skips
+  (``unittest.skip``, ``self.skipTest``, "Only runs on cuda") never ran: it stays SKIPPED with
+  upstream's reason under every mode, since an expected failure describes only tests that ran.
 * ``--spec-report PATH`` writes a JSON report with the same fields per test.
 """
 
@@ -153,7 +155,9 @@ class SpecPlugin:
         if d is None or d.mode not in ("xfail", "xfail_strict") or hasattr(rep, "wasxfail"):
             return
         reason = d.reason or f"spec: {d.mode}"
-        if (rep.failed and rep.when in ("setup", "call")) or rep.skipped:
+        if rep.skipped:
+            return  # the test never ran: upstream's skip and its reason stand
+        if rep.failed and rep.when in ("setup", "call"):
             rep.outcome = "skipped"
             rep.wasxfail = reason
         elif rep.passed and rep.when == "call":
@@ -170,7 +174,9 @@ class SpecPlugin:
             return
         props = {str(k): str(v) for k, v in report.user_properties}
         message = None
-        if (report.failed or hasattr(report, "wasxfail")) and report.longreprtext.strip():
+        if report.skipped and not hasattr(report, "wasxfail") and isinstance(report.longrepr, tuple):
+            message = str(report.longrepr[2]).removeprefix("Skipped: ")[:300]  # upstream's reason
+        elif (report.failed or hasattr(report, "wasxfail")) and report.longreprtext.strip():
             message = _failure_line(report.longreprtext)
         rec = self.records.get(report.nodeid)
         if rec is None:
