@@ -213,8 +213,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         Path(out).write_text(json.dumps(_OUTCOMES, sort_keys=True), encoding="utf-8")
     durations = session.config.getoption("--durations-out")
     if durations:
-        body = {k: round(v, 6) for k, v in sorted(_DURATIONS.items())}
-        Path(durations).write_text(json.dumps(body), encoding="utf-8")
+        timed = {k: round(v, 6) for k, v in sorted(_DURATIONS.items())}
+        Path(durations).write_text(json.dumps(timed), encoding="utf-8")
     trace = session.config.getoption("--mutant-trace")
     if trace:
         body = {name: sorted(ids) for name, ids in sorted(_TRACE.items())}

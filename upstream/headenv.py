@@ -53,7 +53,10 @@ PTH_NAME = "crcr_relay_project.pth"
 EXTENSIONS = "torch_extensions"
 # What the bundled suites and the collection plugins import besides torch and the standard
 # library (found by collecting and running every suite in a bare environment).
-RUNTIME_PACKAGES = ("numpy", "PyYAML", "pytest", "pytest-timeout", "expecttest", "hypothesis")
+RUNTIME_PACKAGES = (
+    "numpy", "PyYAML", "pytest", "pytest-timeout", "expecttest", "hypothesis",
+    "pydantic",  # backends.base (the backend seam the check and the collection import)
+)
 # Never pinned from the running environment: torch is the point, the project is not installed,
 # pip keeps the version venv gave it.
 UNPINNED = frozenset({"torch", "crcr-relay", "pip"})
