@@ -1,14 +1,23 @@
-"""Which device-generic tests a test file defines, read from its source without importing it.
+"""Which device-generic tests a test file defines.
 
-A device-generic test is a ``test*`` method of a class passed to
-``instantiate_device_type_tests`` (including methods inherited from classes of the same file).
-Reading the AST keeps ``lint`` and ``new`` fast and free of torch imports; the names found are the
-base names a spec lists (``Class::method``).
+Two readers, one shape per answer:
+
+* :func:`collect_file` reads the source without importing it: a ``test*`` method of a class
+  passed to ``instantiate_device_type_tests`` (including methods inherited from classes of the
+  same file), with the ``only_for`` the call restricts it to. It is fast and needs no torch, but
+  it cannot see tests a module generates at import time (``setattr`` from a module-level
+  function, as upstream's test_binary_ufuncs.py does).
+* A :data:`Collector` is what pytest knows: the variants a collection run of the file generated
+  for the device under test (:class:`CollectedVariant`, with the generic class, the base name,
+  op, dtype and module). This package does not start pytest itself: the caller (``relay specs
+  lint``) passes a collector that runs the backend's own collection in a subprocess, as the
+  inventory does.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +32,40 @@ class CollectedTest:
     @property
     def name(self) -> str:
         return f"{self.cls}::{self.method}"
+
+
+@dataclass(frozen=True)
+class CollectedVariant:
+    """One variant a pytest collection generated for the device under test."""
+
+    test_id: str
+    cls: str | None  # the generic class (``TestBinaryUfuncs``), not ``...PRIVATEUSE1``
+    method: str  # the base name: the template the variant was generated from
+    op: str | None = None
+    dtype: str | None = None
+    module: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.cls}::{self.method}" if self.cls else self.method
+
+
+class CollectionError(Exception):
+    """A test file that pytest could not collect (the message says why)."""
+
+
+#: path of a test file -> the variants pytest collects from it (raises CollectionError)
+Collector = Callable[[Path], list[CollectedVariant]]
+
+
+def generic_class(cls: str | None, device_suffixes: tuple[str, ...]) -> str | None:
+    """``TestFooPRIVATEUSE1`` -> ``TestFoo`` (the name a spec lists)."""
+    if cls is None:
+        return None
+    for suffix in device_suffixes:
+        if cls.endswith(suffix) and len(cls) > len(suffix):
+            return cls[: -len(suffix)]
+    return cls
 
 
 def _literal_strings(node: ast.AST | None) -> tuple[str, ...] | None:

@@ -1,7 +1,13 @@
 """Health checks over a set of spec files (torch-spyre runs the same ones on its configs).
 
 * duplicates: one name listed by two entries of the same test file that rule 4 cannot tell apart;
-* dead patterns: names that match no collectable test of their file;
+* dead patterns: names that match no collectable test of their file. With a ``collector`` (what
+  pytest collects for the device, see :mod:`testspecs.collect`) tests a module generates at
+  import time count; without one the source is read;
+* warnings, for names that exist but can never run on the device: ``restricted`` (every test
+  they match is in a class instantiated ``only_for`` other devices) and ``dtype-filtered``
+  (every variant they match is removed by the spec's dtypes, e.g. a float64-only test under
+  ``supported_dtypes: [float16]``);
 * uncovered tests: collectable tests that no entry lists, in files with no explicit
   ``unlisted_test_mode`` (nobody decided what happens to them) or with no spec file entry at all;
 * expired xfails: ``x-relay/v1.expires`` in the past on an xfail / xfail_strict entry;
@@ -15,10 +21,18 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from testspecs.collect import CollectedTest, collect_file
+from testspecs.collect import (
+    CollectedTest,
+    CollectedVariant,
+    CollectionError,
+    Collector,
+    collect_file,
+)
 from testspecs.errors import SourceLoc, SpecError
 from testspecs.loader import LoadedSpec, load_files
-from testspecs.names import DTYPE_TOKENS
+from testspecs.merge import merge
+from testspecs.names import DTYPE_TOKENS, NamePattern
+from testspecs.resolve import CompiledSpec, resolve
 
 _DEVICE_TOKENS = ("spyre", "privateuse1", "cpu", "cuda", "meta")
 _VARIANT_RE = re.compile(
@@ -26,16 +40,24 @@ _VARIANT_RE = re.compile(
 )
 
 
+WARNINGS = frozenset({"restricted", "dtype-filtered"})
+
+
 @dataclass(frozen=True)
 class Finding:
-    kind: (
-        str  # error | duplicate | dead-pattern | uncovered | expired | variant-name | missing-file
-    )
+    # error | duplicate | dead-pattern | uncovered | expired | variant-name | missing-file |
+    # collection-error; warnings: restricted | dtype-filtered
+    kind: str
     loc: SourceLoc
     message: str
 
+    @property
+    def severity(self) -> str:
+        return "warning" if self.kind in WARNINGS else "error"
+
     def __str__(self) -> str:
-        return f"{self.loc}: {self.kind}: {self.message}"
+        prefix = "warning: " if self.severity == "warning" else ""
+        return f"{self.loc}: {prefix}{self.kind}: {self.message}"
 
 
 def _resolve_path(spec_path: str, roots: dict[str, Path]) -> list[Path]:
@@ -59,7 +81,11 @@ def lint(
     tests_root: Path | None = None,
     device_root: Path | None = None,
     today: dt.date | None = None,
+    collector: Collector | None = None,
+    device: str = "spyre",
 ) -> list[Finding]:
+    """Every finding of the spec files at ``paths``; test files are read with ``collector``
+    (pytest's view) when given, else from their source."""
     try:
         specs = load_files(paths)
     except SpecError as e:
@@ -77,7 +103,16 @@ def lint(
     if device_root is not None:
         roots["${TORCH_DEVICE_ROOT}"] = device_root
     if roots:
-        findings += _against_tests(specs, roots)
+        try:
+            compiled: CompiledSpec | None = CompiledSpec(
+                merge(specs).document,
+                device=device,
+                torch_root=str(tests_root.resolve()) if tests_root else None,
+                device_root=str(device_root.resolve()) if device_root else None,
+            )
+        except SpecError:  # conflicting entries: the duplicate findings above name them
+            compiled = None
+        findings += _against_tests(specs, roots, collector, compiled)
     return sorted(findings, key=lambda f: (f.loc.file, f.loc.line, f.loc.column, f.kind))
 
 
@@ -152,19 +187,74 @@ def _duplicates(specs: list[LoadedSpec]) -> list[Finding]:
     return out
 
 
-def _against_tests(specs: list[LoadedSpec], roots: dict[str, Path]) -> list[Finding]:
+class _Tests:
+    """The tests of each file: from the source always (lines, ``only_for``), from pytest when a
+    collector is given (generated tests included)."""
+
+    def __init__(self, collector: Collector | None) -> None:
+        self.collector = collector
+        self.source: dict[Path, list[CollectedTest]] = {}
+        self.collected: dict[Path, list[CollectedVariant]] = {}
+        self.errors: dict[Path, str] = {}
+
+    def of_source(self, p: Path) -> list[CollectedTest]:
+        if p not in self.source:
+            try:
+                self.source[p] = collect_file(p)
+            except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+                self.source[p] = []
+        return self.source[p]
+
+    def of_pytest(self, p: Path) -> list[CollectedVariant] | None:
+        if self.collector is None:
+            return None
+        if p not in self.collected:
+            try:
+                self.collected[p] = self.collector(p)
+            except CollectionError as e:
+                self.errors[p] = str(e)
+                self.collected[p] = []
+        return self.collected[p]
+
+    def names(self, p: Path) -> dict[str, int]:
+        """Base name -> line (1 when only pytest knows it: generated at import time)."""
+        out = {t.name: t.line for t in self.of_source(p)}
+        for v in self.of_pytest(p) or []:
+            out.setdefault(v.name, 1)
+        return out
+
+
+def _unrunnable(
+    pat: NamePattern, variants: list[CollectedVariant], compiled: CompiledSpec | None, path: str
+) -> str | None:
+    """Why every variant ``pat`` matches is removed by the spec's dtypes, or None."""
+    if compiled is None or not variants:
+        return None
+    dtypes: set[str] = set()
+    for v in variants:
+        d = resolve(
+            compiled,
+            f"{path}::{v.test_id.split('::', 1)[-1]}",
+            op=v.op,
+            dtype=v.dtype,
+            module=v.module,
+            base=v.name,
+        )
+        if d.run or not d.rule.startswith("rule 2") or d.dtype is None:
+            return None
+        dtypes.add(d.dtype)
+    return ", ".join(sorted(dtypes))
+
+
+def _against_tests(
+    specs: list[LoadedSpec],
+    roots: dict[str, Path],
+    collector: Collector | None = None,
+    compiled: CompiledSpec | None = None,
+) -> list[Finding]:
     out: list[Finding] = []
     covered_files: set[Path] = set()
-    collected: dict[Path, list[CollectedTest]] = {}
-
-    def tests_of(p: Path) -> list[CollectedTest]:
-        if p not in collected:
-            try:
-                collected[p] = collect_file(p)
-            except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-                collected[p] = []
-        return collected[p]
-
+    tests = _Tests(collector)
     listed: dict[Path, set[str]] = {}
     explicit_unlisted: dict[Path, bool] = {}
     for s in specs:
@@ -174,24 +264,17 @@ def _against_tests(specs: list[LoadedSpec], roots: dict[str, Path]) -> list[Find
                 out.append(Finding("missing-file", _where(f, s.file), f"{f.path} matches no file"))
                 continue
             covered_files.update(files)
-            tests = [t for p in files for t in tests_of(p)]
             for p in files:
                 explicit_unlisted[p] = explicit_unlisted.get(p, False) or (
                     "unlisted_test_mode" in f.model_fields_set
                 )
             for entry in f.tests:
                 for pat in entry.patterns:
-                    hits = [t for t in tests if pat.matches(t.cls, t.method)]
-                    if not hits:
-                        out.append(
-                            Finding(
-                                "dead-pattern",
-                                _where(entry, s.file),
-                                f"{pat.text!r} matches no test of {f.path}",
-                            )
-                        )
-                    for p in files:
-                        listed.setdefault(p, set()).update(t.name for t in hits if t in tests_of(p))
+                    out += _check_pattern(
+                        pat, entry, s.file, f.path, files, tests, compiled, listed
+                    )
+    for p, message in sorted(tests.errors.items()):
+        out.append(Finding("collection-error", SourceLoc(str(p), 1, 1), message))
     # Uncovered files: the whole tests root (upstream's test tree); for the device root only the
     # folders the specs point into (a backend repository holds much more than its test suites).
     candidates: set[Path] = set()
@@ -201,29 +284,114 @@ def _against_tests(specs: list[LoadedSpec], roots: dict[str, Path]) -> list[Find
         device = roots["${TORCH_DEVICE_ROOT}"].resolve()
         for folder in {p.parent for p in covered_files if p.resolve().is_relative_to(device)}:
             candidates.update(folder.glob("test_*.py"))
-    if candidates:
-        for p in sorted(candidates):
-            tests = tests_of(p)
-            if not tests:
-                continue
-            if p not in covered_files:
+    for p in sorted(candidates):
+        # files no spec covers are read from their source: collecting the whole tests root
+        # would start one pytest per upstream test file
+        names = (
+            tests.names(p) if p in covered_files else {t.name: t.line for t in tests.of_source(p)}
+        )
+        if not names:
+            continue
+        if p not in covered_files:
+            out.append(
+                Finding(
+                    "uncovered",
+                    SourceLoc(str(p), min(names.values()), 1),
+                    f"{len(names)} device-generic tests and no spec file entry covers this file",
+                )
+            )
+            continue
+        if explicit_unlisted.get(p):
+            continue
+        for name, line in names.items():
+            if name not in listed.get(p, set()):
                 out.append(
                     Finding(
                         "uncovered",
-                        SourceLoc(str(p), tests[0].line, 1),
-                        f"{len(tests)} device-generic tests and no spec file entry covers this file",
+                        SourceLoc(str(p), line, 1),
+                        f"{name} is listed by no entry and the file sets no unlisted_test_mode",
                     )
                 )
-                continue
-            if explicit_unlisted.get(p):
-                continue
-            for t in tests:
-                if t.name not in listed.get(p, set()):
-                    out.append(
-                        Finding(
-                            "uncovered",
-                            SourceLoc(str(p), t.line, 1),
-                            f"{t.name} is listed by no entry and the file sets no unlisted_test_mode",
-                        )
-                    )
     return out
+
+
+def _check_pattern(
+    pat: NamePattern,
+    entry: object,
+    spec_file: str,
+    spec_path: str,
+    files: list[Path],
+    tests: _Tests,
+    compiled: CompiledSpec | None,
+    listed: dict[Path, set[str]],
+) -> list[Finding]:
+    where = _where(entry, spec_file)
+    hits: set[str] = set()
+    variants: list[tuple[Path, CollectedVariant]] = []
+    for p in files:
+        names = tests.names(p)
+        mine = {n for n in names if pat.matches(*_split(n))}
+        listed.setdefault(p, set()).update(mine)
+        hits |= mine
+        variants += [(p, v) for v in tests.of_pytest(p) or [] if v.name in mine]
+    if tests.collector is not None:
+        # generated by pytest for the device: a name only the source has does not run there
+        collected = {v.name for _, v in variants}
+        restricted = sorted(
+            {
+                f"{t.name} (only_for={', '.join(t.only_for or ())})"
+                for p in files
+                for t in tests.of_source(p)
+                if t.name in hits - collected
+                and t.only_for is not None
+                and "privateuse1" not in t.only_for
+            }
+        )
+        if not collected:
+            if restricted:
+                return [
+                    Finding(
+                        "restricted",
+                        where,
+                        f"{pat.text!r} matches only tests of classes instantiated for other "
+                        f"devices: {', '.join(restricted)}; they never run on the device "
+                        "(`relay specs wrap` writes a wrapper module that instantiates them)",
+                    )
+                ]
+            return [Finding("dead-pattern", where, f"{pat.text!r} matches no test of {spec_path}")]
+        by_file: dict[Path, list[CollectedVariant]] = {}
+        for p, v in variants:
+            by_file.setdefault(p, []).append(v)
+        removed = [
+            _unrunnable(pat, vs, compiled, p.resolve().as_posix()) for p, vs in by_file.items()
+        ]
+        if removed and all(r is not None for r in removed):
+            return [
+                Finding(
+                    "dtype-filtered",
+                    where,
+                    f"{pat.text!r} matches only variants of dtypes the spec's dtypes remove "
+                    f"({', '.join(sorted(set(', '.join(r for r in removed if r).split(', '))))}); "
+                    "none of them runs on the device",
+                )
+            ]
+        return []
+    matched = [t for p in files for t in tests.of_source(p) if pat.matches(t.cls, t.method)]
+    if not matched:
+        return [Finding("dead-pattern", where, f"{pat.text!r} matches no test of {spec_path}")]
+    if all(t.only_for is not None and "privateuse1" not in t.only_for for t in matched):
+        classes = sorted({f"{t.cls} (only_for={', '.join(t.only_for or ())})" for t in matched})
+        return [
+            Finding(
+                "restricted",
+                where,
+                f"{pat.text!r} matches only tests of classes instantiated for other devices: "
+                f"{', '.join(classes)}; they never run on the device",
+            )
+        ]
+    return []
+
+
+def _split(name: str) -> tuple[str | None, str]:
+    cls, sep, method = name.rpartition("::")
+    return (cls if sep else None), method

@@ -174,7 +174,11 @@ class SpecPlugin:
             return
         props = {str(k): str(v) for k, v in report.user_properties}
         message = None
-        if report.skipped and not hasattr(report, "wasxfail") and isinstance(report.longrepr, tuple):
+        if (
+            report.skipped
+            and not hasattr(report, "wasxfail")
+            and isinstance(report.longrepr, tuple)
+        ):
             message = str(report.longrepr[2]).removeprefix("Skipped: ")[:300]  # upstream's reason
         elif (report.failed or hasattr(report, "wasxfail")) and report.longreprtext.strip():
             message = _failure_line(report.longreprtext)

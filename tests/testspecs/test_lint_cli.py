@@ -126,3 +126,43 @@ def test_committed_schema_is_fresh() -> None:
     assert SCHEMA_FILE.read_text() == schema_text(), "run: relay specs schema --output " + str(
         SCHEMA_FILE
     )
+
+
+COLLECT = FIXTURES / "lint_collect"
+
+
+def test_lint_collects_so_generated_tests_count() -> None:
+    """Names a module generates at import time (setattr from a module-level function, as
+    upstream's test_binary_ufuncs.py does) are collected by pytest: no dead pattern for them.
+    Names that exist but never run on the device are warnings, not errors."""
+    spec = COLLECT / "specs" / "generated.yaml"
+    result = relay("lint", str(spec), "--tests-root", str(COLLECT / "torch"))
+    lines = result.output.strip().splitlines()
+    found = sorted((line.split(": ")[1], line.split(":")[1]) for line in lines[:-1])
+    assert found == [
+        ("dead-pattern", "13"),  # TestGenerated::test_gone: nothing has that name
+        ("warning", "10"),  # test_only_double exists only for float64, which the spec removes
+        ("warning", "12"),  # TestCpuOnly is instantiated only_for="cpu"
+    ], result.output
+    assert "dtype-filtered: 'TestGenerated::test_only_double'" in result.output
+    assert "(float64)" in result.output
+    assert "restricted: 'TestCpuOnly::test_host_thing'" in result.output
+    assert lines[-1] == "3 finding(s) (2 warning(s))"
+    assert result.exit_code == 1  # the dead pattern is an error; the warnings alone are not
+
+
+def test_lint_warnings_alone_exit_zero(tmp_path: Path) -> None:
+    text = (COLLECT / "specs" / "generated.yaml").read_text()
+    spec = tmp_path / "ok.yaml"
+    spec.write_text(text.replace("        - names: [TestGenerated::test_gone]\n", ""))
+    result = relay("lint", str(spec), "--tests-root", str(COLLECT / "torch"))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == "2 finding(s) (2 warning(s))"
+
+
+def test_static_lint_cannot_see_generated_tests() -> None:
+    """Reading the source (--static, the old behaviour) reports the generated names as dead."""
+    spec = COLLECT / "specs" / "generated.yaml"
+    result = relay("lint", str(spec), "--tests-root", str(COLLECT / "torch"), "--static")
+    assert "'TestGenerated::test___add___not_implemented' matches no test" in result.output
+    assert result.exit_code == 1
