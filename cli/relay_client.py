@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -81,8 +80,13 @@ class Relay:
         response.raise_for_status()
         return response.json()
 
+    def page(self, path: str, **params: Any) -> list[dict[str, Any]]:
+        """The items of the first page of a list endpoint (newest first)."""
+        return list((self.get(path, **params) or {}).get("items") or [])
+
     def jobs(self) -> list[dict[str, Any]]:
-        return list(self.get("/api/v1/jobs", limit=500) or [])
+        """The 500 newest jobs."""
+        return self.page("/api/v1/jobs", limit=500)
 
 
 # ----------------------------------------------------------------------------- release replay
@@ -93,34 +97,11 @@ def release_delivery_id(base: str, head: str) -> str:
     return f"replay-{base}-{head}"
 
 
-def _parse_time(value: str) -> datetime:
-    parsed = datetime.fromisoformat(value)
-    return parsed.replace(tzinfo=None) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
-def _same_clock(a: datetime, b: datetime) -> tuple[datetime, datetime]:
-    strip = a.tzinfo is None or b.tzinfo is None
-    if strip:
-        a = a.astimezone(UTC).replace(tzinfo=None) if a.tzinfo else a
-        b = b.astimezone(UTC).replace(tzinfo=None) if b.tzinfo else b
-    return a, b
-
-
 def find_release_job(relay: Relay, delivery: dict[str, Any]) -> dict[str, Any] | None:
-    """The job of a release-replay delivery: a "periodic" job keyed by the tested head
-    (CRCR's self-report shape), the first one dispatched after the delivery was received."""
-    normalized = delivery.get("normalized") or {}
-    key = normalized.get("upstream_delivery_id")
-    if not key:
-        return None
-    received = _parse_time(delivery["received_at"])
-    for job in sorted(relay.jobs(), key=lambda j: j["id"]):
-        if job.get("event_type") != "periodic" or job.get("delivery_id") != key:
-            continue
-        dispatched, since = _same_clock(_parse_time(job["dispatched_at"]), received)
-        if dispatched >= since:
-            return job
-    return None
+    """The job of a release-replay delivery: the first job it started (the delivery links to
+    its jobs)."""
+    job_ids = delivery.get("job_ids") or []
+    return relay.get(f"/api/v1/jobs/{job_ids[0]}") if job_ids else None
 
 
 def run_release_replay(
@@ -226,4 +207,3 @@ def broker_send(settings: Any) -> Callable[[str, str], str]:
         return str(producer.send_task(TASK_REPLAY, args=[base, head]).id)
 
     return send
-

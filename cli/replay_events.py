@@ -158,19 +158,6 @@ def send_all(
 # ----------------------------------------------------------------------------- following
 
 
-def _job_delivery_id(item_body: bytes, event: str, delivery_id: str) -> str:
-    """The delivery id the relay keys the job by: a CRCR repository_dispatch carries the
-    upstream delivery id inside; anything else is keyed by its own X-GitHub-Delivery."""
-    if event == "repository_dispatch":
-        try:
-            inner = json.loads(item_body).get("client_payload") or {}
-        except (ValueError, AttributeError):
-            inner = {}
-        if isinstance(inner, dict) and isinstance(inner.get("delivery_id"), str):
-            return str(inner["delivery_id"])
-    return delivery_id
-
-
 def _no_run_reason(delivery: dict[str, Any]) -> str | None:
     """Why a processed delivery will never get a job (read from its normalized event)."""
     normalized = delivery.get("normalized") or {}
@@ -219,34 +206,32 @@ def follow(
     """Poll the API until every stored event has a planned job (or will never get one), or
     ``wait`` seconds passed; fills the rows in place. Polls at least once; returns the
     seconds it waited."""
-    bodies = {e.delivery_id: (e.body, e.event) for e in events}
-    keyed = {
-        row.delivery_id: _job_delivery_id(*bodies[row.delivery_id], row.delivery_id) for row in rows
-    }
     details: dict[int, dict[str, Any]] = {}
     start = time.monotonic()
     while True:
-        jobs_by_delivery: dict[str, dict[str, Any]] = {}
-        for job in sorted(relay.jobs(), key=lambda j: j["id"]):
-            jobs_by_delivery.setdefault(job["delivery_id"], job)  # the first run of a delivery
+        listed = {job["id"]: job for job in relay.jobs()}
         # one request for the recent deliveries; older ones one by one, while unsettled
-        recent = {d["delivery_id"]: d for d in relay.get("/api/v1/deliveries", limit=500) or []}
+        recent = {d["delivery_id"]: d for d in relay.page("/api/v1/deliveries", limit=500)}
         for row in rows:
             if row.outcome not in ("accepted", "duplicate"):
                 continue
             delivery = recent.get(row.delivery_id)
             if delivery is None and not row.settled:
                 delivery = relay.get(f"/api/v1/deliveries/{row.delivery_id}")
-            if delivery is not None:
-                row.delivery_state = delivery.get("state")
-                row.not_actionable = _no_run_reason(delivery)
-                if row.delivery_state == "failed":
-                    row.not_actionable = f"processing failed: {delivery.get('last_error')}"
-            found = jobs_by_delivery.get(keyed[row.delivery_id])
-            if found is not None:
-                if found["id"] not in details:
-                    details[found["id"]] = relay.get(f"/api/v1/jobs/{found['id']}") or {}
-                _apply_job(row, found, details[found["id"]])
+            if delivery is None:
+                continue
+            row.delivery_state = delivery.get("state")
+            row.not_actionable = _no_run_reason(delivery)
+            if row.delivery_state == "failed":
+                row.not_actionable = f"processing failed: {delivery.get('last_error')}"
+            if row.delivery_state == "rejected":
+                row.not_actionable = f"rejected: {delivery.get('last_error')}"
+            job_ids = delivery.get("job_ids") or []
+            if job_ids:  # the first run of the delivery (the delivery links to its jobs)
+                job_id = int(job_ids[0])
+                if job_id not in details:
+                    details[job_id] = relay.get(f"/api/v1/jobs/{job_id}") or {}
+                _apply_job(row, listed.get(job_id) or details[job_id], details[job_id])
         waited = time.monotonic() - start
         if all(r.settled for r in rows) or waited >= wait:
             return waited

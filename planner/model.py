@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from backends.base import RunnerConfig
 from selector import SelectionPlan
@@ -30,10 +30,20 @@ class RunPlan(BaseModel):
         return sum(len(s) for s in self.shards)
 
     def stored(self) -> dict[str, Any]:
-        """The columns of the job's Selection row (``plan``: the SelectionPlan JSON with the
-        runner configuration under ``"runner"``)."""
+        """The columns of the job's Selection row, compact: ``plan`` is the SelectionPlan JSON
+        without its per-variant lists (with their sizes under ``"counts"`` and the runner
+        configuration under ``"runner"``); ``variants`` are the SelectionTest rows (selected
+        tests with rank, shard, mode and reasons; cut ones with the budget's reason; removed
+        ones), which the store keeps one per row and the API pages."""
         sel = self.selection
-        plan = sel.model_dump(mode="json") if sel is not None else {}
+        plan = sel.model_dump(mode="json", exclude=set(PER_VARIANT)) if sel is not None else {}
+        if sel is not None:
+            plan["counts"] = {
+                "selected": len(sel.tests),
+                "cut": len(sel.cut),
+                "removed": len(sel.removed),
+                "shards": [len(s) for s in sel.shards],
+            }
         return {
             "base_rev": self.base_rev,
             "head_rev": self.head_rev,
@@ -43,14 +53,64 @@ class RunPlan(BaseModel):
             "fallbacks": [] if sel is None else [f.model_dump(mode="json") for f in sel.fallbacks],
             "estimated_device_seconds": None if sel is None else sel.estimated_device_seconds,
             "plan": {**plan, "runner": self.runner.model_dump(mode="json")},
+            "variants": [] if sel is None else _variant_rows(sel),
         }
 
 
+#: the SelectionPlan fields kept as rows (SelectionTest, Shard), not in the plan's JSON
+PER_VARIANT = ("tests", "cut", "removed", "shards")
+VARIANT_COLUMNS = (
+    "kind", "test_id", "rank", "shard", "risk", "seconds", "seconds_source", "mode", "gating",
+    "flag", "signals", "reasons",
+)  # fmt: skip
+
+
+def _variant_rows(sel: SelectionPlan) -> list[dict[str, Any]]:
+    shard_of = {t: i for i, shard in enumerate(sel.shards) for t in shard}
+    rows: list[dict[str, Any]] = [
+        {
+            "kind": "selected",
+            "test_id": t.test_id,
+            "rank": t.rank,
+            "shard": shard_of.get(t.test_id),
+            "risk": t.risk,
+            "seconds": t.seconds,
+            "seconds_source": t.seconds_source,
+            "mode": t.mode,
+            "gating": t.gating,
+            "flag": t.flag,
+            "signals": list(t.signals),
+            "reasons": list(t.reasons),
+        }
+        for t in sel.tests
+    ]
+    rows += [
+        {"kind": "cut", "test_id": c.test_id, "rank": c.rank, "risk": c.risk,
+         "seconds": c.seconds, "signals": [], "reasons": [c.reason]}
+        for c in sel.cut
+    ]  # fmt: skip
+    rows += [
+        {"kind": "removed", "test_id": r.test_id, "signals": [], "reasons": [r.reason]}
+        for r in sel.removed
+    ]
+    blank = dict.fromkeys(VARIANT_COLUMNS)
+    return [{**blank, **r} for r in rows]  # one key set: one multi-row INSERT
+
+
+class PlanCounts(BaseModel):
+    selected: int = 0
+    cut: int = 0
+    removed: int = 0
+    shards: list[int] = Field(default_factory=list)
+
+
 class StoredPlan(BaseModel):
-    """The parts of a stored plan that are read back: the runner's recipe and the universe the
-    selection chose from (the tests and reasons stay in the row, unparsed)."""
+    """The parts of a stored plan that are read back: the runner's recipe, the universe the
+    selection chose from and how many variants it selected, cut and removed (the variants
+    themselves are SelectionTest rows)."""
 
     model_config = ConfigDict(extra="ignore")
 
     runner: RunnerConfig
     universe: UniverseInfo | None = None
+    counts: PlanCounts | None = None

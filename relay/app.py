@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
 from relay.api import router as api_router
 from relay.github.ingress import router as github_router
+from relay.web import router as web_router
 from store import logs
 from store.db import get_engine
 from store.logs import bind
@@ -46,6 +49,8 @@ def create_app(
     app.state.enqueue = enqueue or _celery_enqueue(producer)
     app.include_router(github_router)
     app.include_router(api_router)
+    app.include_router(web_router)  # the HUD's pages
+    app.add_exception_handler(RequestValidationError, _validation_error)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, Any]:
@@ -68,6 +73,25 @@ def create_app(
         )
 
     return app
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """422 with a one-line reason in ``detail`` (like every other API error) and FastAPI's
+    structured list under ``errors``."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    return JSONResponse(
+        status_code=422,
+        content={"detail": one_line(errors), "errors": jsonable_encoder(errors)},
+    )
+
+
+def one_line(errors: Sequence[Any]) -> str:
+    """``query.status: Input should be 'dispatched', ...; query.limit: ...``"""
+    parts = []
+    for e in errors:
+        where = ".".join(str(p) for p in e.get("loc", ()))
+        parts.append(f"{where}: {e.get('msg', 'invalid')}" if where else str(e.get("msg")))
+    return "; ".join(parts).replace("\n", " ")[:1000] or "invalid request"
 
 
 def _database_reachable(url: str) -> tuple[bool, str]:

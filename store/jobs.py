@@ -10,23 +10,26 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from store.models import (
     Conclusion,
+    Delivery,
+    Dispatch,
     Job,
     JobStatus,
     JobTransition,
     Selection,
+    SelectionTest,
     Shard,
     ShardState,
     TestResult,
     TestStat,
     utcnow,
 )
-from store.outcomes import FAILED, NON_GATING_MODES, Outcome, TestOutcome, tally
+from store.outcomes import FAILED, NON_GATING_MODES, Outcome, TestOutcome, tally, tally_apart
 
 
 @dataclass(frozen=True)
@@ -48,28 +51,34 @@ def transition(
     conclusion: Conclusion | None = None,
     detail: dict[str, Any] | None = None,
 ) -> bool:
-    """Atomically move ``job`` to ``to`` if it is in one of ``expect``; record the history."""
+    """Atomically move ``job`` to ``to`` if it is in one of ``expect``; record the history with
+    the status the row really came from (one conditional UPDATE per expected status, so the
+    recorded ``from_status`` is the one the database matched, not a possibly stale read)."""
     now = utcnow()
-    # read before the UPDATE: the ORM synchronizes ``job`` (in this session) with the new values
-    before = job.status
     values: dict[str, Any] = {"status": to.value}
     if to is JobStatus.IN_PROGRESS:
         values["started_at"] = now
     if to is JobStatus.COMPLETED:
         values["completed_at"] = now
         values["conclusion"] = conclusion.value if conclusion else None
-    result = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.status.in_([s.value for s in expect]))
-        .values(**values)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    came_from: JobStatus | None = None
+    for status in sorted(expect, key=lambda s: s.value):
+        result = session.execute(
+            update(Job)
+            .where(Job.id == job.id, Job.status == status.value)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount == 1:  # type: ignore[attr-defined]
+            came_from = status
+            break
+    if came_from is None:
         session.rollback()
         return False
     session.add(
         JobTransition(
             job_pk=job.id,
-            from_status=before,
+            from_status=came_from.value,
             to_status=to.value,
             conclusion=conclusion.value if conclusion else None,
             at=now,
@@ -80,6 +89,36 @@ def transition(
     session.commit()
     session.refresh(job)
     return True
+
+
+def jobs_of_deliveries(session: Session, delivery_pks: list[int]) -> dict[int, list[int]]:
+    """The jobs each delivery started (through its dispatches), oldest first."""
+    out: dict[int, list[int]] = {}
+    if delivery_pks:
+        rows = session.execute(
+            select(Dispatch.delivery_pk, Job.id)
+            .join(Job, Job.dispatch_pk == Dispatch.id)
+            .where(Dispatch.delivery_pk.in_(delivery_pks))
+            .order_by(Job.id)
+        )
+        for delivery_pk, job_pk in rows:
+            out.setdefault(delivery_pk, []).append(job_pk)
+    return out
+
+
+def deliveries_of_jobs(session: Session, job_pks: list[int]) -> dict[int, str]:
+    """The delivery id (``X-GitHub-Delivery``, as ``/api/v1/deliveries`` serves it) of the
+    delivery each job was planned for; jobs without one are left out."""
+    out: dict[int, str] = {}
+    if job_pks:
+        rows = session.execute(
+            select(Job.id, Delivery.delivery_id)
+            .join(Dispatch, Job.dispatch_pk == Dispatch.id)
+            .join(Delivery, Dispatch.delivery_pk == Delivery.id)
+            .where(Job.id.in_(job_pks))
+        )
+        out = {job_pk: delivery_id for job_pk, delivery_id in rows}
+    return out
 
 
 def create_job(
@@ -95,7 +134,10 @@ def create_job(
     shards: list[list[str]],
     selection: dict[str, Any],
 ) -> tuple[Job, bool]:
-    """The job for ``key`` with its selection and shards; (job, created). Idempotent on the key."""
+    """The job for ``key`` with its selection and shards; (job, created). Idempotent on the key.
+
+    ``selection``: the Selection row's columns, and under ``"variants"`` its SelectionTest rows
+    (``planner.RunPlan.stored()``)."""
     existing = session.scalar(
         select(Job).where(
             Job.delivery_id == key.delivery_id,
@@ -137,7 +179,11 @@ def create_job(
             job_pk=job.id, from_status=None, to_status=JobStatus.DISPATCHED.value, source="plan"
         )
     )
-    session.add(Selection(job_pk=job.id, **selection))
+    columns = dict(selection)
+    variants = columns.pop("variants", [])
+    session.add(Selection(job_pk=job.id, **columns))
+    if variants:  # one multi-row INSERT, in rank order (so the row id orders a page)
+        session.execute(insert(SelectionTest), [{**v, "job_pk": job.id} for v in variants])
     for index, ids in enumerate(shards):
         session.add(
             Shard(job_pk=job.id, index=index, test_ids=list(ids), state=ShardState.PENDING.value)
@@ -265,8 +311,11 @@ def counts(session: Session, *, job_pk: int) -> dict[str, int]:
     return live_counts(session, [job_pk])[job_pk]
 
 
-def live_counts(session: Session, job_pks: list[int]) -> dict[int, dict[str, int]]:
-    """:func:`counts` of several jobs in one query (jobs without results count zero)."""
+def live_counts(
+    session: Session, job_pks: list[int], *, apart: bool = False
+) -> dict[int, dict[str, int]]:
+    """:func:`counts` of several jobs in one query (jobs without results count zero);
+    ``apart``: with xfailed and xpassed counted apart (:func:`store.outcomes.tally_apart`)."""
     by_job: dict[int, list[tuple[str, int]]] = {pk: [] for pk in job_pks}
     if job_pks:
         rows = session.execute(
@@ -276,7 +325,8 @@ def live_counts(session: Session, job_pks: list[int]) -> dict[int, dict[str, int
         ).all()
         for pk, outcome, n in rows:
             by_job[pk].append((outcome, int(n)))
-    return {pk: tally(pairs) for pk, pairs in by_job.items()}
+    fold = tally_apart if apart else tally
+    return {pk: fold(pairs) for pk, pairs in by_job.items()}
 
 
 def gating_failures(session: Session, *, job_pk: int) -> int:
@@ -403,7 +453,9 @@ def test_history(session: Session, *, repo: str) -> dict[str, dict[str, Any]]:
     rows = session.scalars(select(TestStat).where(TestStat.downstream_repo == repo))
     return {
         r.test_id: {
-            "seconds": (r.mean_device_time_us / 1e6) if r.mean_device_time_us else r.mean_duration_s,
+            "seconds": (r.mean_device_time_us / 1e6)
+            if r.mean_device_time_us
+            else r.mean_duration_s,
             "runs": r.runs,
             "failures": r.failures,
             "flaky": r.flips > 0,

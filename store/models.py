@@ -4,7 +4,7 @@ Designed up front so later features fill rows rather than reshape tables. Status
 strings (validated in code by the enums below) so the schema stays portable across SQLite and
 PostgreSQL. Schema changes go through Alembic (``store/migrations/``); ``STORED_DATA_VERSION`` is the
 number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's indexes and a
-result's op and dtype).
+result's op and dtype; 4: a selection's variants as rows, SelectionTest).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-STORED_DATA_VERSION = 3
+STORED_DATA_VERSION = 4
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -54,6 +54,7 @@ class DeliveryState(enum.StrEnum):
     PROCESSING = "processing"
     PROCESSED = "processed"
     FAILED = "failed"  # processing raised; a GitHub redelivery processes it again
+    REJECTED = "rejected"  # valid JSON, not the shape of its event: stored with the reason, never processed
 
 
 class DispatchState(enum.StrEnum):
@@ -235,9 +236,42 @@ class Selection(Base):
     head_rev: Mapped[str | None] = mapped_column(String(100))
     stage_counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
     fallbacks: Mapped[list[Any]] = mapped_column(default=list)
-    plan: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the full SelectionPlan JSON
+    # the SelectionPlan JSON without its per-variant lists (tests, cut, removed: SelectionTest
+    # rows; shards: Shard rows), with the runner's recipe under "runner"
+    plan: Mapped[dict[str, Any]] = mapped_column(default=dict)
     estimated_device_seconds: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SelectionKind(enum.StrEnum):
+    SELECTED = "selected"  # planned to run
+    CUT = "cut"  # chosen by the impact stage, cut by the budget
+    REMOVED = "removed"  # in the plan's universe but gone at head
+
+
+class SelectionTest(Base):
+    """One variant of a stored selection, with its rank, reasons and (when selected) shard: the
+    per-variant part of a SelectionPlan, stored as rows so the API pages it."""
+
+    __tablename__ = "selection_test"
+    __test__ = False
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(10))
+    test_id: Mapped[str] = mapped_column(String(500))
+    rank: Mapped[int | None] = mapped_column(Integer)
+    shard: Mapped[int | None] = mapped_column(Integer)
+    risk: Mapped[float | None] = mapped_column(Float)
+    seconds: Mapped[float | None] = mapped_column(Float)
+    seconds_source: Mapped[str | None] = mapped_column(String(30))
+    mode: Mapped[str | None] = mapped_column(String(30))
+    gating: Mapped[bool | None] = mapped_column()
+    flag: Mapped[str | None] = mapped_column(String(30))
+    signals: Mapped[list[Any]] = mapped_column(default=list)
+    reasons: Mapped[list[Any]] = mapped_column(default=list)
+
+    __table_args__ = (UniqueConstraint("job_pk", "kind", "test_id"),)
 
 
 class Shard(Base):

@@ -63,6 +63,18 @@ def tally(counts: Iterable[tuple[str, int]]) -> dict[str, int]:
     return out
 
 
+def tally_apart(counts: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """The API's counts: CRCR's buckets with the expected-failure outcomes kept apart
+    (``xfailed`` is not counted as skipped, ``xpassed`` not as passed), so
+    ``passed + failed + skipped + xfailed + xpassed == total``."""
+    out = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 0}
+    for outcome, n in counts:
+        o = Outcome(outcome)
+        out[o.value if o in (Outcome.XFAILED, Outcome.XPASSED) else o.bucket] += n
+        out["total"] += n
+    return out
+
+
 @dataclass
 class TestOutcome:
     """One test's result as the harness records it and the store keeps it."""

@@ -1,29 +1,80 @@
 """``/api/v1/jobs``: the runner's jobs with their live counts, shards, status history, selection
-summary and per-test results."""
+summary, the selection's variants (paged) and per-test results (paged)."""
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from pydantic import BaseModel
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from planner import StoredPlan
+from relay.api.pagination import MAX_INT, Page, PageParams, page_params, paginate
 from store import jobs as job_rows
 from store.db import session_scope
-from store.models import Job, JobTransition, Selection, Shard, TestResult
-from wire.crcr.callback import TestCounts
+from store.models import (
+    Conclusion,
+    Job,
+    JobStatus,
+    JobTransition,
+    Selection,
+    SelectionKind,
+    SelectionTest,
+    Shard,
+    TestResult,
+)
+from store.outcomes import Outcome
+from testspecs.models import MODES
 
 router = APIRouter(tags=["api"])
 
-TestCountsPublic = TestCounts  # CRCR's test_results {passed, failed, skipped, total}
+#: a job id: an integer primary key (PostgreSQL's INTEGER range; larger ones are refused)
+JobId = Annotated[int, Path(ge=1, le=MAX_INT, description="the job's id")]
+
+#: a selected variant's mode: its spec's (testspecs.models.MODES), or "run" without a spec
+SpecMode = enum.StrEnum("SpecMode", {m: m for m in ("run", *MODES)})  # type: ignore[misc]
+
+BASE = "/api/v1"
+#: fallback units listed in a job's detail (all of them: GET .../selection)
+FALLBACK_UNITS_SHOWN = 20
+BAD_QUERY: dict[int | str, dict[str, Any]] = {
+    422: {"description": "unknown filter value or query parameter, bad paging"}
+}
+NO_JOB: dict[int | str, dict[str, Any]] = {404: {"description": "no such job"}}
+
+
+class TestCountsPublic(BaseModel):
+    """Live counts of a job's stored results. Unlike CRCR's three buckets (which the callbacks
+    send: xpassed counted as passed, xfailed as skipped), expected failures are kept apart:
+    ``passed + failed + skipped + xfailed + xpassed == total``."""
+
+    __test__ = False
+
+    passed: int
+    failed: int  # failed, error, crashed, timeout
+    skipped: int  # skipped, not run
+    xfailed: int
+    xpassed: int
+    total: int
+
+
+class JobLinks(BaseModel):
+    self: str
+    delivery: str | None  # /api/v1/deliveries/{delivery_id}
+    results: str
+    selection: str
+    selection_tests: str
 
 
 class JobPublic(BaseModel):
     id: int
-    delivery_id: str
+    delivery_id: str | None  # the delivery this job was planned for (/api/v1/deliveries/{id})
+    crcr_delivery_id: str  # the CRCR key's delivery id (its callbacks carry this one)
     repo: str
     run_id: str
     run_attempt: str
@@ -41,6 +92,7 @@ class JobPublic(BaseModel):
     superseded: bool
     planned: int  # tests in the plan
     test_results: TestCountsPublic  # live while the job runs
+    links: JobLinks
 
 
 class ShardPublic(BaseModel):
@@ -60,13 +112,26 @@ class TransitionPublic(BaseModel):
     source: str | None
 
 
+class SelectionSummary(BaseModel):
+    base_rev: str | None
+    head_rev: str | None
+    stage_counts: dict[str, Any]
+    fallbacks: list[dict[str, Any]]  # each fallback's units cut to FALLBACK_UNITS_SHOWN
+    estimated_device_seconds: float | None
+    universe_variants: int | None  # "N of M variants": the universe the plan chose from
+    selected: int | None
+    cut: int | None
+    removed: int | None
+
+
 class JobDetail(JobPublic):
     shards: list[ShardPublic]
     transitions: list[TransitionPublic]
-    selection: dict[str, Any] | None
+    selection: SelectionSummary | None
 
 
 class ResultPublic(BaseModel):
+    id: int
     test_id: str
     outcome: str
     duration_s: float | None
@@ -74,52 +139,130 @@ class ResultPublic(BaseModel):
     message: str | None
     spec_mode: str | None
     tags: list[Any]
+    shard: int | None
+    created_at: datetime
 
 
-def _live_counts(session: Any, job_pks: list[int]) -> dict[int, TestCountsPublic]:
-    return {
-        pk: TestCountsPublic(**counts)
-        for pk, counts in job_rows.live_counts(session, job_pks).items()
-    }
+class SelectionPublic(BaseModel):
+    """A job's stored selection without its per-variant lists (``.../selection/tests``)."""
+
+    base_rev: str | None
+    head_rev: str | None
+    stage_counts: dict[str, Any]
+    fallbacks: list[dict[str, Any]]
+    estimated_device_seconds: float | None
+    plan: dict[str, Any]  # the SelectionPlan's other fields, the list sizes under "counts"
 
 
-def _job_public(job: Any, counts: TestCountsPublic) -> dict[str, Any]:
-    data = {k: getattr(job, k) for k in JobPublic.model_fields if hasattr(job, k)}
-    data.update(
-        superseded=job.superseded_by_pk is not None, planned=job.tests_total, test_results=counts
+class SelectionTestPublic(BaseModel):
+    id: int
+    kind: str
+    test_id: str
+    rank: int | None
+    shard: int | None
+    risk: float | None
+    seconds: float | None
+    seconds_source: str | None
+    mode: str | None
+    gating: bool | None
+    flag: str | None
+    signals: list[Any]
+    reasons: list[Any]
+
+
+def _links(job_pk: int, delivery_id: str | None) -> JobLinks:
+    me = f"{BASE}/jobs/{job_pk}"
+    return JobLinks(
+        self=me,
+        delivery=f"{BASE}/deliveries/{delivery_id}" if delivery_id is not None else None,
+        results=f"{me}/results",
+        selection=f"{me}/selection",
+        selection_tests=f"{me}/selection/tests",
     )
-    return data
 
 
-@router.get("/jobs", response_model=list[JobPublic])
+def _job_public(session: Session, rows: Sequence[Job]) -> list[dict[str, Any]]:
+    pks = [j.id for j in rows]
+    counts = job_rows.live_counts(session, pks, apart=True)
+    deliveries = job_rows.deliveries_of_jobs(session, pks)
+    out = []
+    for job in rows:
+        data = {k: getattr(job, k) for k in JobPublic.model_fields if hasattr(job, k)}
+        delivery_id = deliveries.get(job.id)
+        data.update(
+            delivery_id=delivery_id,
+            crcr_delivery_id=job.delivery_id,
+            superseded=job.superseded_by_pk is not None,
+            planned=job.tests_total,
+            test_results=TestCountsPublic(**counts[job.id]),
+            links=_links(job.id, delivery_id),
+        )
+        out.append(data)
+    return out
+
+
+@router.get("/jobs", response_model=Page[JobPublic], responses=BAD_QUERY)
 def list_jobs(
     request: Request,
-    status: str | None = Query(default=None, description="dispatched, in_progress or completed"),
-    pr: int | None = Query(default=None, description="upstream PR number"),
-    limit: int = Query(default=50, ge=1, le=500),
-) -> list[JobPublic]:
-    """Jobs, newest first, with live test counts {passed, failed, skipped, total}."""
-    query = select(Job).order_by(Job.id.desc()).limit(limit)
+    status: JobStatus | None = None,
+    conclusion: Conclusion | None = None,
+    pr: int | None = Query(default=None, ge=0, le=MAX_INT, description="upstream PR number"),
+    params: PageParams = Depends(page_params(default_limit=50, max_limit=500)),
+) -> Page[JobPublic]:
+    """Jobs, newest first, with live test counts."""
+    query = select(Job)
     if status is not None:
-        query = query.where(Job.status == status)
+        query = query.where(Job.status == status.value)
+    if conclusion is not None:
+        query = query.where(Job.conclusion == conclusion.value)
     if pr is not None:
         query = query.where(Job.pr_number == pr)
     with session_scope(request.app.state.settings.database_url) as session:
-        rows = list(session.scalars(query))
-        counts = _live_counts(session, [j.id for j in rows])
-        return [JobPublic.model_validate(_job_public(j, counts[j.id])) for j in rows]
+        return paginate(
+            session,
+            query,
+            key=Job.id,
+            params=params,
+            public_rows=lambda rows: [
+                JobPublic.model_validate(d) for d in _job_public(session, rows)
+            ],
+        )
 
 
-@router.get(
-    "/jobs/{job_id}", response_model=JobDetail, responses={404: {"description": "no such job"}}
-)
-def get_job(request: Request, job_id: int) -> JobDetail:
-    """One job with its shards, status history and selection summary."""
+def _job_or_404(session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"no job {job_id}")
+    return job
+
+
+def _summary(selection: Selection) -> SelectionSummary:
+    stored = StoredPlan.model_validate(selection.plan)
+    fallbacks = []
+    for f in selection.fallbacks or []:
+        units = list(f.get("units") or []) if isinstance(f, dict) else []
+        shown = {**f, "units": units[:FALLBACK_UNITS_SHOWN], "units_total": len(units)}
+        fallbacks.append(shown)
+    counts = stored.counts
+    return SelectionSummary(
+        base_rev=selection.base_rev,
+        head_rev=selection.head_rev,
+        stage_counts=selection.stage_counts,
+        fallbacks=fallbacks,
+        estimated_device_seconds=selection.estimated_device_seconds,
+        universe_variants=stored.universe.variants if stored.universe is not None else None,
+        selected=counts.selected if counts is not None else None,
+        cut=counts.cut if counts is not None else None,
+        removed=counts.removed if counts is not None else None,
+    )
+
+
+@router.get("/jobs/{job_id}", response_model=JobDetail, responses=NO_JOB)
+def get_job(request: Request, job_id: JobId) -> JobDetail:
+    """One job with its shards, status history and selection summary (the selected variants
+    and their reasons: ``/jobs/{id}/selection/tests``)."""
     with session_scope(request.app.state.settings.database_url) as session:
-        job = session.get(Job, job_id)
-        if job is None:
-            raise HTTPException(status_code=404, detail=f"no job {job_id}")
-        counts = _live_counts(session, [job.id])[job.id]
+        job = _job_or_404(session, job_id)
         shards = session.scalars(select(Shard).where(Shard.job_pk == job.id).order_by(Shard.index))
         transitions = session.scalars(
             select(JobTransition).where(JobTransition.job_pk == job.id).order_by(JobTransition.id)
@@ -127,7 +270,7 @@ def get_job(request: Request, job_id: int) -> JobDetail:
         selection = session.scalar(select(Selection).where(Selection.job_pk == job.id))
         return JobDetail.model_validate(
             {
-                **_job_public(job, counts),
+                **_job_public(session, [job])[0],
                 "shards": [
                     ShardPublic(
                         index=s.index,
@@ -142,49 +285,83 @@ def get_job(request: Request, job_id: int) -> JobDetail:
                 "transitions": [
                     TransitionPublic.model_validate(t, from_attributes=True) for t in transitions
                 ],
-                "selection": None
-                if selection is None
-                else {
-                    "base_rev": selection.base_rev,
-                    "head_rev": selection.head_rev,
-                    "stage_counts": selection.stage_counts,
-                    "fallbacks": selection.fallbacks,
-                    "estimated_device_seconds": selection.estimated_device_seconds,
-                    # "N of M variants": the size of the universe the plan chose from
-                    "universe_variants": _universe_variants(selection.plan),
-                },
+                "selection": None if selection is None else _summary(selection),
             }
         )
 
 
 @router.get(
-    "/jobs/{job_id}/results",
-    response_model=list[ResultPublic],
-    responses={404: {"description": "no such job"}},
+    "/jobs/{job_id}/results", response_model=Page[ResultPublic], responses={**NO_JOB, **BAD_QUERY}
 )
 def job_results(
     request: Request,
-    job_id: int,
-    outcome: str | None = None,
-    limit: int = Query(default=1000, ge=1, le=100_000),
-) -> list[ResultPublic]:
-    """Per-test results of one job (optionally one outcome)."""
+    job_id: JobId,
+    outcome: Outcome | None = None,
+    params: PageParams = Depends(page_params(default_limit=1000, max_limit=5000)),
+) -> Page[ResultPublic]:
+    """Per-test results of one job in the order they were stored (optionally one outcome)."""
     with session_scope(request.app.state.settings.database_url) as session:
-        if session.get(Job, job_id) is None:
-            raise HTTPException(status_code=404, detail=f"no job {job_id}")
-        query = (
-            select(TestResult)
-            .where(TestResult.job_pk == job_id)
-            .order_by(TestResult.id)
-            .limit(limit)
-        )
+        _job_or_404(session, job_id)
+        query = select(TestResult).where(TestResult.job_pk == job_id)
         if outcome is not None:
-            query = query.where(TestResult.outcome == outcome)
-        return [
-            ResultPublic.model_validate(r, from_attributes=True) for r in session.scalars(query)
-        ]
+            query = query.where(TestResult.outcome == outcome.value)
+
+        def public(rows: Sequence[TestResult]) -> list[ResultPublic]:
+            shard_index = dict(
+                session.execute(select(Shard.id, Shard.index).where(Shard.job_pk == job_id)).all()
+            )
+            return [
+                ResultPublic.model_validate(
+                    {
+                        **{k: getattr(r, k) for k in ResultPublic.model_fields if hasattr(r, k)},
+                        "shard": shard_index.get(r.shard_pk) if r.shard_pk is not None else None,
+                    }
+                )
+                for r in rows
+            ]
+
+        return paginate(session, query, key=TestResult.id, params=params, descending=False,
+                        public_rows=public)  # fmt: skip
 
 
-def _universe_variants(plan: dict[str, Any]) -> int | None:
-    stored = StoredPlan.model_validate(plan)
-    return stored.universe.variants if stored.universe is not None else None
+@router.get("/jobs/{job_id}/selection", response_model=SelectionPublic, responses=NO_JOB)
+def job_selection(request: Request, job_id: JobId) -> SelectionPublic:
+    """The job's stored SelectionPlan without its per-variant lists: funnel, fallbacks with all
+    their units, signals, budget, universe and the lists' sizes (``plan.counts``)."""
+    with session_scope(request.app.state.settings.database_url) as session:
+        _job_or_404(session, job_id)
+        selection = session.scalar(select(Selection).where(Selection.job_pk == job_id))
+        if selection is None:
+            raise HTTPException(status_code=404, detail=f"job {job_id} has no stored selection")
+        return SelectionPublic.model_validate(selection, from_attributes=True)
+
+
+@router.get(
+    "/jobs/{job_id}/selection/tests",
+    response_model=Page[SelectionTestPublic],
+    responses={**NO_JOB, **BAD_QUERY},
+)
+def job_selection_tests(
+    request: Request,
+    job_id: JobId,
+    kind: SelectionKind | None = Query(default=None, description="selected, cut or removed"),
+    shard: int | None = Query(default=None, ge=0, le=100_000),
+    mode: SpecMode | None = Query(default=None, description="spec mode"),
+    params: PageParams = Depends(page_params(default_limit=500, max_limit=5000)),
+) -> Page[SelectionTestPublic]:
+    """The variants of the job's selection with their rank, shard, mode, signals and reasons:
+    selected ones in rank order, then the ones the budget cut, then the ones removed at head."""
+    with session_scope(request.app.state.settings.database_url) as session:
+        _job_or_404(session, job_id)
+        query = select(SelectionTest).where(SelectionTest.job_pk == job_id)
+        if kind is not None:
+            query = query.where(SelectionTest.kind == kind.value)
+        if shard is not None:
+            query = query.where(SelectionTest.shard == shard)
+        if mode is not None:
+            query = query.where(SelectionTest.mode == mode.value)
+        return paginate(
+            session, query, key=SelectionTest.id, params=params, descending=False,
+            public_rows=lambda rows: [SelectionTestPublic.model_validate(r, from_attributes=True)
+                                 for r in rows],
+        )  # fmt: skip

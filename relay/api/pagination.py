@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -32,6 +33,10 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 T = TypeVar("T")
 
 CURSOR_PREFIX = "c1:"  # the cursor format's version
+#: the largest id or number a query may name (PostgreSQL's INTEGER; larger is refused, 422)
+MAX_INT = 2**31 - 1
+#: a string parameter without NUL characters (PostgreSQL refuses them in text)
+NO_NUL = r"^[^\x00]*$"
 
 
 class Page(BaseModel, Generic[T]):
@@ -68,9 +73,9 @@ def decode_cursor(cursor: str) -> int | str:
         raw = ""
     if raw.startswith(CURSOR_PREFIX):
         kind, _, value = raw[len(CURSOR_PREFIX) :].partition(":")
-        if kind == "s":
+        if kind == "s" and "\x00" not in value:
             return value
-        if kind == "i" and value.lstrip("-").isdigit() and len(value) < 20:
+        if kind == "i" and re.fullmatch(r"-?[0-9]{1,18}", value):
             return int(value)
     raise HTTPException(status_code=422, detail="cursor: not a cursor this API issued")
 
@@ -128,11 +133,13 @@ def paginate(
     key: InstrumentedAttribute[Any],
     params: PageParams,
     descending: bool = True,
-    public: Callable[[Sequence[Any]], Sequence[T]],
+    public: Callable[[Any], T] | None = None,
+    public_rows: Callable[[Sequence[Any]], Sequence[T]] | None = None,
 ) -> Page[T]:
     """One page of ``query`` (filtered, not ordered or limited) ordered by ``key`` (unique:
-    a primary key), newest first when ``descending``; ``public`` turns the page's rows into its
-    items (all at once, so it can look up what they link to in one query)."""
+    a primary key), newest first when ``descending``. ``public`` turns a row into its item;
+    or ``public_rows`` turns the page's rows into their items all at once (to look up what
+    they link to in one query)."""
     counted = select(func.count()).select_from(query.order_by(None).subquery())
     total = int(session.scalar(counted) or 0)
     ordered = query.order_by(key.desc() if descending else key.asc())
@@ -145,7 +152,13 @@ def paginate(
     more = len(rows) > params.limit
     rows = rows[: params.limit]
     next_key = getattr(rows[-1], key.key) if more and rows else None
-    return page_of(public(rows), total=total, params=params, next_key=next_key)
+    if public_rows is not None:
+        items = list(public_rows(rows))
+    elif public is not None:
+        items = [public(r) for r in rows]
+    else:
+        items = rows
+    return page_of(items, total=total, params=params, next_key=next_key)
 
 
 def page_of(

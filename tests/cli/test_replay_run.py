@@ -94,12 +94,12 @@ def test_run_sends_the_replay_and_waits_for_its_conclusion(
     assert (stored.event, stored.source, stored.state) == ("periodic", "replay", "processed")
     assert json.loads(stored.raw_body)["base_version"] == FROM
     job = httpx.get(f"{relay.base_url}/api/v1/jobs/{job_id}").json()
-    assert (job["event_type"], job["delivery_id"], job["conclusion"]) == (
-        "periodic",
-        f"v{TO}",
-        "success",
-    )
-    assert job["test_results"] == {"passed": 2, "failed": 0, "skipped": 0, "total": 2}
+    # the job names the delivery the API serves (and links to it); CRCR's key is the head
+    assert (job["event_type"], job["delivery_id"], job["crcr_delivery_id"], job["conclusion"]) == (
+        "periodic", release_delivery_id(FROM, TO), f"v{TO}", "success")  # fmt: skip
+    assert job["links"]["delivery"] == f"/api/v1/deliveries/{release_delivery_id(FROM, TO)}"
+    assert job["test_results"] == {
+        "passed": 2, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 2}  # fmt: skip
 
     # a second --run for the same pair sends nothing and follows the same run
     again = run_release_replay(
@@ -125,7 +125,7 @@ def test_without_wait_prints_the_job_and_how_to_follow(relay: Any, configured: S
     assert lines[1].startswith(f"job {result['job_id']}: 2 test(s) planned")
     # the job of this pair, not the earlier one (same event type, another head)
     job = httpx.get(f"{relay.base_url}/api/v1/jobs/{result['job_id']}").json()
-    assert job["delivery_id"] == "v1.2"
+    assert (job["delivery_id"], job["crcr_delivery_id"]) == (release_delivery_id(TO, "1.2"), "v1.2")
 
 
 def test_unreachable_broker_and_relay_are_clear_errors(

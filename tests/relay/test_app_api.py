@@ -15,13 +15,14 @@ import pytest
 DELIVERY_FIELDS = {
     "delivery_id", "event", "action", "repo", "source", "upstream_delivery_id", "pr_number",
     "head_sha", "base_sha", "received_at", "state", "attempts", "last_error", "processed_at",
-    "body_sha256", "normalized",
+    "body_sha256", "normalized", "job_ids", "links",
 }  # fmt: skip
 JOB_FIELDS = {
     "id", "delivery_id", "repo", "run_id", "run_attempt", "job_name", "workflow_name",
     "event_type", "head_sha", "pr_number", "status", "conclusion", "dispatched_at", "started_at",
-    "completed_at", "url", "superseded", "planned", "test_results",
+    "completed_at", "url", "superseded", "planned", "test_results", "crcr_delivery_id", "links",
 }  # fmt: skip
+ZERO = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 0}
 
 
 # ----------------------------------------------------------------------------- health
@@ -111,13 +112,17 @@ def _set_state(settings: Any, delivery_id: str, state: str) -> None:
 
 def test_deliveries_empty(client: Any) -> None:
     response = client.get("/api/v1/deliveries")
-    assert (response.status_code, response.json()) == (200, [])
+    assert (response.status_code, response.json()) == (
+        200, {"items": [], "total": 0, "limit": 50, "offset": 0, "next_cursor": None})  # fmt: skip
+    assert "link" not in response.headers
 
 
 def test_deliveries_newest_first_with_their_public_fields(
     client: Any, three: list[str], github_fixtures: Path, webhook: Any
 ) -> None:
-    listed = client.get("/api/v1/deliveries").json()
+    page = client.get("/api/v1/deliveries").json()
+    assert (page["total"], page["next_cursor"]) == (3, None)
+    listed = page["items"]
     assert [d["delivery_id"] for d in listed] == three[::-1]
     assert all(set(d) == DELIVERY_FIELDS for d in listed)
     pr = json.loads((github_fixtures / "pull_request/opened.payload.json").read_bytes())
@@ -138,7 +143,7 @@ def test_deliveries_filtered_by_state(client: Any, three: list[str], app_setting
     def ids(state: str) -> list[str]:
         response = client.get("/api/v1/deliveries", params={"state": state})
         assert response.status_code == 200
-        return [d["delivery_id"] for d in response.json()]
+        return [d["delivery_id"] for d in response.json()["items"]]
 
     assert ids("processed") == [three[0]]
     assert ids("failed") == [three[1]]
@@ -148,21 +153,45 @@ def test_deliveries_filtered_by_state(client: Any, three: list[str], app_setting
     assert (failed["state"], failed["last_error"]) == ("failed", "RuntimeError: boom")
 
 
-@pytest.mark.parametrize("query", [{"state": "bogus"}, {"limit": 0}, {"limit": 501},
-                                   {"limit": "many"}])  # fmt: skip
+@pytest.mark.parametrize("query", [{"state": "bogus"}, {"event": "bogus"}, {"limit": 0},
+                                   {"limit": 501}, {"limit": "many"}, {"pr": 2**80},
+                                   {"offset": -1}])  # fmt: skip
 def test_deliveries_bad_query_is_422(client: Any, query: dict[str, Any]) -> None:
     response = client.get("/api/v1/deliveries", params=query)
     assert response.status_code == 422
-    assert response.json()["detail"][0]["loc"] == ["query", next(iter(query))]
+    body = response.json()
+    assert body["errors"][0]["loc"] == ["query", next(iter(query))]
+    assert body["detail"].startswith(f"query.{next(iter(query))}: ")  # one line
+    assert "\n" not in body["detail"]
 
 
-def test_deliveries_limit(client: Any, three: list[str]) -> None:
-    assert [d["delivery_id"] for d in client.get("/api/v1/deliveries?limit=2").json()] == [
-        three[2],
-        three[1],
-    ]
-    assert len(client.get("/api/v1/deliveries?limit=1").json()) == 1
-    assert len(client.get("/api/v1/deliveries?limit=500").json()) == 3
+def test_deliveries_paged_by_limit_offset_and_cursor(client: Any, three: list[str]) -> None:
+    first = client.get("/api/v1/deliveries?limit=2")
+    page = first.json()
+    assert [d["delivery_id"] for d in page["items"]] == [three[2], three[1]]
+    assert (page["total"], page["limit"], page["offset"]) == (3, 2, 0)
+    assert page["next_cursor"] and page["next_cursor"] in first.headers["link"]
+    rest = client.get("/api/v1/deliveries", params={"limit": 2, "cursor": page["next_cursor"]})
+    assert [d["delivery_id"] for d in rest.json()["items"]] == [three[0]]
+    assert (rest.json()["total"], rest.json()["next_cursor"]) == (3, None)
+    by_offset = client.get("/api/v1/deliveries", params={"limit": 2, "offset": 2}).json()
+    assert [d["delivery_id"] for d in by_offset["items"]] == [three[0]]
+    assert (by_offset["offset"], by_offset["next_cursor"]) == (2, None)
+    assert len(client.get("/api/v1/deliveries?limit=500").json()["items"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [({"cursor": "bogus"}, "cursor: not a cursor this API issued"),
+     ({"cursor": "YzE6aTo0Mg", "offset": 1}, "offset and cursor: give one, not both"),
+     ({"stat": "failed"}, "unknown query parameter(s) stat; this endpoint takes: cursor, event, "
+                          "limit, offset, pr, state")],
+)  # fmt: skip
+def test_deliveries_bad_paging_and_unknown_parameters_are_422(
+    client: Any, query: dict[str, Any], reason: str
+) -> None:
+    response = client.get("/api/v1/deliveries", params=query)
+    assert (response.status_code, response.json()) == (422, {"detail": reason})
 
 
 def test_one_delivery(client: Any, three: list[str], webhook: Any) -> None:
@@ -202,7 +231,9 @@ class Jobs:
         selection: Any = None,
         delivery_id: str | None = None,
         head: str = "a" * 40,
+        delivery: str | None = None,
     ) -> int:
+        """A job; ``delivery``: planned for that stored delivery (through a dispatch)."""
         from backends.base import RunnerConfig
         from planner import RunPlan
         from store.db import session_scope
@@ -223,13 +254,29 @@ class Jobs:
             job_name="spyre",
         )
         with session_scope(self.url) as session:
+            dispatch_pk = None if delivery is None else self._dispatch(session, delivery)
             job, created = create_job(
-                session, key=key, dispatch_pk=None, event_type="pull_request",
+                session, key=key, dispatch_pk=dispatch_pk, event_type="pull_request",
                 workflow_name="spyre-upstream-tests", url="http://relay/api/v1/jobs/x",
                 head_sha=head, pr_number=pr, shards=plan.shards, selection=plan.stored(),
             )  # fmt: skip
             assert created
             return int(job.id)
+
+    @staticmethod
+    def _dispatch(session: Any, delivery_id: str) -> int:
+        from sqlalchemy import select
+
+        from store.downstreams import ensure_downstream
+        from store.models import Delivery, Dispatch
+
+        delivery_pk = session.scalar(select(Delivery.id).where(Delivery.delivery_id == delivery_id))
+        downstream = ensure_downstream(session, repo="local/spyre", level="L2", device="spyre",
+                                       policy={})  # fmt: skip
+        dispatch = Dispatch(delivery_pk=delivery_pk, downstream_pk=downstream.id)
+        session.add(dispatch)
+        session.flush()
+        return int(dispatch.id)
 
     def result(self, job_pk: int, test_id: str, outcome: str, **kw: Any) -> None:
         from store.db import session_scope
@@ -262,7 +309,8 @@ def jobs(app_settings: Any, repo_root: Path) -> Jobs:
 
 def test_jobs_empty(client: Any) -> None:
     response = client.get("/api/v1/jobs")
-    assert (response.status_code, response.json()) == (200, [])
+    assert (response.status_code, response.json()) == (
+        200, {"items": [], "total": 0, "limit": 50, "offset": 0, "next_cursor": None})  # fmt: skip
 
 
 def test_jobs_with_live_counts(client: Any, jobs: Jobs) -> None:
@@ -271,20 +319,22 @@ def test_jobs_with_live_counts(client: Any, jobs: Jobs) -> None:
     for test_id, outcome in [("t::a", "passed"), ("t::b", "xpassed"), ("t::c", "failed"),
                              ("t::d", "crashed"), ("t::e", "xfailed")]:  # fmt: skip
         jobs.result(first, test_id, outcome)
-    listed = client.get("/api/v1/jobs").json()
+    listed = client.get("/api/v1/jobs").json()["items"]
     assert [j["id"] for j in listed] == [second, first]  # newest first
     assert all(set(j) == JOB_FIELDS for j in listed)
     one = listed[1]
-    assert one["test_results"] == {"passed": 2, "failed": 2, "skipped": 1, "total": 5}
+    # xpassed is not counted as passed, nor xfailed as skipped
+    assert one["test_results"] == {
+        "passed": 1, "failed": 2, "skipped": 0, "xfailed": 1, "xpassed": 1, "total": 5}  # fmt: skip
     assert (one["status"], one["conclusion"], one["planned"], one["superseded"]) == (
         "dispatched", None, 5, False)  # fmt: skip
     assert (one["pr_number"], one["head_sha"], one["event_type"], one["job_name"]) == (
         7, "a" * 40, "pull_request", "spyre")  # fmt: skip
-    assert listed[0]["test_results"] == {"passed": 0, "failed": 0, "skipped": 0, "total": 0}
+    assert listed[0]["test_results"] == ZERO
     # live: a result stored later is counted at once
     jobs.result(second, "t::z", "skipped")
-    again = client.get("/api/v1/jobs").json()[0]
-    assert again["test_results"] == {"passed": 0, "failed": 0, "skipped": 1, "total": 1}
+    again = client.get("/api/v1/jobs").json()["items"][0]
+    assert again["test_results"] == {**ZERO, "skipped": 1, "total": 1}
 
 
 def test_jobs_filtered_by_status_and_pr(client: Any, jobs: Jobs) -> None:
@@ -298,9 +348,11 @@ def test_jobs_filtered_by_status_and_pr(client: Any, jobs: Jobs) -> None:
     def ids(**params: Any) -> list[int]:
         response = client.get("/api/v1/jobs", params=params)
         assert response.status_code == 200
-        return [j["id"] for j in response.json()]
+        return [j["id"] for j in response.json()["items"]]
 
     assert ids(status="completed") == [done]
+    assert ids(conclusion="success") == [done]
+    assert ids(conclusion="failure") == []
     assert ids(status="in_progress") == [running]
     assert ids(status="dispatched") == [other]
     assert ids(pr=7) == [running, done]
@@ -308,15 +360,16 @@ def test_jobs_filtered_by_status_and_pr(client: Any, jobs: Jobs) -> None:
     assert ids(pr=10) == []
     assert ids(status="in_progress", pr=9) == []
     assert ids(limit=1) == [other]
-    completed = client.get("/api/v1/jobs", params={"status": "completed"}).json()[0]
+    completed = client.get("/api/v1/jobs", params={"status": "completed"}).json()["items"][0]
     assert (completed["conclusion"], completed["completed_at"] is not None) == ("success", True)
 
 
-@pytest.mark.parametrize("query", [{"limit": 0}, {"limit": 501}, {"pr": "seven"}])
+@pytest.mark.parametrize("query", [{"limit": 0}, {"limit": 501}, {"pr": "seven"},
+                                   {"status": "bogus"}, {"conclusion": "bogus"}])  # fmt: skip
 def test_jobs_bad_query_is_422(client: Any, query: dict[str, Any]) -> None:
     response = client.get("/api/v1/jobs", params=query)
     assert response.status_code == 422
-    assert response.json()["detail"][0]["loc"] == ["query", next(iter(query))]
+    assert response.json()["errors"][0]["loc"] == ["query", next(iter(query))]
 
 
 def test_one_job_with_shards_transitions_and_selection(
@@ -338,10 +391,15 @@ def test_one_job_with_shards_transitions_and_selection(
     assert response.status_code == 200
     detail = response.json()
     assert set(detail) == JOB_FIELDS | {"shards", "transitions", "selection"}
+    assert detail["links"] == {
+        "self": f"/api/v1/jobs/{job}", "delivery": None, "results": f"/api/v1/jobs/{job}/results",
+        "selection": f"/api/v1/jobs/{job}/selection",
+        "selection_tests": f"/api/v1/jobs/{job}/selection/tests",
+    }  # fmt: skip
     assert (detail["id"], detail["status"], detail["planned"]) == (
         job, "in_progress", len(universe))  # fmt: skip
     assert detail["started_at"] is not None
-    assert detail["test_results"] == {"passed": 1, "failed": 0, "skipped": 0, "total": 1}
+    assert detail["test_results"] == {**ZERO, "passed": 1, "total": 1}
     assert detail["shards"] == [
         {"index": i, "state": "pending", "tests": len(ids), "attempts": 0, "started_at": None,
          "finished_at": None}
@@ -358,9 +416,11 @@ def test_one_job_with_shards_transitions_and_selection(
         "head_rev": "b" * 40,
         "stage_counts": {s.stage: {"in": s.count_in, "out": s.count_out}
                          for s in selection.funnel},
-        "fallbacks": [f.model_dump(mode="json") for f in selection.fallbacks],
+        "fallbacks": [{**f.model_dump(mode="json"), "units_total": len(f.units)}
+                      for f in selection.fallbacks],
         "estimated_device_seconds": selection.estimated_device_seconds,
         "universe_variants": len(universe),
+        "selected": len(universe), "cut": 0, "removed": 0,
     }  # fmt: skip
     assert detail["selection"]["universe_variants"] == selection.universe.variants == 18
     assert detail["selection"]["fallbacks"][0]["scope"] == "all"
@@ -378,6 +438,7 @@ def test_a_job_planned_without_the_selector_has_no_universe(client: Any, jobs: J
         "fallbacks": [],
         "estimated_device_seconds": None,
         "universe_variants": None,
+        "selected": None, "cut": None, "removed": None,
     }
     assert [t["to_status"] for t in detail["transitions"]] == [
         "dispatched", "in_progress", "completed"]  # fmt: skip
@@ -402,19 +463,159 @@ def test_job_results(client: Any, jobs: Jobs) -> None:
 
     response = client.get(f"/api/v1/jobs/{job}/results")
     assert response.status_code == 200
-    results = response.json()
-    assert results == [
+    page = response.json()
+    assert (page["total"], page["limit"], page["offset"], page["next_cursor"]) == (3, 1000, 0, None)
+    results = page["items"]
+    assert all(r["created_at"] for r in results)  # when each result was stored
+    assert [{k: v for k, v in r.items() if k not in ("id", "created_at")} for r in results] == [
         {"test_id": "t::a", "outcome": "passed", "duration_s": 1.5, "device_time_us": 42.0,
-         "message": None, "spec_mode": None, "tags": []},
+         "message": None, "spec_mode": None, "tags": [], "shard": None},
         {"test_id": "t::b", "outcome": "failed", "duration_s": 0.0, "device_time_us": None,
-         "message": "assert 1 == 2", "spec_mode": "xfail", "tags": ["numerics", "slow"]},
+         "message": "assert 1 == 2", "spec_mode": "xfail", "tags": ["numerics", "slow"],
+         "shard": None},
         {"test_id": "t::c", "outcome": "timeout", "duration_s": 0.0, "device_time_us": None,
-         "message": None, "spec_mode": None, "tags": []},
+         "message": None, "spec_mode": None, "tags": [], "shard": None},
     ]  # fmt: skip
-    failed = client.get(f"/api/v1/jobs/{job}/results", params={"outcome": "failed"}).json()
-    assert [r["test_id"] for r in failed] == ["t::b"]
-    assert client.get(f"/api/v1/jobs/{job}/results", params={"outcome": "skipped"}).json() == []
-    limited = client.get(f"/api/v1/jobs/{job}/results", params={"limit": 2}).json()
-    assert [r["test_id"] for r in limited] == ["t::a", "t::b"]
-    for bad in (0, 100_001):
-        assert client.get(f"/api/v1/jobs/{job}/results", params={"limit": bad}).status_code == 422
+
+    def ids(**params: Any) -> list[str]:
+        answer = client.get(f"/api/v1/jobs/{job}/results", params=params)
+        assert answer.status_code == 200, answer.text
+        return [r["test_id"] for r in answer.json()["items"]]
+
+    assert ids(outcome="failed") == ["t::b"]
+    assert ids(outcome="skipped") == []
+    assert ids(limit=2) == ["t::a", "t::b"]
+    assert ids(limit=2, offset=2) == ["t::c"]
+    cursor = client.get(f"/api/v1/jobs/{job}/results", params={"limit": 1}).json()["next_cursor"]
+    assert ids(limit=1, cursor=cursor) == ["t::b"]
+    for bad in ({"limit": 0}, {"limit": 5001}, {"outcome": "bogus"}, {"outcom": "failed"}):
+        answer = client.get(f"/api/v1/jobs/{job}/results", params=bad)
+        assert answer.status_code == 422, bad
+        assert isinstance(answer.json()["detail"], str)
+
+
+def test_a_delivery_and_its_job_link_both_ways(
+    client: Any, webhook: Any, jobs: Jobs, github_fixtures: Path
+) -> None:
+    body = (github_fixtures / "pull_request/opened.payload.json").read_bytes()
+    delivery_id = f"linked-{uuid.uuid4()}"
+    assert webhook.post("pull_request", body, delivery_id=delivery_id).status_code == 202
+    job = jobs.create([["t::a"]], delivery=delivery_id, delivery_id="crcr-inner-id")
+    unrelated = jobs.create([["t::a"]])
+
+    delivery = client.get(f"/api/v1/deliveries/{delivery_id}").json()
+    assert delivery["job_ids"] == [job]
+    assert delivery["links"] == {
+        "self": f"/api/v1/deliveries/{delivery_id}", "jobs": [f"/api/v1/jobs/{job}"]}  # fmt: skip
+    listed = client.get("/api/v1/deliveries").json()["items"]
+    assert [d["job_ids"] for d in listed if d["delivery_id"] == delivery_id] == [[job]]
+
+    detail = client.get(f"/api/v1/jobs/{job}").json()
+    # the delivery the API serves, and CRCR's key (what callbacks carry) beside it
+    assert (detail["delivery_id"], detail["crcr_delivery_id"]) == (delivery_id, "crcr-inner-id")
+    assert detail["links"]["delivery"] == f"/api/v1/deliveries/{delivery_id}"
+    assert client.get(detail["links"]["delivery"]).json()["job_ids"] == [job]
+    other = client.get(f"/api/v1/jobs/{unrelated}").json()
+    assert (other["delivery_id"], other["links"]["delivery"]) == (None, None)
+
+
+def test_a_transition_records_the_status_the_row_came_from(
+    client: Any, jobs: Jobs, app_settings: Any
+) -> None:
+    """The job object a worker holds can be stale: another process moved the row meanwhile."""
+    from store.db import session_scope
+    from store.jobs import transition
+    from store.models import Conclusion, Job, JobStatus
+
+    job_pk = jobs.create([["t::a"]])
+    with session_scope(app_settings.database_url) as stale_session:
+        stale = stale_session.get(Job, job_pk)
+        assert stale is not None and stale.status == "dispatched"
+        jobs.move(job_pk, "in_progress")  # another session
+        assert transition(
+            stale_session, job=stale, to=JobStatus.COMPLETED,
+            expect={JobStatus.DISPATCHED, JobStatus.IN_PROGRESS}, source="report",
+            conclusion=Conclusion.SUCCESS,
+        )  # fmt: skip
+    history = client.get(f"/api/v1/jobs/{job_pk}").json()["transitions"]
+    assert [(t["from_status"], t["to_status"]) for t in history] == [
+        (None, "dispatched"), ("dispatched", "in_progress"), ("in_progress", "completed")]  # fmt: skip
+
+
+def _big_selection(tests: int, *, units: int = 200) -> Any:
+    """A SelectionPlan of ``tests`` selected variants as the selector writes them (reasons,
+    signals, a fallback naming ``units`` changed units), a tenth as many cut."""
+    from selector.plan import (
+        CutTest, FallbackInfo, FunnelStep, PlannedTest, SelectionPlan, UniverseInfo)  # fmt: skip
+
+    ids = [f"spyre_stack/conformance/test_common.py::TestCommonPRIVATEUSE1::"
+           f"test_compare_cpu_op{i}_spyre_float16" for i in range(tests)]  # fmt: skip
+    shards = [ids[0::2], ids[1::2]]
+    fallback_units = [f"torch/_dynamo/module_{i}.py" for i in range(units)]
+    return SelectionPlan(
+        backend="spyre", source_kind="wheel", base="2.13", head="2.14",
+        universe=UniverseInfo(label="bundled", kind="installed", variants=tests + tests // 10),
+        funnel=[FunnelStep(stage=s, count_in=tests, count_out=tests, unit="variant", seconds=0.1)
+                for s in ("changes", "impact", "applicability", "budget")],
+        fallback=True,
+        fallbacks=[FallbackInfo(scope="all", units=fallback_units, reason="no signal maps these",
+                                tests=tests)],
+        tests=[PlannedTest(test_id=t, rank=i, risk=0.5, seconds=0.01, seconds_source="model",
+                           mode="xfail", gating=False, signals=["fallback", "operator"],
+                           reasons=["fallback: all (no signal maps 200 units)",
+                                    f"operator: op{i} changed in native_functions.yaml"])
+               for i, t in enumerate(ids)],
+        cut=[CutTest(test_id=f"cut::{i}", rank=tests + i, risk=0.1, seconds=0.01,
+                     reason="over the budget") for i in range(tests // 10)],
+        shards=shards, shard_seconds=[1.0, 1.0], estimated_device_seconds=300.0,
+        full_device_seconds=330.0,
+    )  # fmt: skip
+
+
+def test_a_30000_test_job_is_served_compactly(client: Any, jobs: Jobs) -> None:
+    selection = _big_selection(30_000)
+    job = jobs.create(selection.shards, selection=selection)
+
+    detail = client.get(f"/api/v1/jobs/{job}")
+    assert detail.status_code == 200
+    assert len(detail.content) < 64 * 1024, len(detail.content)
+    summary = detail.json()["selection"]
+    assert (summary["selected"], summary["cut"], summary["universe_variants"]) == (
+        30_000, 3_000, 33_000)  # fmt: skip
+    assert summary["fallbacks"][0]["units_total"] == 200
+    assert len(summary["fallbacks"][0]["units"]) == 20
+    assert len(client.get(f"/api/v1/jobs/{job}/selection").content) < 64 * 1024
+
+    # the selected variants and their reasons, paged in rank order
+    url = f"/api/v1/jobs/{job}/selection/tests"
+    first = client.get(url, params={"kind": "selected", "limit": 500}).json()
+    assert (first["total"], len(first["items"])) == (30_000, 500)
+    assert [t["rank"] for t in first["items"]] == list(range(500))
+    top = first["items"][0]
+    assert top["test_id"] == selection.tests[0].test_id
+    assert (top["shard"], top["mode"], top["gating"]) == (0, "xfail", False)
+    assert top["reasons"] == selection.tests[0].reasons
+    second = client.get(url, params={"kind": "selected", "limit": 500,
+                                     "cursor": first["next_cursor"]}).json()  # fmt: skip
+    assert [t["rank"] for t in second["items"]] == list(range(500, 1000))
+    last = client.get(url, params={"kind": "selected", "limit": 500, "offset": 29_800}).json()
+    assert (len(last["items"]), last["next_cursor"]) == (200, None)
+    cut = client.get(url, params={"kind": "cut", "limit": 5}).json()
+    assert cut["total"] == 3_000 and cut["items"][0]["reasons"] == ["over the budget"]
+    assert client.get(url, params={"shard": 1}).json()["total"] == 15_000
+    assert client.get(url, params={"mode": "mandatory_success"}).json()["total"] == 0
+    assert client.get(url, params={"kind": "bogus"}).status_code == 422
+    assert client.get(url, params={"mode": "bogus"}).status_code == 422
+
+
+def test_the_selection_of_a_job_planned_without_the_selector(client: Any, jobs: Jobs) -> None:
+    job = jobs.create([["t::a"]])
+    response = client.get(f"/api/v1/jobs/{job}/selection")
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["stage_counts"], body["fallbacks"], set(body["plan"])) == ({}, [], {"runner"})
+    tests = client.get(f"/api/v1/jobs/{job}/selection/tests").json()
+    assert (tests["total"], tests["items"]) == (0, [])
+    for path in ("selection", "selection/tests"):
+        missing = client.get(f"/api/v1/jobs/999/{path}")
+        assert (missing.status_code, missing.json()) == (404, {"detail": "no job 999"})

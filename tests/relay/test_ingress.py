@@ -285,5 +285,5 @@ def test_delivery_api(stack: Any, opened: Any) -> None:
     one = httpx.get(f"{stack.base_url}/api/v1/deliveries/{delivery_id}").json()
     assert one["state"] == "processed" and one["normalized"]["delivery_id"] == delivery_id
     listed = httpx.get(f"{stack.base_url}/api/v1/deliveries", params={"state": "processed"}).json()
-    assert delivery_id in {d["delivery_id"] for d in listed}
+    assert delivery_id in {d["delivery_id"] for d in listed["items"]}
     assert httpx.get(f"{stack.base_url}/api/v1/deliveries/nope").status_code == 404

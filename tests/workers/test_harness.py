@@ -52,7 +52,7 @@ MODULE = textwrap.dedent(
 
     @pytest.mark.xfail(reason="known bug", strict=False)
     def test_h_xfails():
-        assert False
+        assert 2 + 2 == 5, "the known bug still bites"
 
     def test_i_exits_hard():
         _count("i")
@@ -141,6 +141,12 @@ def test_crash_and_hang_do_not_lose_results(project: Path, launcher: Launcher) -
     assert "exit code 7" in (by_name["test_i_exits_hard"].message or "")
     assert "per-test timeout of 5 s" in (by_name["test_e_hangs"].message or "")
     assert by_name["test_g_skipped"].message == "not on this device"
+    # an expected failure keeps why it was expected and how it failed (full text: artifact)
+    xfailed = by_name["test_h_xfails"]
+    assert xfailed.message is not None
+    assert xfailed.message.startswith("xfail (known bug): ")
+    assert "the known bug still bites" in xfailed.message
+    assert xfailed.artifact_path and "2 + 2" in Path(xfailed.artifact_path).read_text()
 
 
 def test_unknown_test_ids_are_reported_not_run(project: Path, launcher: Launcher) -> None:

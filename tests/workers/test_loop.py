@@ -45,9 +45,14 @@ def test_signed_webhook_to_reported_job(loop: Any, receiver: Any, sample_runs: A
     assert loop.results(job.id) == {
         n: "passed" for n in ("test_passes_one", "test_slow_a", "test_passes_two", "test_slow_b")
     }
-    listed = httpx.get(f"{loop.base_url}/api/v1/jobs").json()
+    listed = httpx.get(f"{loop.base_url}/api/v1/jobs").json()["items"]
     mine = next(j for j in listed if j["id"] == job.id)
-    assert mine["test_results"] == {"passed": 4, "failed": 0, "skipped": 0, "total": 4}
+    assert mine["test_results"] == {
+        "passed": 4, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 4}  # fmt: skip
+    # the job and its delivery link both ways
+    assert mine["delivery_id"] == delivery_id
+    delivery = httpx.get(f"{loop.base_url}/api/v1/deliveries/{delivery_id}").json()
+    assert delivery["job_ids"] == [job.id]
     assert (mine["status"], mine["conclusion"], mine["planned"]) == ("completed", "success", 4)
     detail = httpx.get(f"{loop.base_url}/api/v1/jobs/{job.id}").json()
     assert [t["to_status"] for t in detail["transitions"]] == [

@@ -59,7 +59,7 @@ def test_push_is_selected_run_on_spyre_and_reported(
     assert fallbacks and "not readable" in json.dumps(fallbacks)
     assert counts["applicability"]["out"] > 20_000
     assert 0 < counts["budget"]["out"] < 200
-    assert plan["cut"], "the budget cut is listed, never hidden"
+    assert plan["counts"]["cut"] > 0, "the budget cut is listed, never hidden"
     assert len(rows) == counts["budget"]["out"] == job.tests_total
     assert all(r.test_id.split("::")[-1].split("_spyre")[0] for r in rows)
     assert {r.spec_mode for r in rows} <= {"xfail", "mandatory_success", "xfail_strict"}
@@ -74,3 +74,6 @@ def test_push_is_selected_run_on_spyre_and_reported(
     detail = httpx.get(f"{spyre_loop.base_url}/api/v1/jobs/{job.id}").json()
     assert detail["test_results"]["total"] == len(rows)
     assert detail["selection"]["stage_counts"] == counts
+    cut = httpx.get(f"{spyre_loop.base_url}/api/v1/jobs/{job.id}/selection/tests",
+                    params={"kind": "cut", "limit": 1}).json()  # fmt: skip
+    assert cut["total"] == plan["counts"]["cut"] and cut["items"][0]["reasons"]

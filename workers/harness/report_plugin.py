@@ -102,16 +102,20 @@ class _Writer:
 
 def _summarize(reports: list[pytest.TestReport]) -> tuple[str, str | None, str | None]:
     """Final outcome of one test from its setup/call/teardown reports, with the message of its
-    first failure (or its skip reason) and the failure's full text."""
+    first failure (or its skip reason, or for an expected failure the reason it was expected
+    and how it failed) and the failure's full text."""
     outcome: str | None = None
     failed = None
+    expected = None  # the report of an xfail (failed as expected) or xpass
     for rep in reports:
         outcome = fold(outcome, rep)
-        if rep.failed or (
-            rep.skipped and not hasattr(rep, "wasxfail") and isinstance(rep.longrepr, tuple)
-        ):
+        if hasattr(rep, "wasxfail"):
+            expected = expected or rep
+        elif rep.failed or (rep.skipped and isinstance(rep.longrepr, tuple)):
             failed = failed or rep
     outcome = outcome or "passed"
+    if outcome in ("xfailed", "xpassed") and expected is not None:
+        return _expected_failure(outcome, expected)
     if failed is None:
         return outcome, None, None
     if isinstance(failed.longrepr, tuple):  # skip: (path, line, reason)
@@ -119,6 +123,21 @@ def _summarize(reports: list[pytest.TestReport]) -> tuple[str, str | None, str |
     text = str(failed.longrepr)
     crash = getattr(getattr(failed.longrepr, "reprcrash", None), "message", None)
     return outcome, (crash or text)[:MESSAGE_LIMIT], text
+
+
+def _expected_failure(outcome: str, rep: pytest.TestReport) -> tuple[str, str, str | None]:
+    """``xfail (<why expected>): <how it failed>`` with the full failure text, or for an xpass
+    what it was expected to fail for."""
+    reason = str(getattr(rep, "wasxfail", "") or "").removeprefix("reason: ").strip()
+    why = f" ({reason})" if reason else ""
+    if outcome == "xpassed":
+        return outcome, f"expected to fail{why}, but passed"[:MESSAGE_LIMIT], None
+    longrepr = rep.longrepr
+    if isinstance(longrepr, tuple):  # an xfail that skipped rather than ran: (path, line, text)
+        return outcome, f"xfail{why}: {longrepr[2]}"[:MESSAGE_LIMIT], None
+    text = str(longrepr) if longrepr else None
+    crash = getattr(getattr(longrepr, "reprcrash", None), "message", None)
+    return outcome, f"xfail{why}: {crash or text or 'failed as expected'}"[:MESSAGE_LIMIT], text
 
 
 def pytest_configure(config: pytest.Config) -> None:
