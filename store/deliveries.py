@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,13 +39,46 @@ class DeliveryCreate:
     base_sha: str | None = None
     pr_number: int | None = None
     normalized: dict[str, Any] | None = None  # the normalized upstream event (JSON)
-    error: str | None = None  # why the payload could not be normalized
+    error: str | None = None  # why the payload could not be normalized: stored as REJECTED
+
+
+#: the widths of the delivery's string columns (store.models.Delivery)
+COLUMN_WIDTHS = {
+    "delivery_id": 100, "event": 50, "action": 50, "repo": 200, "source": 30,
+    "upstream_delivery_id": 100, "hook_id": 50, "head_sha": 64, "base_sha": 64,
+}  # fmt: skip
+MAX_INTEGER = 2**31 - 1  # PostgreSQL's INTEGER
+
+
+def fit(data: DeliveryCreate) -> DeliveryCreate:
+    """``data`` with every value its column cannot hold cleared (a string too long or with a
+    NUL, a number past INTEGER) and, when something was, the delivery rejected with the
+    reason: a hostile payload is stored and explained, never a database error."""
+    changes: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, width in COLUMN_WIDTHS.items():
+        value = getattr(data, name)
+        if isinstance(value, str) and (len(value) > width or "\x00" in value):
+            if name in ("delivery_id", "event", "source"):  # the row's identity: the caller's check
+                raise ValueError(f"{name} does not fit the store ({width} characters, no NUL)")
+            changes[name] = None
+            problems.append(f"{name} is not a string of at most {width} characters without NUL")
+    if data.pr_number is not None and not 0 <= data.pr_number <= MAX_INTEGER:
+        changes["pr_number"] = None
+        problems.append(f"pr_number {data.pr_number} is out of range (0 to {MAX_INTEGER})")
+    if not problems:
+        return data
+    error = data.error or "; ".join(problems)
+    return replace(data, **changes, normalized=None, error=error)
 
 
 def store(session: Session, *, data: DeliveryCreate) -> tuple[StoreOutcome, int]:
     """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
     unique constraint on delivery_id; a failed one is flipped back to RECEIVED atomically so
-    exactly one of several concurrent redeliveries re-enqueues it."""
+    exactly one of several concurrent redeliveries re-enqueues it. A delivery with an ``error``
+    is stored REJECTED (never processed); values its columns cannot hold are cleared (:func:`fit`)."""
+    data = fit(data)
+    rejected = data.error is not None
     row = Delivery(
         delivery_id=data.delivery_id,
         event=data.event,
@@ -60,8 +93,9 @@ def store(session: Session, *, data: DeliveryCreate) -> tuple[StoreOutcome, int]
         raw_body=data.raw_body,
         body_sha256=hashlib.sha256(data.raw_body).hexdigest(),
         normalized=data.normalized,
-        last_error=data.error,
-        state=DeliveryState.RECEIVED.value,
+        last_error=data.error[:4000] if data.error else None,
+        state=(DeliveryState.REJECTED if rejected else DeliveryState.RECEIVED).value,
+        processed_at=utcnow() if rejected else None,
     )
     session.add(row)
     try:
@@ -113,6 +147,16 @@ def mark_failed(session: Session, *, pk: int, error: str) -> None:
         update(Delivery)
         .where(Delivery.id == pk)
         .values(state=DeliveryState.FAILED.value, last_error=error[:4000])
+    )
+    session.commit()
+
+
+def mark_rejected(session: Session, *, pk: int, error: str) -> None:
+    """Not the shape of its event: never processed, the reason kept (commits)."""
+    session.execute(
+        update(Delivery)
+        .where(Delivery.id == pk)
+        .values(state=DeliveryState.REJECTED.value, last_error=error[:4000], processed_at=utcnow())
     )
     session.commit()
 

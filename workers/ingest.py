@@ -21,7 +21,7 @@ from store.models import Delivery, Dispatch, DispatchState
 from store.queue import TASK_PROCESS_DELIVERY
 from store.settings import Settings, get_settings
 from wire.crcr.allowlist import Level
-from wire.github.events import UpstreamEvent, normalize_envelope, stored_envelope
+from wire.github.events import EventError, UpstreamEvent, normalize_envelope, stored_envelope
 from workers.celery_app import app
 from workers.plan import plan
 
@@ -98,13 +98,19 @@ def process_delivery(self: Any, pk: int) -> str:
             session.expunge(row)
         with bind(delivery_id=row.delivery_id):
             if row.normalized is None and row.last_error:
-                # ingress stored it although its payload is not the event it claims to be
-                log.warning("delivery not understood: %s", row.last_error)
+                # stored before ingress rejected such deliveries itself: not its event's shape
+                log.warning("delivery rejected: %s", row.last_error)
                 with session_scope(settings.database_url) as session:
-                    deliveries.mark_failed(session, pk=pk, error=row.last_error)
-                return "failed"
+                    deliveries.mark_rejected(session, pk=pk, error=row.last_error)
+                return "rejected"
             try:
                 event = event_of(row)
+            except (EventError, ValueError) as exc:  # a stored body that is not its event's shape
+                log.warning("delivery rejected: %s: %s", type(exc).__name__, exc)
+                with session_scope(settings.database_url) as session:
+                    deliveries.mark_rejected(session, pk=pk, error=f"{type(exc).__name__}: {exc}")
+                return "rejected"
+            try:
                 for handler in load_handlers(settings.event_handlers):
                     handler(event, settings)
             except Exception as exc:

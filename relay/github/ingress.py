@@ -1,11 +1,13 @@
 """`POST /github/webhook`: verify, store the raw delivery once, enqueue, answer. Nothing else.
 
-Answers (CRCR-compatible, see reference/crcr.md): 400 missing signature / delivery id / bad JSON,
-401 bad signature, 413 body over the limit, 200 ``{"ignored": true}`` for events and repositories
-we do not serve, 200 ``{"duplicate": true}`` for a delivery already stored, 202 when stored and
-enqueued. The body is parsed once, here: the stored delivery carries its normalized upstream
-event (or, when the payload is not the event it claims to be, the reason, which the worker
-records as the delivery's failure).
+Answers (CRCR-compatible, see reference/crcr.md): 400 missing signature / delivery id / bad JSON
+(or JSON nested deeper than 64 levels), 401 bad signature, 413 body over the limit, 200
+``{"ignored": true}`` for events and repositories we do not serve, 200 ``{"duplicate": true}``
+for a delivery already stored, 202 when stored and enqueued, 422 ``{"rejected": true}`` for valid
+JSON that is not the shape of its event (a push without ``ref``, a PR number past INTEGER, a
+string its column cannot hold): stored, with the reason, as ``rejected`` and never processed.
+Every refusal is one line. The body is parsed once, here: the stored delivery carries its
+normalized upstream event.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from store.db import session_scope
 from store.deliveries import DeliveryCreate, StoreOutcome
 from store.logs import bind
 from wire.github import signature
-from wire.github.events import SUPPORTED_EVENTS, EventError, normalize_envelope, open_envelope
+from wire.github.events import (
+    MAX_DELIVERY_ID,
+    SUPPORTED_EVENTS,
+    EventError,
+    normalize_envelope,
+    open_envelope,
+)
 
 log = logging.getLogger("relay.ingress")
 router = APIRouter(tags=["github"])
@@ -83,31 +91,48 @@ async def github_webhook(request: Request) -> JSONResponse:
         if not signature.verify(settings.secret_values(), body, sig):
             log.warning("delivery refused: bad signature")
             return _error(401, "signature does not match")
-        try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            return _error(400, f"malformed JSON: {exc}")
-        if not isinstance(payload, dict):
-            return _error(400, "malformed JSON: the body must be a JSON object")
+        payload_or_error = _parse(body)
+        if isinstance(payload_or_error, str):
+            log.info("delivery refused: %s", payload_or_error)
+            return _error(400, payload_or_error)
+        payload = payload_or_error
         if event == "ping":
-            return _answer(200, ok=True, ping=True, hook_id=payload.get("hook_id"))
+            hook_id = payload.get("hook_id")
+            if isinstance(hook_id, bool) or not isinstance(hook_id, int | str):
+                hook_id = None
+            return _answer(200, ok=True, ping=True, hook_id=hook_id)
         if not event:
             return _error(400, "missing X-GitHub-Event header")
         if not delivery_id:
             return _error(400, "missing X-GitHub-Delivery header")
+        if len(delivery_id) > MAX_DELIVERY_ID or not delivery_id.isprintable():
+            return _error(
+                400, f"X-GitHub-Delivery must be at most {MAX_DELIVERY_ID} printable characters"
+            )
+        hook_id_header = request.headers.get("x-github-hook-id")
         data_or_ignore = _classify(
             event=event,
             payload=payload,
             body=body,
             delivery_id=delivery_id,
-            hook_id=request.headers.get("x-github-hook-id"),
+            hook_id=hook_id_header if hook_id_header and len(hook_id_header) <= 50 else None,
             upstream=settings.upstream_repo,
         )
         if isinstance(data_or_ignore, str):
             log.info("delivery ignored: %s", data_or_ignore)
             return _answer(200, ignored=True, reason=data_or_ignore)
-        data = data_or_ignore
+        data = deliveries.fit(data_or_ignore)
         outcome, pk = await run_in_threadpool(_store, settings.database_url, data)
+        if data.error is not None:
+            # valid JSON, not the shape of its event: stored (nothing is lost) as rejected
+            log.warning("delivery rejected: %s", data.error, extra={"delivery_pk": pk})
+            return _answer(
+                422,
+                error=f"not a valid {data.event} event: {data.error}",
+                rejected=True,
+                delivery_id=delivery_id,
+                duplicate=outcome is StoreOutcome.DUPLICATE,
+            )
         if outcome is StoreOutcome.DUPLICATE:
             log.info("duplicate delivery", extra={"delivery_pk": pk})
             return _answer(200, duplicate=True, delivery_id=delivery_id)
@@ -122,6 +147,47 @@ async def github_webhook(request: Request) -> JSONResponse:
             delivery_id=delivery_id,
             redelivery=outcome is StoreOutcome.REDELIVERY,
         )
+
+
+#: how deeply a body's JSON may nest (GitHub's payloads nest about 8 levels, a CRCR dispatch
+#: two more); deeper bodies are refused before anything walks them
+MAX_JSON_DEPTH = 64
+#: the longest reason an answer quotes from a payload
+MAX_REASON = 300
+
+
+def _parse(body: bytes) -> dict[str, Any] | str:
+    """The body as a JSON object, or the one-line reason it is refused."""
+    try:
+        payload = json.loads(body)
+    except RecursionError:
+        return f"malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, int digit limit
+        return _one_line(f"malformed JSON: {exc}")
+    if not isinstance(payload, dict):
+        return "malformed JSON: the body must be a JSON object"
+    if _depth_exceeds(payload, MAX_JSON_DEPTH):
+        return f"malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+    return payload
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` containers deep (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+    return False
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_REASON else flat[: MAX_REASON - 3] + "..."
 
 
 def _store(url: str, data: DeliveryCreate) -> tuple[StoreOutcome, int]:
@@ -142,11 +208,12 @@ def _classify(
     try:
         envelope = open_envelope(event, payload)
     except EventError as exc:
-        return str(exc)
+        return _one_line(str(exc))
     if envelope.event not in SUPPORTED_EVENTS:
-        return f"event {envelope.event!r} is not handled"
+        return _one_line(f"event {envelope.event[:60]!r} is not handled")
     if envelope.repo != upstream:
-        return f"repository {envelope.repo!r} is not the configured upstream {upstream!r}"
+        repo = envelope.repo[:200] if envelope.repo else envelope.repo
+        return _one_line(f"repository {repo!r} is not the configured upstream {upstream!r}")
     data = DeliveryCreate(
         delivery_id=delivery_id,
         event=envelope.event,
@@ -159,9 +226,11 @@ def _classify(
     )
     try:
         normalized = normalize_envelope(envelope, delivery_id=delivery_id)
-    except (EventError, ValueError, TypeError) as exc:
-        # stored anyway (nothing is lost); the worker records this as the delivery's failure
-        return replace(data, error=f"{type(exc).__name__}: {exc}")
+    except EventError as exc:
+        # stored anyway (nothing is lost), as rejected with the reason
+        return replace(data, error=_one_line(str(exc)))
+    except ValueError as exc:  # pydantic: a value out of range
+        return replace(data, error=_one_line(_validation_reason(exc)))
     return replace(
         data,
         normalized=normalized.model_dump(mode="json"),
@@ -169,6 +238,15 @@ def _classify(
         base_sha=normalized.base_sha or normalized.before_sha,
         pr_number=normalized.pr_number,
     )
+
+
+def _validation_reason(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors()
+        )
+    return str(exc)
 
 
 def _str(value: object) -> str | None:

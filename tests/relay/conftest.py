@@ -195,3 +195,14 @@ class Webhook:
 @pytest.fixture
 def webhook(client: Any, app_settings: Settings, enqueued: Recorder, relay_up: RelayUp) -> Webhook:
     return Webhook(client, app_settings, enqueued, list(relay_up.SECRETS))
+
+
+@pytest.fixture
+def make_webhook(make_client: Any, enqueued: Recorder, relay_up: RelayUp) -> Any:
+    """``make_webhook(settings)``: the webhook of another in-process app (e.g. another body
+    limit) recording into ``enqueued``."""
+
+    def make(settings: Settings) -> Webhook:
+        return Webhook(make_client(settings, enqueued), settings, enqueued, list(relay_up.SECRETS))
+
+    return make

@@ -400,36 +400,42 @@ def test_check_run_rerequest_of_the_upstream(webhook: Any, github_fixtures: Path
     assert row.pr_number == row.normalized["pr_number"]
 
 
-def test_a_payload_that_is_not_the_event_it_claims_is_stored_with_the_reason(
+def test_a_payload_that_is_not_the_event_it_claims_is_stored_rejected_with_the_reason(
     webhook: Any, github_fixtures: Path
 ) -> None:
-    """A push without ``ref``: stored anyway (nothing is lost) and enqueued; the row carries why
-    it cannot be normalized, which the worker records as the delivery's failure."""
+    """A push without ``ref``: stored (nothing is lost) as ``rejected`` with the reason, never
+    enqueued, answered 422 with that reason in one line."""
     payload = _payload(github_fixtures, "push/with-new-branch.payload.json")
     del payload["ref"]
     body = json.dumps(payload).encode()
     delivery_id = str(uuid.uuid4())
     response = webhook.post("push", body, delivery_id=delivery_id)
-    assert response.status_code == 202
-    assert response.json() == {"accepted": True, "delivery_id": delivery_id, "redelivery": False}
+    assert response.status_code == 422
+    assert response.json() == {
+        "error": "not a valid push event: payload has no ref", "rejected": True,
+        "delivery_id": delivery_id, "duplicate": False,
+    }  # fmt: skip
     row = webhook.stored(delivery_id)
     assert row is not None
     assert row.normalized is None
-    assert row.last_error == "EventError: payload has no ref"
-    assert (row.state, row.raw_body, row.event) == ("received", body, "push")
-    assert webhook.enqueued.calls == [(row.id, delivery_id)]
+    assert row.last_error == "payload has no ref"
+    assert (row.state, row.raw_body, row.event) == ("rejected", body, "push")
+    assert row.processed_at is not None
+    assert webhook.enqueued.calls == []
+    again = webhook.post("push", body, delivery_id=delivery_id)  # GitHub's redelivery
+    assert (again.status_code, again.json()["duplicate"]) == (422, True)
+    assert webhook.count() == 1 and webhook.enqueued.calls == []
 
 
-def test_a_pull_request_without_its_head_is_stored_with_the_reason(
+def test_a_pull_request_without_its_head_is_stored_rejected_with_the_reason(
     webhook: Any, github_fixtures: Path
 ) -> None:
     payload = _payload(github_fixtures, "pull_request/opened.payload.json")
     del payload["pull_request"]["head"]
     delivery_id = str(uuid.uuid4())
     response = webhook.post("pull_request", json.dumps(payload).encode(), delivery_id=delivery_id)
-    assert response.status_code == 202
+    assert response.status_code == 422
     row = webhook.stored(delivery_id)
-    assert row is not None and row.normalized is None
-    assert row.last_error is not None and row.last_error.startswith("EventError: ")
-    assert "head" in row.last_error
-    assert len(webhook.enqueued.calls) == 1
+    assert row is not None and row.normalized is None and row.state == "rejected"
+    assert row.last_error == "payload has no head.sha"
+    assert webhook.enqueued.calls == []

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 #: Events the relay accepts from the upstream repository (CRCR's set).
 SUPPORTED_EVENTS = frozenset({"pull_request", "push", "check_run", "check_suite"})
@@ -22,6 +22,18 @@ CIFLOW_LABEL_PREFIX = "ciflow/crcr/"
 
 class EventError(ValueError):
     """The stored payload cannot be understood as the event it claims to be."""
+
+
+#: the largest PR number (and any other count) a payload may carry: PostgreSQL's INTEGER
+MAX_NUMBER = 2**31 - 1
+#: a SHA: SHA-1 or SHA-256 hex, or the short / symbolic revisions the relay's own events use
+MAX_SHA = 64
+#: a delivery id (X-GitHub-Delivery, or a CRCR dispatch's): a GUID, stored in 100 characters
+MAX_DELIVERY_ID = 100
+#: an action, an event or a label: GitHub's are short words
+MAX_WORD = 50
+#: any other string of the normalized event (refs, names, reasons)
+MAX_TEXT = 1000
 
 
 class UpstreamEvent(BaseModel):
@@ -49,6 +61,27 @@ class UpstreamEvent(BaseModel):
     actionable: bool = True
     reason: str = ""
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _in_range(cls, value: Any, info: Any) -> Any:
+        """Strings without NUL and of bounded length, numbers within the store's INTEGER."""
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                limit = MAX_SHA if info.field_name.endswith("_sha") else MAX_TEXT
+                if info.field_name in ("event", "action"):
+                    limit = MAX_WORD
+                elif info.field_name in ("delivery_id", "upstream_delivery_id"):
+                    limit = MAX_DELIVERY_ID
+                if len(item) > limit:
+                    raise ValueError(f"longer than {limit} characters")
+                if "\x00" in item:
+                    raise ValueError("contains a NUL character")
+            elif (
+                isinstance(item, int) and not isinstance(item, bool) and not 0 <= item <= MAX_NUMBER
+            ):
+                raise ValueError(f"out of range (0 to {MAX_NUMBER})")
+        return value
+
 
 def _get(d: Any, *path: str) -> Any:
     for key in path:
@@ -62,6 +95,40 @@ def _require(d: Any, *path: str) -> Any:
     value = _get(d, *path)
     if value is None:
         raise EventError(f"payload has no {'.'.join(path)}")
+    return value
+
+
+def _object(d: Any, *path: str) -> dict[str, Any]:
+    value = _require(d, *path)
+    if not isinstance(value, dict):
+        raise EventError(f"payload's {'.'.join(path)} is not an object")
+    return value
+
+
+def _text(d: Any, *path: str, required: bool = False) -> str | None:
+    value = _require(d, *path) if required else _get(d, *path)
+    if value is not None and not isinstance(value, str):
+        raise EventError(f"payload's {'.'.join(path)} is not a string")
+    return value
+
+
+def _number(value: Any, where: str) -> int:
+    """A positive integer (a JSON number or a string of digits) within MAX_NUMBER."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 10:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EventError(f"payload's {where} is not an integer")
+    if not 0 < value <= MAX_NUMBER:
+        raise EventError(f"payload's {where} {value} is out of range (1 to {MAX_NUMBER})")
+    return value
+
+
+def _list(d: Any, *path: str) -> list[Any]:
+    value = _get(d, *path)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise EventError(f"payload's {'.'.join(path)} is not a list")
     return value
 
 
@@ -142,77 +209,84 @@ def normalize(
     delivery_id: str,
     upstream_delivery_id: str | None = None,
 ) -> UpstreamEvent:
-    """Parse one upstream payload. Raises EventError when required fields are missing."""
+    """Parse one upstream payload. Raises EventError when a field the event needs is missing or
+    of the wrong type, and pydantic's ValidationError (a ValueError) when a value is out of
+    range (a number past the store's INTEGER, a string too long or with a NUL)."""
     common: dict[str, Any] = {
         "delivery_id": delivery_id,
         "upstream_delivery_id": upstream_delivery_id,
         "event": event,
-        "action": payload.get("action"),
-        "repo": _require(payload, "repository", "full_name"),
-        "sender": _get(payload, "sender", "login"),
+        "action": _text(payload, "action"),
+        "repo": _text(payload, "repository", "full_name", required=True),
+        "sender": _text(payload, "sender", "login"),
     }
+    action = common["action"]
     if event == "pull_request":
-        pr = _require(payload, "pull_request")
-        labels = [lb.get("name", "") for lb in pr.get("labels") or [] if isinstance(lb, dict)]
-        merged = bool(pr.get("merged")) or (
-            payload.get("action") == "closed" and "Merged" in labels
-        )
-        action = payload.get("action")
+        pr = _object(payload, "pull_request")
+        labels = []
+        for lb in _list(pr, "labels"):
+            name = _text(lb, "name") if isinstance(lb, dict) else None
+            labels.append(name or "")
+        merged = pr.get("merged") is True or (action == "closed" and "Merged" in labels)
         actionable, reason = True, ""
         if action == "labeled":
-            label = _get(payload, "label", "name") or ""
+            label = _text(payload, "label", "name") or ""
             actionable = label.startswith(CIFLOW_LABEL_PREFIX)
             reason = "" if actionable else f"label {label!r} is not a {CIFLOW_LABEL_PREFIX}* label"
         elif action not in PR_ACTIONS:
             actionable, reason = False, f"pull_request action {action!r} is not forwarded"
+        number = payload.get("number")
         return UpstreamEvent(
             **common,
-            pr_number=int(payload.get("number") or _require(pr, "number")),
-            head_sha=_require(pr, "head", "sha"),
-            head_ref=_get(pr, "head", "ref"),
-            base_sha=_get(pr, "base", "sha"),
-            base_ref=_require(pr, "base", "ref"),
+            pr_number=_number(number if number is not None else _require(pr, "number"), "number"),
+            head_sha=_text(pr, "head", "sha", required=True),
+            head_ref=_text(pr, "head", "ref"),
+            base_sha=_text(pr, "base", "sha"),
+            base_ref=_text(pr, "base", "ref", required=True),
             labels=labels,
             merged=merged,
-            author_association=pr.get("author_association"),
+            author_association=_text(pr, "author_association"),
             actionable=actionable,
             reason=reason,
         )
     if event == "push":
-        deleted = bool(payload.get("deleted"))
+        deleted = payload.get("deleted") is True
         return UpstreamEvent(
             **common,
-            ref=_require(payload, "ref"),
-            before_sha=payload.get("before"),
-            after_sha=_require(payload, "after"),
-            head_sha=payload.get("after"),
-            base_ref=payload.get("base_ref"),
+            ref=_text(payload, "ref", required=True),
+            before_sha=_text(payload, "before"),
+            after_sha=_text(payload, "after", required=True),
+            head_sha=_text(payload, "after"),
+            base_ref=_text(payload, "base_ref"),
             actionable=not deleted,
             reason="branch deleted" if deleted else "",
         )
     if event in ("check_run", "check_suite"):
-        obj = _require(payload, event)
-        action = payload.get("action")
-        name = obj.get("name") or _get(obj, "app", "slug")
-        prs = obj.get("pull_requests") or []
+        obj = _object(payload, event)
+        name = _text(obj, "name") or _text(obj, "app", "slug")
+        prs = _list(obj, "pull_requests")
+        first = prs[0] if prs and isinstance(prs[0], dict) else None
+        pr_number = first.get("number") if first is not None else None
         actionable = action == "rerequested" and str(name or "").startswith("crcr/")
         return UpstreamEvent(
             **common,
-            head_sha=obj.get("head_sha"),
-            pr_number=_get(prs[0], "number") if prs else None,
+            head_sha=_text(obj, "head_sha"),
+            pr_number=_number(pr_number, f"{event}.pull_requests[0].number")
+            if pr_number is not None
+            else None,
             check_name=name,
             actionable=actionable,
             reason="" if actionable else f"{event}.{action} on {name!r} is not a crcr/ re-run",
         )
     if event in ("nightly", "periodic"):
         # CRCR's self-report shape: the tested upstream SHA is the delivery id.
-        sha = _require(payload, "head_sha")
+        sha = _text(payload, "head_sha", required=True)
         return UpstreamEvent(
             **{**common, "upstream_delivery_id": sha},
             head_sha=sha,
             after_sha=sha,
             # a release replay names the two versions it compares (our extension)
-            base_ref=payload.get("base_version"),
-            head_ref=payload.get("head_version"),
+            base_ref=_text(payload, "base_version"),
+            head_ref=_text(payload, "head_version"),
         )
     raise EventError(f"unsupported event {event!r}")
