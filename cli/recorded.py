@@ -1,6 +1,7 @@
 """Recorded webhook events: the JSON Lines format `relay deliveries export` writes and
 `relay replay --events` reads (one ``{"event", "delivery_id"?, "payload", "received_at"?}``
-object a line), or a folder of GitHub example payloads (``<event>/<name>.json``). Every bad line
+object a line), or a folder of GitHub example payloads (``<event>/<name>.json`` or
+``<event>.<name>.json``, as the project's ``examples/events``). Every bad line
 is reported at once.
 """
 
@@ -55,10 +56,31 @@ def event_record(
     return json.dumps(record, separators=(",", ":"))
 
 
-def _as_upstream(payload: dict[str, Any], repo: str | None) -> dict[str, Any]:
-    if repo and isinstance(payload.get("repository"), dict):
+def as_upstream(payload: dict[str, Any], repo: str | None) -> dict[str, Any]:
+    """``payload`` with ``repository.full_name`` set to ``repo`` (the configured upstream);
+    a CRCR ``repository_dispatch`` keeps its own repository, the upstream payload inside it is
+    renamed."""
+    if not repo:
+        return payload
+    inner = payload.get("client_payload")
+    if isinstance(inner, dict) and isinstance(inner.get("payload"), dict):
+        as_upstream(inner["payload"], repo)
+        return payload
+    if isinstance(payload.get("repository"), dict):
         payload["repository"]["full_name"] = repo
     return payload
+
+
+def event_of_file(path: Path, root: Path | None = None) -> str | None:
+    """The GitHub event a payload file holds: its folder's name under ``root``
+    (``pull_request/opened.json``), else its name up to the first dot
+    (``pull_request.opened.json``); None when neither tells (``loose.json``)."""
+    if root is not None:
+        rel = path.relative_to(root)
+        if len(rel.parts) >= 2:
+            return rel.parts[0]
+    event, dot, _ = path.name.removesuffix(".json").partition(".")
+    return event if dot and event else None
 
 
 def load_events(path: Path, *, upstream_repo: str | None = None) -> list[RecordedEvent]:
@@ -86,7 +108,7 @@ def load_events(path: Path, *, upstream_repo: str | None = None) -> list[Recorde
         if problems:
             errors.extend(f"{where}: {p}" for p in problems)
             continue
-        payload = _as_upstream(record["payload"], upstream_repo)
+        payload = as_upstream(record["payload"], upstream_repo)
         recorded = record.get("delivery_id")
         events.append(
             RecordedEvent(
@@ -131,15 +153,20 @@ def _record_problems(record: Any) -> list[str]:
 
 
 def _load_folder(root: Path, upstream_repo: str | None) -> list[RecordedEvent]:
-    """``<root>/<event>/<name>.json``: the event is the folder name (as in GitHub's
-    payload-examples and ../shared/fixtures/github); files in sorted path order."""
+    """``<root>/<event>/<name>.json`` (the event is the folder name, as in GitHub's
+    payload-examples) or ``<root>/<event>.<name>.json`` (as the project's examples/events);
+    files in sorted path order."""
     files = sorted(root.rglob("*.json"), key=lambda p: p.relative_to(root).as_posix())
     errors: list[str] = []
     events: list[RecordedEvent] = []
     for position, file in enumerate(files, start=1):
         rel = file.relative_to(root)
-        if len(rel.parts) < 2:
-            errors.append(f"{file}: cannot tell its event: put it in a folder named after it")
+        event = event_of_file(file, root)
+        if event is None:
+            errors.append(
+                f"{file}: cannot tell its event: name it <event>.<name>.json or put it in a "
+                "folder named after its event"
+            )
             continue
         try:
             body = file.read_bytes()
@@ -154,12 +181,12 @@ def _load_folder(root: Path, upstream_repo: str | None) -> list[RecordedEvent]:
             errors.append(f"{file}: the payload must be a JSON object")
             continue
         if upstream_repo:
-            body = json.dumps(_as_upstream(payload, upstream_repo)).encode()
+            body = json.dumps(as_upstream(payload, upstream_repo)).encode()
         events.append(
             RecordedEvent(
                 n=len(events) + 1,
                 origin=str(file),
-                event=rel.parts[0],
+                event=event,
                 delivery_id=derive_delivery_id(position, {"path": rel.as_posix(), "body": payload}),
                 body=body,  # the file's own bytes unless rewritten
                 derived_id=True,
@@ -168,5 +195,5 @@ def _load_folder(root: Path, upstream_repo: str | None) -> list[RecordedEvent]:
     if errors:
         raise ReplayError(errors)
     if not events:
-        raise ReplayError([f"{root}: no *.json payloads under <event>/ folders"])
+        raise ReplayError([f"{root}: no <event>/<name>.json or <event>.<name>.json payloads"])
     return events

@@ -171,45 +171,99 @@ def openapi(output: Path = typer.Option(Path("openapi.json"), help="file to writ
     typer.echo(f"wrote {output}")
 
 
+#: the example events shipped with the project, one <event>.<name>.json each
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples" / "events"
+
+
+def example_names() -> list[str]:
+    return sorted(p.name.removesuffix(".json") for p in EXAMPLES_DIR.glob("*.json"))
+
+
 def submit(
+    example: str = typer.Option(
+        None,
+        help="one of the project's example events (examples/events: "
+        + ", ".join(example_names())
+        + "); the default when no --fixture is given: pull_request.opened",
+    ),
     fixture: str = typer.Option(
-        ..., help="e.g. pull_request/opened: a payload under the fixtures dir"
+        None,
+        help="a payload file (its event from the name, <event>.<name>.json, or --event), or "
+        "EVENT/ACTION under --fixtures-dir (GitHub's payload-examples layout)",
+    ),
+    event: str = typer.Option(None, help="X-GitHub-Event (default: from the file's name)"),
+    fixtures_dir: Path = typer.Option(
+        None, help="a folder of <event>/<action>.payload.json files, for --fixture EVENT/ACTION"
     ),
     url: str = typer.Option(
         None, help="webhook URL (default http://RELAY_HOST:RELAY_PORT/github/webhook)"
-    ),
-    fixtures_dir: Path = typer.Option(
-        Path("../shared/fixtures/github"), help="folder of GitHub example payloads"
     ),
     as_upstream: bool = typer.Option(
         True, "--as-upstream/--verbatim", help="rewrite repository.full_name to RELAY_UPSTREAM_REPO"
     ),
 ) -> None:
-    """Sign a GitHub example payload with the first configured secret and post it."""
+    """Sign an example event with the first configured secret and post it to the relay."""
+    from cli.recorded import as_upstream as rename
+    from cli.recorded import event_of_file
     from wire.github.signature import sign
 
     settings = get_settings()
-    event, _, action = fixture.partition("/")
-    path = fixtures_dir / event / f"{action or 'payload'}.payload.json"
-    if not path.exists():
-        path = fixtures_dir / event / "payload.json"
-    if not path.exists():
-        raise typer.BadParameter(f"no payload for {fixture!r} under {fixtures_dir}")
-    body = path.read_bytes()
-    if as_upstream:
+    path = _payload_file(example, fixture, fixtures_dir)
+    try:
+        body = path.read_bytes()
         payload = json.loads(body)
-        payload.setdefault("repository", {})["full_name"] = settings.upstream_repo
-        body = json.dumps(payload).encode()
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise typer.BadParameter(f"{path}: not a readable JSON payload: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise typer.BadParameter(f"{path}: the payload must be a JSON object")
+    name = event or event_of_file(path, fixtures_dir if fixtures_dir else None)
+    if not name:
+        raise typer.BadParameter(f"{path}: cannot tell its event: give --event")
+    if as_upstream:
+        body = json.dumps(rename(payload, settings.upstream_repo)).encode()
     delivery_id = str(uuid.uuid4())
     target = url or f"http://{settings.host}:{settings.port}/github/webhook"
     try:
-        response = _post(target, body, event, delivery_id, sign(settings.secret_values()[0], body))
+        response = _post(target, body, name, delivery_id, sign(settings.secret_values()[0], body))
     except httpx.HTTPError as exc:
         typer.echo(f"cannot reach {target}: {exc} (is `relay up` running?)", err=True)
         raise typer.Exit(2) from exc
     typer.echo(f"{response.status_code} {response.text} (delivery {delivery_id})")
     if response.status_code >= 300:
         raise typer.Exit(1)
+
+
+def _payload_file(example: str | None, fixture: str | None, fixtures_dir: Path | None) -> Path:
+    if example and fixture:
+        raise typer.BadParameter("give --example or --fixture, not both")
+    if fixture is None:
+        name = (example or "pull_request.opened").removesuffix(".json")
+        # an exact name, or an event with one example (push, ping)
+        matches = [n for n in example_names() if n == name] or [
+            n for n in example_names() if n.split(".", 1)[0] == name
+        ]
+        if len(matches) != 1:
+            raise typer.BadParameter(
+                f"no example {name!r}; the examples are: {', '.join(example_names())}"
+            )
+        return EXAMPLES_DIR / f"{matches[0]}.json"
+    as_file = Path(fixture)
+    if as_file.is_file():
+        return as_file
+    if fixtures_dir is None:
+        raise typer.BadParameter(
+            f"{fixture!r} is not a file; for EVENT/ACTION give --fixtures-dir "
+            f"(or use --example, one of: {', '.join(example_names())})"
+        )
+    kind, _, action = fixture.partition("/")
+    for candidate in (
+        fixtures_dir / kind / f"{action or 'payload'}.payload.json",
+        fixtures_dir / kind / f"{action}.json",
+        fixtures_dir / kind / "payload.json",
+    ):
+        if candidate.is_file():
+            return candidate
+    raise typer.BadParameter(f"no payload for {fixture!r} under {fixtures_dir}")
 
 
 def _post(target: str, body: bytes, event: str, delivery_id: str, sig: str) -> httpx.Response:

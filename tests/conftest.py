@@ -4,7 +4,8 @@ only conftest files and the benchmarks import; test modules ask for fixtures).
 Imports of the support modules are deferred to the fixtures: pytest runs that the tests start in
 subprocesses (the sample suites, the mutation suite) load this file too, and stay light.
 
-- paths: ``repo_root``, ``shared`` (../shared), ``github_fixtures`` (its GitHub payloads)
+- paths: ``repo_root``, ``shared`` (../shared), ``github_fixtures`` (its GitHub payloads),
+  ``example_events`` (the project's own, examples/events)
 - services: ``free_port()``, ``fresh_postgres_database()`` (a context manager), ``postgres_url``,
   ``fresh_redis_url()``, ``run_python(code, env)``
 - a running relay: ``relay_up`` (:class:`tests.support.stack.RelayUp`: ``local(tmp)``,
@@ -57,6 +58,13 @@ def github_fixtures() -> Path:
     from tests.support.services import GITHUB_FIXTURES
 
     return GITHUB_FIXTURES
+
+
+@pytest.fixture(scope="session")
+def example_events(repo_root: Path) -> Path:
+    """examples/events: the project's own example deliveries (``<event>.<name>.json``, the
+    upstream pytorch/pytorch), what `relay submit --example` posts."""
+    return repo_root / "examples" / "events"
 
 
 @pytest.fixture(scope="session")
