@@ -14,6 +14,7 @@ from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
 from relay.api import router as api_router
+from relay.docs import add_docs
 from relay.github.ingress import router as github_router
 from relay.web import router as web_router
 from store import logs
@@ -36,6 +37,8 @@ def create_app(
     settings = settings or get_settings()
     logs.configure(settings.log_level, settings.log_json)
     app = FastAPI(
+        docs_url=None,  # relay.docs serves /docs and /redoc with local assets
+        redoc_url=None,
         title="crcr-relay",
         version=VERSION,
         description=(
@@ -51,6 +54,7 @@ def create_app(
     app.include_router(api_router)
     app.include_router(web_router)  # the HUD's pages
     app.add_exception_handler(RequestValidationError, _validation_error)
+    add_docs(app)
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, Any]:
