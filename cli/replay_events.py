@@ -4,9 +4,9 @@ Two ways of putting load on a running relay and watching what the selection make
 
 - **recorded events**: a JSON Lines file (one ``{"event", "delivery_id"?, "payload"}`` object a
   line, the format `relay deliveries export` writes) or a folder of GitHub example payloads
-  (``<event>/<name>.json``, like ../shared/fixtures/github), signed with the first configured
-  webhook secret and posted in order over real HTTP; then the relay's API is polled for each
-  delivery and its job's selection.
+  (``<event>/<name>.json`` or ``<event>.<name>.json``, like examples/events), signed with the
+  first configured webhook secret and posted in order over real HTTP; then the relay's API is
+  polled for each delivery and its job's selection.
 - **a release step**: the relay's `workers.replay` task (one "periodic" delivery per version pair)
   sent through the broker, its job followed through the API.
 
