@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.report import Report
-from tests.support.services import SHARED, free_port
+from tests.support.services import free_port
 from tests.support.stack import SECRETS, UPSTREAM, start_stack
 
 COUNT = int(os.environ.get("BENCH_INGEST_COUNT", "2000"))
@@ -35,7 +35,9 @@ def _load(url: str, *, webhook: bool, body: Path) -> dict[str, float]:
 
 
 def _body(tmp: Path) -> Path:
-    fixture = Path(SHARED) / "fixtures" / "github" / "pull_request" / "opened.payload.json"
+    fixture = (
+        Path(__file__).resolve().parents[1] / "examples" / "events" / "pull_request.opened.json"
+    )
     payload = json.loads(fixture.read_bytes())
     payload["repository"]["full_name"] = UPSTREAM
     path = tmp / "body.json"

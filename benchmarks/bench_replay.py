@@ -2,7 +2,9 @@
 
 The replay posts in order, one event at a time, so the baseline is the same server under one
 connection in the same run: benchmarks.loadgen posting signed deliveries (new ids) sequentially,
-and GET /healthz (the HTTP floor). The replay rows are what its own totals report.
+and GET /healthz (the HTTP floor). The replay rows are what its own totals report. Every row
+times requests on a connection opened before its timer (the replay checks /healthz first, the
+loadgen opens its connection the same way).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import Report
-from tests.support.services import SHARED, free_port
+from tests.support.services import free_port
 from tests.support.stack import SECRETS, UPSTREAM, start_stack
 
 COUNT = int(os.environ.get("BENCH_REPLAY_COUNT", "500"))
@@ -27,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _events(tmp: Path) -> tuple[Path, Path]:
     """COUNT distinct pull_request.opened events (JSON Lines) and one body for the loadgen."""
-    fixture = Path(SHARED) / "fixtures" / "github" / "pull_request" / "opened.payload.json"
+    fixture = ROOT / "examples" / "events" / "pull_request.opened.json"
     base = json.loads(fixture.read_bytes())
     base["repository"]["full_name"] = UPSTREAM
     path = tmp / "events.jsonl"

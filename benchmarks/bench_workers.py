@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -44,16 +45,33 @@ def _variants() -> list[str]:
     return sorted(random.Random(1234).sample(pool, min(N, len(pool))))
 
 
-def _plain_pytest(ids: list[str], tmp: Path) -> float:
+class BaselineFailed(RuntimeError):
+    """The plain pytest run did not run what the workers run: its time means nothing."""
+
+
+def _plain_pytest(ids: list[str], tmp: Path) -> tuple[float, dict[str, int]]:
+    """(wall seconds, outcome counts) of plain pytest over ``ids``; raises BaselineFailed when
+    pytest did not finish (exit status other than 0, all passed, or 1, some failed) or did not
+    run every one of them, like the workers' run is checked."""
     argsfile = tmp / "ids.txt"
     argsfile.write_text("\n".join(ids) + "\n")
+    junit = tmp / "plain.xml"
     start = time.perf_counter()
-    subprocess.run(
-        fresh_pytest([*RUNNER.pytest_args, f"@{argsfile}"]),
+    done = subprocess.run(
+        fresh_pytest([*RUNNER.pytest_args, f"@{argsfile}", f"--junitxml={junit}"]),
         cwd=PROJECT_ROOT, env={**os.environ, **RUNNER.env, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=7200,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=7200,
     )  # fmt: skip
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    tail = done.stdout.decode(errors="replace").strip().splitlines()[-5:]
+    if done.returncode not in (0, 1) or not junit.exists():
+        raise BaselineFailed(f"plain pytest exited {done.returncode}: {' | '.join(tail)}")
+    suite = ET.parse(junit).getroot()
+    suite = suite if suite.tag == "testsuite" else suite[0]
+    counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    if counts["tests"] != len(ids):
+        raise BaselineFailed(f"plain pytest ran {counts['tests']} of {len(ids)} tests: {tail}")
+    return wall, counts
 
 
 def _through_workers(ids: list[str], workers: int, tmp: Path) -> tuple[float, float, float]:
@@ -100,6 +118,14 @@ def _through_workers(ids: list[str], workers: int, tmp: Path) -> tuple[float, fl
                 s.scalar(select(func.sum(TestResult.duration_s)).where(TestResult.job_pk == job.id))
                 or 0.0
             )
+            stored = int(
+                s.scalar(select(func.count()).select_from(TestResult)
+                         .where(TestResult.job_pk == job.id)) or 0
+            )  # fmt: skip
+        if job.status != "completed" or stored != len(ids):
+            raise BaselineFailed(
+                f"the workers' job ended {job.status} with {stored} of {len(ids)} results"
+            )
         return wall, first_result, busy
     finally:
         stack.stop()
@@ -116,8 +142,13 @@ def run(report: Report) -> None:
     )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        plain = _plain_pytest(ids, tmp)
+        plain, counts = _plain_pytest(ids, tmp)
         table.rows.append(["plain pytest, one process", f"{plain:.1f}", "1.00", "-", "-"])
+        table.note += (
+            f" Plain pytest ran all {counts['tests']} (failed {counts['failures']}, errors "
+            f"{counts['errors']}, skipped or xfailed {counts['skipped']}); each workers' run "
+            "stored a result for every one of them."
+        )
         for workers in (1, 2):
             sub = tmp / f"w{workers}"
             sub.mkdir()

@@ -83,7 +83,7 @@ def up(
                 "relay up",
                 f"  API        {base}  (docs {base}/docs, health {base}/healthz, ready {base}/readyz)",
                 f"  deliveries {base}/api/v1/deliveries",
-                f"  webhook    POST {base}/github/webhook  (try: relay submit --fixture pull_request/opened)",
+                f"  webhook    POST {base}/github/webhook  (try: relay submit --example pull_request.opened)",
                 f"  database   {redacted(settings.database_url)}",
                 f"  broker     {redacted(settings.broker_url)}",
                 f"  workers    control pid {control.pid}, shards pid {runner.pid} (concurrency {workers})",
