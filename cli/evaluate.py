@@ -40,7 +40,7 @@ def evaluate(
     from_: str = typer.Option("2.13", "--from", help="release: the base release"),
     to: str = typer.Option("2.14", "--to", help="release: the head release"),
     upstream: Path | None = opt.UPSTREAM,
-    online: bool = opt.ONLINE,
+    offline: bool = opt.OFFLINE,
     cache_dir: Path | None = opt.CACHE,
     ground_truth: Path | None = typer.Option(
         None, "--ground-truth", help="a GroundTruth JSON to score instead"
@@ -61,7 +61,7 @@ def evaluate(
         raise typer.Exit(2)
     if kind == "release" and ground_truth is None:
         truth, universe, plans, more = _release_eval(
-            from_, to, upstream=upstream, online=online, cache_dir=cache_dir, run=run,
+            from_, to, upstream=upstream, offline=offline, cache_dir=cache_dir, run=run,
             budget=budget, profiling_map=profiling_map, no_import_map=no_import_map, focus=focus,
         )  # fmt: skip
     else:
@@ -134,7 +134,7 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
     return plans
 
 
-def _release_eval(from_, to, *, upstream, online, cache_dir, run, budget, profiling_map,
+def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profiling_map,
                   no_import_map, focus):  # fmt: skip
     """The release step's ground truth (two full runs) and its plans: the one ``relay replay``
     makes (installed universe adjusted by the change facts) and the one over the head universe
@@ -142,9 +142,9 @@ def _release_eval(from_, to, *, upstream, online, cache_dir, run, budget, profil
     from evaluation.release import release_truth
     from planner.release import collected_universe, release_plan
 
-    source, facts = opt.open_facts(upstream, online, cache_dir, from_, to)
+    source, facts = opt.open_facts(upstream, offline, cache_dir, from_, to, opt.Progress())
     installed = universe_from_inventory()
-    env = make_head_env(facts, online)
+    env = make_head_env(facts, offline)
     head = collected_universe(env)
     truth = release_truth(facts, installed=installed, env=env, head=head, run=run, log=typer.echo)
     if not truth.events:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import typer
 
+from planner.release import open_release
 from selector import DEFAULT_PROFILING_MAP
-from upstream import UpstreamError, UpstreamSource, open_source
-from upstream.changes import ChangeFacts, compute_change_facts
+from upstream import UpstreamError, UpstreamSource, default_cache_dir
+from upstream.changes import ChangeFacts
 
 DEFAULT_PLAN_DIR = Path("var/plans")
 
@@ -24,15 +27,28 @@ WORKERS = typer.Option(1, "--workers", "-n", help="shards to split the selection
 HISTORY = typer.Option(
     None, "--history", help="JSON {test id: seconds | {seconds, runs, failures, flaky}}"
 )
-SPECS = typer.Option([], "--specs", help="spec file or folder; repeatable")
+SPECS = typer.Option(
+    [],
+    "--specs",
+    help="spec file or folder; repeatable (default: the backend's own, as the runner)",
+)
 PROFILING = typer.Option(
     DEFAULT_PROFILING_MAP,
     "--profiling-map",
     help="PyTorch's td_heuristic_profiling.json (coverage prior)",
 )
 COVERAGE = typer.Option(None, "--coverage-map", help="our coverage map JSON {source: [tests]}")
-ONLINE = typer.Option(False, "--online", help="let the wheel source download missing releases")
-CACHE = typer.Option(None, "--cache-dir", help="wheel and change-facts cache folder")
+OFFLINE = typer.Option(
+    False,
+    "--offline",
+    help="never ask the package index: released wheels come from the cache only",
+)
+CACHE = typer.Option(
+    None,
+    "--cache-dir",
+    envvar="RELAY_UPSTREAM_CACHE",
+    help=f"wheel and change-facts cache folder [default: {default_cache_dir()}]",
+)
 FOCUS = typer.Option(
     0.0,
     "--focus",
@@ -45,16 +61,33 @@ NO_IMPORTS = typer.Option(
 )
 
 
+class Progress:
+    """Progress lines on stderr, each with the seconds since the command started."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.start = time.perf_counter()
+        self.quiet = quiet
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{time.perf_counter() - self.start:6.1f} s] {message}", file=sys.stderr,
+                  flush=True)  # fmt: skip
+
+
 def open_facts(
-    upstream: Path | None, online: bool, cache_dir: Path | None, base: str, head: str
+    upstream: Path | None,
+    offline: bool,
+    cache_dir: Path | None,
+    base: str,
+    head: str,
+    progress: Progress | None = None,
 ) -> tuple[UpstreamSource, ChangeFacts]:
     """The upstream source and the change facts base..head, or exit 2 with the error."""
     try:
-        source = open_source(upstream, cache_dir=cache_dir, offline=not online)
-        b, h = source.resolve(base), source.resolve(head)
-        cache = cache_dir or getattr(source, "cache_dir", None) or Path("var/upstream")
-        facts = compute_change_facts(source, b, h, cache_dir=cache)
+        return open_release(
+            base, head, upstream=upstream, cache_dir=cache_dir, offline=offline,
+            progress=progress or Progress(quiet=True),
+        )  # fmt: skip
     except UpstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    return source, facts

@@ -10,10 +10,11 @@ import typer
 
 from cli import options as opt
 from cli.select import print_plan
-from inventory.build import universe_from_inventory
+from planner.release import head_env_for, plan_release
 from selector import History
+from upstream import UpstreamError
 from upstream.changes import ChangeFacts
-from upstream.headenv import HeadEnv
+from upstream.headenv import HeadEnv, HeadEnvError
 
 
 def replay(
@@ -29,7 +30,7 @@ def replay(
     history: Path | None = opt.HISTORY,
     specs: list[Path] = opt.SPECS,
     profiling_map: Path | None = opt.PROFILING,
-    online: bool = opt.ONLINE,
+    offline: bool = opt.OFFLINE,
     cache_dir: Path | None = opt.CACHE,
     out: Path | None = typer.Option(
         None, "--out", help="plan JSON (default var/plans/replay-FROM-TO.json)"
@@ -65,7 +66,6 @@ def replay(
     """The whole release step through the four stages; prints the funnel, writes the plan.
     With --run also runs it on the workers; with --events replays recorded webhook events."""
     from cli.replay_events import events_command, run_command
-    from planner.release import collected_universe, release_plan
 
     if events is not None:
         if from_ or to or run:
@@ -85,25 +85,27 @@ def replay(
         )
         raise typer.Exit(2)
     start = time.perf_counter()
-    source, facts = opt.open_facts(upstream, online, cache_dir, from_, to)
-    installed = universe_from_inventory(specs=specs)
-    collected = None
-    if head_env:
-        env = make_head_env(facts, online)
-        typer.echo(f"head environment: {env.directory} (torch {env.torch_build})", err=True)
-        collected = collected_universe(env, specs=specs)
-    release = release_plan(
-        source,
-        facts,
-        installed=installed,
-        head=collected,
-        budget_seconds=budget,
-        workers=workers,
-        history=History.load(history),
-        profiling_map=profiling_map,
-        import_map=not no_import_map,
-        min_closeness=focus,
-    )
+    progress = opt.Progress(quiet=as_json)
+    try:
+        release = plan_release(
+            from_,
+            to,
+            specs=specs,
+            upstream=upstream,
+            cache_dir=cache_dir,
+            offline=offline,
+            head_env=head_env,
+            budget_seconds=budget,
+            workers=workers,
+            history=History.load(history),
+            profiling_map=profiling_map,
+            import_map=not no_import_map,
+            min_closeness=focus,
+            progress=progress,
+        )
+    except (UpstreamError, HeadEnvError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     plan = release.plan
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     path = out or opt.DEFAULT_PLAN_DIR / f"replay-{from_}-{to}.json"
@@ -119,12 +121,9 @@ def replay(
         run_command(from_, to, url=url, wait=wait, err=as_json)
 
 
-def make_head_env(facts: ChangeFacts, online: bool) -> HeadEnv:
-    from planner.release import head_env_for
-    from upstream.headenv import HeadEnvError
-
+def make_head_env(facts: ChangeFacts, offline: bool) -> HeadEnv:
     try:
-        return head_env_for(facts, offline=not online)
+        return head_env_for(facts, offline=offline)
     except HeadEnvError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -11,6 +11,7 @@ from cli import options as opt
 from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
 from planner import source_reader
+from planner.release import backend_specs
 from selector import History, SelectionPlan, SignalConfig
 from selector import select as run_select
 
@@ -64,7 +65,7 @@ def select(
     specs: list[Path] = opt.SPECS,
     profiling_map: Path | None = opt.PROFILING,
     coverage_map: Path | None = opt.COVERAGE,
-    online: bool = opt.ONLINE,
+    offline: bool = opt.OFFLINE,
     cache_dir: Path | None = opt.CACHE,
     out: Path | None = typer.Option(None, "--out", help="also write the plan JSON here"),
     no_import_map: bool = opt.NO_IMPORTS,
@@ -72,8 +73,10 @@ def select(
 ) -> None:
     """Select the variants one upstream change (base..head) can affect on the backend."""
     start = time.perf_counter()
-    source, facts = opt.open_facts(upstream, online, cache_dir, base, head)
-    universe = universe_from_inventory(specs=specs)
+    source, facts = opt.open_facts(
+        upstream, offline, cache_dir, base, head, opt.Progress(quiet=as_json)
+    )
+    universe = universe_from_inventory(specs=backend_specs("spyre", specs))
     plan = run_select(
         facts,
         universe,

@@ -15,8 +15,10 @@ from pathlib import Path
 from backends import Backend
 from inventory.build import universe_from_inventory
 from planner.model import RunPlan
+from planner.release import plan_release
 from planner.revisions import plan_revisions
-from selector import History, select_everything
+from selector import History, SelectionPlan, Universe, select_everything
+from upstream import UpstreamError
 from wire.github.events import UpstreamEvent
 
 log = logging.getLogger(__name__)
@@ -43,13 +45,34 @@ def plan_event(
     backend: Backend,
     specs: Sequence[Path],
     upstream: Path | None = None,
+    upstream_cache: Path | None = None,
     budget_seconds: float | None = None,
     workers: int = 1,
     history: History | None = None,
 ) -> RunPlan:
-    """The selector's four stages over the bundled universe on ``backend`` under ``specs``."""
-    universe = universe_from_inventory(backend=backend.name, specs=specs)
+    """The selector's four stages over the bundled universe on ``backend`` under ``specs``.
+
+    A release replay (a "periodic" event between two versions) is planned exactly as
+    ``relay replay --from A --to B`` plans it (:func:`planner.release.plan_release`): the same
+    specs, head universe and signals, so both report the same selection."""
     revs = revisions(event)
+    if event.event == "periodic" and revs is not None:
+        try:
+            release = plan_release(
+                revs[0],
+                revs[1],
+                backend=backend.name,
+                specs=specs,
+                upstream=upstream,
+                cache_dir=upstream_cache,
+                budget_seconds=budget_seconds,
+                workers=workers,
+                history=history,
+            )
+            return _run_plan(release.plan, release.universe, backend, specs)
+        except UpstreamError as exc:  # planned below: everything, with the error as the reason
+            log.warning("cannot read the release step %s -> %s: %s", *revs, exc)
+    universe = universe_from_inventory(backend=backend.name, specs=specs)
     if revs is None:
         head = event.head_sha or "installed"
         plan = select_everything(
@@ -75,8 +98,15 @@ def plan_event(
             budget_seconds=budget_seconds,
             workers=workers,
             history=history,
+            facts_cache=upstream_cache,
             offline=False,
         )
+    return _run_plan(plan, universe, backend, specs)
+
+
+def _run_plan(
+    plan: SelectionPlan, universe: Universe, backend: Backend, specs: Sequence[Path]
+) -> RunPlan:
     node_ids = {v.test_id: v.node_id for v in universe.variants}
     log.info("selection: %s", plan.summary())
     return RunPlan(

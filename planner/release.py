@@ -10,18 +10,21 @@ variant flagged); with a head environment it is the real one, collected under th
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backends import get_backend
 from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
 from planner.revisions import source_reader
-from selector import History, SelectionPlan, SignalConfig, Universe, select
-from upstream import UpstreamSource
-from upstream.changes import ChangeFacts
+from selector import DEFAULT_PROFILING_MAP, History, SelectionPlan, SignalConfig, Universe, select
+from upstream import UpstreamSource, open_source
+from upstream.changes import ChangeFacts, compute_change_facts
 from upstream.headenv import HeadEnv, ensure_env
+
+Progress = Callable[[str], None]
 
 
 @dataclass
@@ -55,6 +58,7 @@ def release_plan(
     profiling_map: Path | None = None,
     import_map: bool = True,
     min_closeness: float = 0.0,
+    backend: str = "spyre",
 ) -> ReleasePlan:
     """The release step's plan over ``head`` (a collected head universe) or, without it, the
     installed universe adjusted by the change facts."""
@@ -68,6 +72,7 @@ def release_plan(
     plan = select(
         facts,
         universe,
+        backend=backend,
         reader=source_reader(source, facts),
         config=SignalConfig(
             profiling_map=profiling_map,
@@ -80,6 +85,85 @@ def release_plan(
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return ReleasePlan(plan=plan, universe=universe, notes=notes)
+
+
+def backend_specs(backend: str, specs: Sequence[Path | str] = ()) -> list[Path]:
+    """The specs a plan applies: the given ones, else the backend's own (as the runner does)."""
+    given = [Path(p).resolve() for p in specs]
+    return given or list(get_backend(backend).default_specs)
+
+
+def open_release(
+    base: str,
+    head: str,
+    *,
+    upstream: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    offline: bool = False,
+    progress: Progress = lambda _: None,
+) -> tuple[UpstreamSource, ChangeFacts]:
+    """The upstream source and the change facts base..head (raises UpstreamError). Released
+    wheels are fetched from the package index unless ``offline``; facts are cached beside them."""
+    source = open_source(upstream, cache_dir=cache_dir, offline=offline, progress=progress)
+    progress(f"resolving {base} and {head}")
+    b, h = source.resolve(base), source.resolve(head)
+    progress(f"{base} -> {b.resolved}, {head} -> {h.resolved}")
+    facts_cache = cache_dir or getattr(source, "cache_dir", None) or Path("var/upstream")
+    facts = compute_change_facts(source, b, h, cache_dir=facts_cache, progress=progress)
+    return source, facts
+
+
+def plan_release(
+    base: str,
+    head: str,
+    *,
+    backend: str = "spyre",
+    specs: Sequence[Path | str] = (),
+    upstream: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    offline: bool = False,
+    head_env: bool = False,
+    budget_seconds: float | None = None,
+    workers: int = 1,
+    history: History | None = None,
+    profiling_map: Path | None = DEFAULT_PROFILING_MAP,
+    import_map: bool = True,
+    min_closeness: float = 0.0,
+    progress: Progress = lambda _: None,
+) -> ReleasePlan:
+    """A release step planned the one way ``relay replay`` and the workers' replay job both
+    use: the backend's own specs unless others are given, the installed universe adjusted by
+    the change facts (or collected in the head environment), the learned import map."""
+    start = time.perf_counter()
+    source, facts = open_release(
+        base, head, upstream=upstream, cache_dir=cache_dir, offline=offline, progress=progress
+    )
+    spec_paths = backend_specs(backend, specs)
+    progress(f"universe of {backend} under {len(spec_paths)} spec file(s) (cached after the first)")
+    installed = universe_from_inventory(backend=backend, specs=spec_paths)
+    progress(f"universe: {len(installed)} variants ({installed.label})")
+    collected = None
+    if head_env:
+        env = head_env_for(facts, offline=offline)
+        progress(f"head environment: {env.directory} (torch {env.torch_build})")
+        collected = collected_universe(env, specs=spec_paths, backend=backend)
+    if import_map:
+        progress("import map and traced coverage of our runs (learned once per torch build)")
+    release = release_plan(
+        source,
+        facts,
+        installed=installed,
+        head=collected,
+        budget_seconds=budget_seconds,
+        workers=workers,
+        history=history,
+        profiling_map=profiling_map,
+        import_map=import_map,
+        min_closeness=min_closeness,
+        backend=backend,
+    )
+    release.plan.decision_seconds = round(time.perf_counter() - start, 4)
+    return release
 
 
 def head_env_for(facts: ChangeFacts, *, offline: bool = True) -> HeadEnv:

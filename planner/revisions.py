@@ -56,7 +56,7 @@ def plan_revisions(
     hist = history if isinstance(history, History) else History.load(history)
     uni = universe or universe_from_inventory(backend=backend, specs=specs)
     try:
-        source = open_source(upstream, offline=offline)
+        source = open_source(upstream, cache_dir=facts_cache, offline=offline)
         b, h = source.resolve(base), source.resolve(head)
         cache = facts_cache if facts_cache is not None else getattr(source, "cache_dir", None)
         facts = compute_change_facts(source, b, h, cache_dir=cache)

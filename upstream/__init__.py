@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from upstream.base import (
@@ -46,8 +47,10 @@ def open_source(
     *,
     cache_dir: str | Path | None = None,
     offline: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> UpstreamSource:
-    """A git checkout when ``upstream`` is a path, released wheels otherwise."""
+    """A git checkout when ``upstream`` is a path, released wheels otherwise (``progress``
+    hears about downloads)."""
     if upstream:
         return GitCheckout(upstream)
-    return ReleasedWheels(cache_dir, offline=offline)
+    return ReleasedWheels(cache_dir, offline=offline, progress=progress)

@@ -13,8 +13,9 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from upstream.base import (
@@ -63,6 +64,7 @@ class ReleasedWheels:
     ``pip_command`` / ``pip_args`` / ``pip_env`` let callers point pip elsewhere (tests use a
     find-links directory of small wheels); by default the running interpreter's pip with its
     normal configuration is used. ``offline=True`` never calls pip and resolves from the cache.
+    ``progress`` receives a line for each step of a download (pip's own progress lines).
     """
 
     kind: SourceKind = "wheels"
@@ -77,6 +79,7 @@ class ReleasedWheels:
         pip_args: Sequence[str] = (),
         pip_env: Mapping[str, str] | None = None,
         timeout: float = 1800.0,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         self.wheel_dir = self.cache_dir / "wheels"
@@ -85,6 +88,7 @@ class ReleasedWheels:
         self._pip_args = list(pip_args)
         self._pip_env = dict(pip_env) if pip_env is not None else None
         self._timeout = timeout
+        self._progress = progress or (lambda _: None)
         self._zips: dict[str, zipfile.ZipFile] = {}
         self._lock = threading.Lock()
 
@@ -118,8 +122,9 @@ class ReleasedWheels:
         if wheel is None:
             if self.offline:
                 raise VersionNotFoundError(
-                    f"no cached torch wheel matches {revision!r} in {self.wheel_dir} "
-                    "(offline: the package index was not asked)"
+                    f"no cached torch wheel matches {revision!r} in {self.wheel_dir}; "
+                    "--offline forbids asking the package index (run without --offline to "
+                    "download it)"
                 )
             wheel = self._download(revision.strip().removeprefix("v"), request)
             how = "from the package index"
@@ -140,13 +145,13 @@ class ReleasedWheels:
         self.wheel_dir.mkdir(parents=True, exist_ok=True)
         cmd = [*self._pip, "download", "--no-deps", "--only-binary", ":all:",
                "--disable-pip-version-check", "--dest", str(self.wheel_dir), *self._pip_args, spec]
+        self._progress(f"downloading {spec} from the package index (pip download)")
+        started = time.monotonic()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                                  env=self._pip_env, timeout=self._timeout)
+            returncode, output = self._run_pip(cmd)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise UpstreamError(f"pip download {spec} failed: {exc}") from None
-        output = proc.stdout + proc.stderr
-        if proc.returncode != 0:
+        if returncode != 0:
             if "No matching distribution" in output or "ResolutionImpossible" in output:
                 raise VersionNotFoundError(
                     f"the package index offers no torch release matching {text!r} "
@@ -159,11 +164,35 @@ class ReleasedWheels:
             path = Path(name)
             path = path if path.is_absolute() else Path.cwd() / path
             if (m := _WHEEL.match(path.name)) and _matches(request, m) and path.is_file():
-                return self.wheel_dir / path.name if (self.wheel_dir / path.name).is_file() else path
+                got = self.wheel_dir / path.name if (self.wheel_dir / path.name).is_file() else path
+                size = got.stat().st_size / 1e6
+                took = time.monotonic() - started
+                how = "already in the cache" if "File was already" in output else "saved"
+                self._progress(f"{how}: {got.name} ({size:,.0f} MB, {took:.0f} s)")
+                return got
         wheel = self._newest_cached(request)
         if wheel is None:
             raise UpstreamError(f"pip download {spec} succeeded but left no torch wheel in {self.wheel_dir}")
         return wheel
+
+    def _run_pip(self, cmd: list[str]) -> tuple[int, str]:
+        """Run pip, passing its progress lines on as they come; (exit status, all output)."""
+        lines: list[str] = []
+        deadline = time.monotonic() + self._timeout
+        with subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self._pip_env
+        ) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                text = line.strip()
+                if text.startswith(("Collecting", "Downloading", "Saved", "File was already")):
+                    self._progress(f"pip: {text}")
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    raise subprocess.TimeoutExpired(cmd, self._timeout)
+            returncode = proc.wait()
+        return returncode, "".join(lines)
 
     def _check_zip(self, wheel: Path) -> None:
         try:

@@ -48,6 +48,7 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
         backend=backend,
         specs=specs,
         upstream=settings.upstream_path,
+        upstream_cache=settings.upstream_cache,
         budget_seconds=settings.runner_budget_seconds,
         workers=settings.runner_shards,
         history=history,

@@ -84,8 +84,22 @@ def test_offline_resolves_from_the_cache_only(index: Path, tmp_path: Path) -> No
     ReleasedWheels(tmp_path, pip_env=isolated_pip_env(index)).resolve("2.13.0")
     offline = ReleasedWheels(tmp_path, offline=True)
     assert offline.resolve("2.13").resolved == "2.13.0"
-    with pytest.raises(VersionNotFoundError, match=re.escape("no cached torch wheel matches '2.14'")):
+    with pytest.raises(VersionNotFoundError, match=re.escape("no cached torch wheel matches '2.14'")) as err:
         offline.resolve("2.14")
+    # the message names the flag that forbade the download, and how to allow it
+    assert "--offline forbids asking the package index (run without --offline" in str(err.value)
+
+
+def test_a_download_reports_its_progress(index: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+    wheels = ReleasedWheels(tmp_path, pip_env=isolated_pip_env(index), progress=lines.append)
+    wheels.resolve("2.13")
+    assert lines[0] == "downloading torch==2.13.* from the package index (pip download)"
+    assert any(line.startswith("pip: ") for line in lines)
+    assert re.fullmatch(r"saved: torch-2\.13\.1-py3-none-any\.whl \(0 MB, \d+ s\)", lines[-1])
+    lines.clear()
+    wheels.resolve("2.13")  # asked again: the index is asked, the file is not fetched again
+    assert lines[-1].startswith("already in the cache: torch-2.13.1-py3-none-any.whl")
 
 
 @pytest.mark.parametrize("revision", ["2.15", "2.13.7", "3.0"])

@@ -162,14 +162,17 @@ def compute_change_facts(
     cache_dir: str | Path | None = None,
     paths: Callable[[str], bool] | None = None,
     workers: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ChangeFacts:
     """Everything that changed from ``base`` to ``head``.
 
     With ``cache_dir`` the result is stored as JSON keyed by the two resolved revisions and
     read back next time (revisions are immutable once resolved). ``paths`` restricts the
     analysis to the files it accepts (the file list is filtered too). Python files are parsed
-    in ``workers`` processes (default: up to 2, only when there are many files).
+    in ``workers`` processes (default: up to 2, only when there are many files). ``progress``
+    hears a line per step of a computation (a cached result is one line).
     """
+    say = progress or (lambda _: None)
     cache_file = None
     if cache_dir is not None and paths is None:
         key = hashlib.blake2b(
@@ -181,11 +184,16 @@ def compute_change_facts(
         if cache_file.is_file():
             try:
                 cached = ChangeFacts.model_validate_json(cache_file.read_bytes())
+                say(f"change facts {base.resolved} -> {head.resolved}: cached ({cache_file})")
                 return cached.model_copy(update={"base": base, "head": head})
             except ValueError:
                 log.warning("ignoring unreadable change-facts cache %s", cache_file)
     start = time.perf_counter()
-    facts = _compute(source, base, head, paths, _workers(workers))
+    say(f"change facts {base.resolved} -> {head.resolved}: computing (a minute or two, once)")
+    facts = _compute(source, base, head, paths, _workers(workers), say)
+    say(f"change facts: {len(facts.files)} files, {sum(len(p.symbols) for p in facts.python)} "
+        f"Python symbols, {len(facts.db_entries)} OpInfo/ModuleInfo entries "
+        f"({time.perf_counter() - start:.0f} s)")
     facts = facts.model_copy(update={"seconds": round(time.perf_counter() - start, 3)})
     if cache_file is not None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
@@ -241,16 +249,19 @@ def _compute(
     head: ResolvedRevision,
     paths: Callable[[str], bool] | None,
     workers: int,
+    say: Callable[[str], None] = lambda _: None,
 ) -> ChangeFacts:
     files = source.changed_files(base, head)
     if paths is not None:
         files = [f for f in files if paths(f.path)]
+    say(f"{len(files)} files differ; parsing the Python ones at both revisions")
     status = {f.path: f.status for f in files}
     errors: list[str] = []
     old, new = _Side(source, base), _Side(source, head)
 
     py_paths = [f.path for f in files if f.path.endswith(".py")]
     python = _python_changes(source, old, new, py_paths, status, workers)
+    say("native_functions.yaml, derivatives.yaml and the OpInfo/ModuleInfo databases")
 
     native = _yaml_changes(source, base, head, source.layout.native_functions, "func", status, errors)
     derivs = _yaml_changes(source, base, head, source.layout.derivatives, "name", status, errors)
