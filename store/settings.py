@@ -53,9 +53,8 @@ class Settings(BaseSettings):
     # a PyTorch checkout to read upstream changes from (revisions are commits); unset: released
     # wheels (revisions are versions) and, for commit SHAs, the conservative whole-universe plan
     upstream_path: Path | None = None
-    upstream_cache: Path | None = (
-        None  # released wheels and change facts (unset: ~/.cache/crcr-relay/upstream)
-    )
+    # released wheels and change facts (unset: ~/.cache/crcr-relay/upstream)
+    upstream_cache: Path | None = None
     # "module:function" (event, settings) -> RunPlan; unset: the selector's four stages over the
     # bundled universe on runner_backend (the default planner of the workers)
     planner: str | None = None
