@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from relay.api import router as api_router
 from relay.docs import add_docs
 from relay.github.ingress import router as github_router
+from relay.web import router as web_router
 from store import logs
 from store.db import get_engine
 from store.logs import bind
@@ -51,6 +52,7 @@ def create_app(
     app.state.enqueue = enqueue or _celery_enqueue(producer)
     app.include_router(github_router)
     app.include_router(api_router)
+    app.include_router(web_router)  # the HUD's pages
     app.add_exception_handler(RequestValidationError, _validation_error)
     add_docs(app)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from relay.api import deliveries, jobs
+from relay.api import deliveries, hud, jobs
 
 router = APIRouter(prefix="/api/v1")
 router.include_router(deliveries.router)
 router.include_router(jobs.router)
+router.include_router(hud.router)

@@ -1,0 +1,72 @@
+// crcr-relay HUD: progressive enhancement only (every page works without it).
+// - the run page polls /api/v1/hud/runs/{id}/progress while the job runs and updates counts and shards;
+// - arrow keys move between grid cells; "copy" buttons copy reproduction commands.
+(function () {
+  "use strict";
+
+  function liveRun() {
+    var live = document.getElementById("live");
+    if (!live) return;
+    var job = live.getAttribute("data-job");
+    var status = live.getAttribute("data-status");
+    if (status === "completed") return;
+    var url = "/api/v1/hud/runs/" + job + "/progress";
+    function text(id, value) { var el = document.getElementById(id); if (el) el.textContent = value; }
+    function tick() {
+      fetch(url, { headers: { "Accept": "application/json" } })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (p) {
+          if (!p) return;
+          var c = p.test_results;
+          text("run-status", p.conclusion || p.status);
+          text("run-done", String(c.total));
+          var counts = document.getElementById("run-counts");
+          if (counts) counts.textContent = c.passed + " passed · " + c.failed + " failed · " + c.skipped + " skipped · " + c.total + " total";
+          var bar = document.getElementById("run-progress");
+          if (bar) bar.value = c.total;
+          p.shards.forEach(function (s) {
+            var row = document.querySelector('#shards tr[data-shard="' + s.index + '"]');
+            if (!row) return;
+            row.querySelector(".shard-state").textContent = s.state;
+            row.querySelector(".shard-done").textContent = String(s.done);
+            var pb = row.querySelector("progress"); if (pb) pb.value = s.done;
+          });
+          live.setAttribute("data-status", p.status);
+          live.setAttribute("data-polls", String(Number(live.getAttribute("data-polls") || 0) + 1));
+          if (p.status !== "completed") window.setTimeout(tick, 2000);
+        })
+        .catch(function () { window.setTimeout(tick, 5000); });
+    }
+    window.setTimeout(tick, 1000);
+  }
+
+  function gridKeys() {
+    var grid = document.getElementById("grid");
+    if (!grid) return;
+    grid.addEventListener("keydown", function (e) {
+      var moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+      var m = moves[e.key];
+      var td = e.target.closest("td.cell");
+      if (!m || !td) return;
+      var tr = td.parentElement;
+      var rows = Array.prototype.slice.call(grid.tBodies[0].rows);
+      var r = rows.indexOf(tr) + m[0];
+      var c = td.cellIndex + m[1];
+      if (r < 0 || r >= rows.length) return;
+      var target = rows[r].cells[c];
+      var link = target && target.querySelector("a");
+      if (link) { link.focus(); e.preventDefault(); }
+    });
+  }
+
+  function copyButtons() {
+    document.querySelectorAll("button.copy").forEach(function (b) {
+      b.addEventListener("click", function () {
+        var text = b.getAttribute("data-copy");
+        if (navigator.clipboard) navigator.clipboard.writeText(text).then(function () { b.textContent = "copied"; });
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { liveRun(); gridKeys(); copyButtons(); });
+})();

@@ -1,0 +1,547 @@
+"""The HUD's queries: the commit x job grid, a job's results under filters, one test's history
+across upstream commits, flaky tests, and the job timings a downstream's health is computed from.
+
+Read only. Every query is served by an index of migration 0003 (the grid by ``dispatched_at`` and
+``head_sha``, a test's history by ``test_id``, a job's results by ``(job_pk, outcome)``, a
+downstream's window by ``(repo, dispatched_at)``); lists are cut to a page by the caller's limit
+and offset or key.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, String, and_, case, cast, func, or_, select
+from sqlalchemy.orm import Session
+
+from store.jobs import live_counts, seconds_between
+from store.models import (
+    Delivery,
+    Dispatch,
+    Downstream,
+    Job,
+    JobStatus,
+    SelectionTest,
+    TestResult,
+    utcnow,
+)
+from store.outcomes import FAILED, PASSED, Outcome
+
+#: outcomes in which the test body passed / failed (a flaky test shows both on one commit)
+BODY_PASSED = sorted(o.value for o in PASSED)
+BODY_FAILED = sorted({o.value for o in FAILED} | {Outcome.XFAILED.value})
+FAILED_VALUES = sorted(o.value for o in FAILED)
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# ----------------------------------------------------------------------------- grid
+
+
+def branch_of() -> ColumnElement[Any]:
+    """The branch a job's commit is on or targets: a pull request's base ref, a push's ref
+    without ``refs/heads/`` (from the delivery's normalized event)."""
+    norm = Delivery.normalized
+    return func.coalesce(
+        norm["base_ref"].as_string(), func.replace(norm["ref"].as_string(), "refs/heads/", "")
+    )
+
+
+@dataclass(frozen=True)
+class GridFilters:
+    repo: str | None = None
+    branch: str | None = None
+    event: str | None = None
+    pr: int | None = None
+
+
+def _grid_where(query: Select, f: GridFilters) -> Select:
+    query = query.where(Job.head_sha.is_not(None))
+    if f.repo is not None:
+        query = query.where(Job.repo == f.repo)
+    if f.event is not None:
+        query = query.where(Job.event_type == f.event)
+    if f.pr is not None:
+        query = query.where(Job.pr_number == f.pr)
+    if f.branch is not None:
+        query = (
+            query.join(Dispatch, Dispatch.id == Job.dispatch_pk)
+            .join(Delivery, Delivery.id == Dispatch.delivery_pk)
+            .where(branch_of() == f.branch)
+        )
+    return query
+
+
+@dataclass
+class GridCell:
+    job_id: int
+    status: str
+    conclusion: str | None
+    runs: int  # jobs of this commit and column (re-runs, attempts)
+    counts: dict[str, int]
+    dispatched_at: datetime
+
+
+@dataclass
+class GridRow:
+    head_sha: str
+    last_at: datetime
+    event_type: str | None
+    pr_number: int | None
+    branch: str | None
+    cells: list[GridCell | None]
+
+
+@dataclass
+class Grid:
+    columns: list[tuple[str, str]]  # (downstream repo, job name)
+    rows: list[GridRow]
+    total: int
+    next_key: str | None  # "<last_at iso>|<sha>" of the last row when more follow
+
+
+def grid(
+    session: Session,
+    *,
+    filters: GridFilters,
+    limit: int,
+    offset: int = 0,
+    after: tuple[datetime, str] | None = None,
+) -> Grid:
+    """Upstream commits (newest job first) down, (repo, job name) across; each cell the commit's
+    latest job in that column. ``after`` pages by key: the (last_at, sha) of the previous page's
+    last row."""
+    last = func.max(Job.dispatched_at).label("last_at")
+    commits = _grid_where(select(Job.head_sha, last), filters).group_by(Job.head_sha)
+    total = int(session.scalar(select(func.count()).select_from(commits.subquery())) or 0)
+    page = commits.order_by(last.desc(), Job.head_sha.desc())
+    if after is not None:
+        at, sha = after
+        page = page.having(
+            or_(func.max(Job.dispatched_at) < at,
+                and_(func.max(Job.dispatched_at) == at, Job.head_sha < sha))
+        )  # fmt: skip
+    else:
+        page = page.offset(offset)
+    found = session.execute(page.limit(limit + 1)).all()
+    more = len(found) > limit
+    found = found[:limit]
+    shas = [r.head_sha for r in found]
+    jobs_q = _grid_where(select(Job, branch_of().label("branch")), filters).where(
+        Job.head_sha.in_(shas)
+    )
+    if filters.branch is None:
+        jobs_q = jobs_q.outerjoin(Dispatch, Dispatch.id == Job.dispatch_pk).outerjoin(
+            Delivery, Delivery.id == Dispatch.delivery_pk
+        )
+    jobs = session.execute(jobs_q.order_by(Job.id)).all()
+    running = [j.id for j, _ in jobs if j.status != JobStatus.COMPLETED.value]
+    live = live_counts(session, running)
+    columns = sorted({(j.repo, j.job_name) for j, _ in jobs})
+    index = {c: i for i, c in enumerate(columns)}
+    rows = {r.head_sha: GridRow(r.head_sha, r.last_at, None, None, None, [None] * len(columns))
+            for r in found}  # fmt: skip
+    for job, branch in jobs:  # oldest first: the latest job of a cell wins
+        row = rows[job.head_sha]
+        col = index[(job.repo, job.job_name)]
+        prev = row.cells[col]
+        counts = live.get(job.id) or {
+            "passed": job.tests_passed, "failed": job.tests_failed,
+            "skipped": job.tests_skipped,
+            "total": job.tests_passed + job.tests_failed + job.tests_skipped,
+        }  # fmt: skip
+        row.cells[col] = GridCell(
+            job.id, job.status, job.conclusion, (prev.runs if prev else 0) + 1, counts,
+            job.dispatched_at,
+        )  # fmt: skip
+        row.event_type, row.pr_number = job.event_type, job.pr_number
+        row.branch = branch or row.branch
+    ordered = [rows[s] for s in shas]
+    next_key = None
+    if more and ordered:
+        tail = ordered[-1]
+        next_key = f"{tail.last_at.isoformat()}|{tail.head_sha}"
+    return Grid(columns=columns, rows=ordered, total=total, next_key=next_key)
+
+
+def grid_choices(session: Session) -> dict[str, list[str]]:
+    """The values the grid's filters can take (for the page's menus)."""
+    repos = sorted(r for r in session.scalars(select(Job.repo).distinct()) if r)
+    events = sorted(e for e in session.scalars(select(Job.event_type).distinct()) if e)
+    branches = session.scalars(
+        select(branch_of())
+        .select_from(Job)
+        .join(Dispatch, Dispatch.id == Job.dispatch_pk)
+        .join(Delivery, Delivery.id == Dispatch.delivery_pk)
+        .distinct()
+    )
+    return {"repo": repos, "event": events, "branch": sorted(b for b in branches if b)}
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class ResultFilters:
+    outcome: str | None = None
+    suite: str | None = None  # a test file's stem without "test_": common, out, binary_ufuncs
+    op: str | None = None
+    tag: str | None = None
+    mode: str | None = None
+    failing: bool = False  # only outcomes that count as failed
+
+
+def results_query(job_pk: int, f: ResultFilters) -> Select:
+    query = select(TestResult).where(TestResult.job_pk == job_pk)
+    if f.outcome is not None:
+        query = query.where(TestResult.outcome == f.outcome)
+    if f.failing:
+        query = query.where(TestResult.outcome.in_(FAILED_VALUES))
+    if f.suite is not None:
+        name = _like_escape(f"test_{f.suite}.py::")
+        query = query.where(
+            or_(TestResult.test_id.like(f"{name}%", escape="\\"),
+                TestResult.test_id.like(f"%/{name}%", escape="\\"))
+        )  # fmt: skip
+    if f.op is not None:
+        query = query.where(TestResult.op == f.op)
+    if f.tag is not None:
+        text = _like_escape(f'"{f.tag}"')
+        query = query.where(cast(TestResult.tags, String).like(f"%{text}%", escape="\\"))
+    if f.mode is not None:
+        query = query.where(TestResult.spec_mode == f.mode)
+    return query
+
+
+def suite_of(test_id: str) -> str:
+    """``spyre_stack/conformance/test_common.py::...`` -> ``common``."""
+    stem = test_id.partition("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return stem.removeprefix("test_")
+
+
+@dataclass
+class Facets:
+    """A job's results counted by outcome, suite, op, tag and mode (the filters' menus)."""
+
+    outcome: dict[str, int] = field(default_factory=dict)
+    suite: dict[str, dict[str, int]] = field(default_factory=dict)  # suite -> outcome -> n
+    op: dict[str, dict[str, int]] = field(default_factory=dict)
+    tag: dict[str, int] = field(default_factory=dict)
+    mode: dict[str, int] = field(default_factory=dict)
+
+
+def facets(session: Session, *, job_pk: int) -> Facets:
+    out = Facets()
+    rows = session.execute(
+        select(TestResult.test_id, TestResult.outcome, TestResult.op, TestResult.spec_mode,
+               TestResult.tags).where(TestResult.job_pk == job_pk)
+    )  # fmt: skip
+    for test_id, outcome, op, mode, tags in rows:
+        out.outcome[outcome] = out.outcome.get(outcome, 0) + 1
+        by_suite = out.suite.setdefault(suite_of(test_id), {})
+        by_suite[outcome] = by_suite.get(outcome, 0) + 1
+        if op:
+            by_op = out.op.setdefault(op, {})
+            by_op[outcome] = by_op.get(outcome, 0) + 1
+        if mode:
+            out.mode[mode] = out.mode.get(mode, 0) + 1
+        for tag in tags or []:
+            out.tag[str(tag)] = out.tag.get(str(tag), 0) + 1
+    return out
+
+
+def durations(session: Session, *, job_pk: int) -> list[float]:
+    """Wall seconds of a job's tests that ran (the run page's distribution)."""
+    ran = sorted(o.value for o in Outcome if o.ran)
+    return [
+        float(d or 0.0)
+        for d in session.scalars(
+            select(TestResult.duration_s).where(
+                TestResult.job_pk == job_pk,
+                TestResult.outcome.in_(ran),
+                TestResult.duration_s.is_not(None),
+            )
+        )
+    ]
+
+
+def selection_tests(session: Session, *, job_pk: int, kind: str, limit: int) -> list[SelectionTest]:
+    """The first ``limit`` variants of a stored selection of one kind (selected in rank order,
+    cut, removed)."""
+    return list(
+        session.scalars(
+            select(SelectionTest)
+            .where(SelectionTest.job_pk == job_pk, SelectionTest.kind == kind)
+            .order_by(SelectionTest.id)
+            .limit(limit)
+        )
+    )
+
+
+# ----------------------------------------------------------------------------- history
+
+
+def history_query(test_id: str, *, repo: str | None = None) -> Select:
+    """One test id's results across jobs, with each job (newest first by result id)."""
+    query = (
+        select(TestResult, Job)
+        .join(Job, Job.id == TestResult.job_pk)
+        .where(TestResult.test_id == test_id)
+    )
+    if repo is not None:
+        query = query.where(Job.repo == repo)
+    return query
+
+
+@dataclass
+class FlakyTest:
+    test_id: str
+    commits: int  # upstream commits on which it both passed and failed
+    passed: int
+    failed: int
+    last_sha: str
+    last_at: datetime
+
+
+def flaky_query(*, since: datetime, repo: str | None = None, test_id: str | None = None) -> Select:
+    """Tests that both passed and failed on the same upstream SHA (one row per test)."""
+    passed = func.sum(case((TestResult.outcome.in_(BODY_PASSED), 1), else_=0))
+    failed = func.sum(case((TestResult.outcome.in_(BODY_FAILED), 1), else_=0))
+    per_sha = (
+        select(
+            TestResult.test_id.label("test_id"),
+            Job.head_sha.label("head_sha"),
+            passed.label("passed"),
+            failed.label("failed"),
+            func.max(Job.dispatched_at).label("last_at"),
+        )
+        .join(Job, Job.id == TestResult.job_pk)
+        .where(Job.dispatched_at >= since, Job.head_sha.is_not(None))
+        .group_by(TestResult.test_id, Job.head_sha)
+        .having(and_(passed > 0, failed > 0))
+    )
+    if repo is not None:
+        per_sha = per_sha.where(Job.repo == repo)
+    if test_id is not None:
+        per_sha = per_sha.where(TestResult.test_id == test_id)
+    sub = per_sha.subquery()
+    return select(
+        sub.c.test_id,
+        func.count().label("commits"),
+        func.sum(sub.c.passed).label("passed"),
+        func.sum(sub.c.failed).label("failed"),
+        func.max(sub.c.head_sha).label("last_sha"),
+        func.max(sub.c.last_at).label("last_at"),
+    ).group_by(sub.c.test_id)
+
+
+def flaky(
+    session: Session, *, since: datetime, repo: str | None, limit: int, offset: int = 0,
+    after: str | None = None,
+) -> tuple[list[FlakyTest], int, str | None]:  # fmt: skip
+    """(flaky tests by test id, total, the key of the last one when more follow)."""
+    query = flaky_query(since=since, repo=repo)
+    total = int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)
+    sub = query.subquery()
+    page = select(sub).order_by(sub.c.test_id)
+    page = page.where(sub.c.test_id > after) if after is not None else page.offset(offset)
+    rows = session.execute(page.limit(limit + 1)).all()
+    more = len(rows) > limit
+    items = [
+        FlakyTest(r.test_id, int(r.commits), int(r.passed), int(r.failed), r.last_sha, r.last_at)
+        for r in rows[:limit]
+    ]
+    return items, total, (items[-1].test_id if more and items else None)
+
+
+def is_flaky(session: Session, *, test_id: str) -> FlakyTest | None:
+    since = datetime(1970, 1, 1, tzinfo=utcnow().tzinfo)
+    row = session.execute(flaky_query(since=since, test_id=test_id)).first()
+    if row is None:
+        return None
+    return FlakyTest(
+        row.test_id, int(row.commits), int(row.passed), int(row.failed), row.last_sha, row.last_at
+    )
+
+
+# ----------------------------------------------------------------------------- health
+
+
+@dataclass(frozen=True)
+class JobTiming:
+    key: tuple[str, str, str]  # (delivery id, run id, job name): the attempts of one job
+    attempt: int
+    status: str
+    conclusion: str | None
+    dispatched_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+
+
+@dataclass
+class WindowMetrics:
+    """CRCR's health numbers of one downstream over ``days`` (jobs dispatched in the window)."""
+
+    days: int
+    jobs: int = 0
+    completed: int = 0
+    avg_queue_s: float | None = None  # dispatched -> started, over jobs that started
+    p50_e2e_s: float | None = None  # dispatched -> completed, over completed jobs
+    over_3h: int = 0  # completed after more than 3 h, or still open after 3 h
+    over_3h_share: float | None = None
+    timed_out: int = 0
+    timeout_rate: float | None = None
+    graded: int = 0  # latest attempts that concluded success or failure (or timed out)
+    passed: int = 0
+    pass_rate: float | None = None
+
+
+THREE_HOURS = 3 * 3600.0
+
+
+def window_metrics(timings: Sequence[JobTiming], *, days: int, now: datetime) -> WindowMetrics:
+    """The numbers from the jobs: average queue time, end-to-end P50, share over 3 h, timeout
+    rate, and the job pass rate over the latest attempt of each job (cancelled ones left out)."""
+    m = WindowMetrics(days=days, jobs=len(timings))
+    queues = [
+        q for t in timings if (q := seconds_between(t.dispatched_at, t.started_at)) is not None
+    ]
+    done = [t for t in timings if t.status == JobStatus.COMPLETED.value]
+    m.completed = len(done)
+    e2e = [s for t in done if (s := seconds_between(t.dispatched_at, t.completed_at)) is not None]
+    if queues:
+        m.avg_queue_s = sum(queues) / len(queues)
+    if e2e:
+        m.p50_e2e_s = float(statistics.median(e2e))
+    m.over_3h = sum(1 for s in e2e if s > THREE_HOURS) + sum(
+        1 for t in timings
+        if t.status != JobStatus.COMPLETED.value
+        and (seconds_between(t.dispatched_at, now) or 0) > THREE_HOURS
+    )  # fmt: skip
+    open_old = m.over_3h - sum(1 for s in e2e if s > THREE_HOURS)
+    if m.completed + open_old:
+        m.over_3h_share = m.over_3h / (m.completed + open_old)
+    m.timed_out = sum(1 for t in done if t.conclusion == "timed_out")
+    if m.completed:
+        m.timeout_rate = m.timed_out / m.completed
+    latest: dict[tuple[str, str, str], JobTiming] = {}
+    for t in done:
+        if t.key not in latest or t.attempt > latest[t.key].attempt:
+            latest[t.key] = t
+    graded = [t for t in latest.values() if t.conclusion in ("success", "failure", "timed_out")]
+    m.graded = len(graded)
+    m.passed = sum(1 for t in graded if t.conclusion == "success")
+    if graded:
+        m.pass_rate = m.passed / len(graded)
+    return m
+
+
+@dataclass
+class DownstreamTimings:
+    repo: str
+    level: str | None
+    device: str | None
+    listed_since: datetime | None  # the downstream row's creation (else its first job)
+    timings: list[JobTiming]
+
+
+def downstream_timings(
+    session: Session, *, now: datetime, days: int, repos: Iterable[str] | None = None
+) -> list[DownstreamTimings]:
+    """Each downstream (listed, or with jobs in the window) with its jobs of the last ``days``."""
+    since = now - timedelta(days=days)
+    listed = {d.repo: d for d in session.scalars(select(Downstream))}
+    query = select(
+        Job.repo, Job.delivery_id, Job.run_id, Job.job_name, Job.run_attempt, Job.status,
+        Job.conclusion, Job.dispatched_at, Job.started_at, Job.completed_at,
+    ).where(Job.dispatched_at >= since, Job.dispatched_at <= now)  # fmt: skip
+    wanted = set(repos) if repos is not None else None
+    if wanted is not None:
+        query = query.where(Job.repo.in_(sorted(wanted)))
+    by_repo: dict[str, list[JobTiming]] = {}
+    for r in session.execute(query):
+        attempt = int(r.run_attempt) if str(r.run_attempt).isdigit() else 1
+        by_repo.setdefault(r.repo, []).append(
+            JobTiming((r.delivery_id, r.run_id, r.job_name), attempt, r.status, r.conclusion,
+                      r.dispatched_at, r.started_at, r.completed_at)
+        )  # fmt: skip
+    names = set(by_repo) | {n for n, d in listed.items() if d.enabled}
+    if wanted is not None:
+        names &= wanted
+    first_jobs = dict(
+        session.execute(
+            select(Job.repo, func.min(Job.dispatched_at)).where(Job.repo.in_(sorted(names)))
+            .group_by(Job.repo)
+        ).all()
+    )  # fmt: skip
+    out = []
+    for name in sorted(names):
+        row = listed.get(name)
+        since_at = row.created_at if row is not None else first_jobs.get(name)
+        out.append(
+            DownstreamTimings(
+                repo=name,
+                level=row.level if row is not None else None,
+                device=row.device if row is not None else None,
+                listed_since=since_at,
+                timings=by_repo.get(name, []),
+            )
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- overview
+
+
+def running_jobs(session: Session, *, limit: int = 20) -> list[Job]:
+    return list(
+        session.scalars(
+            select(Job)
+            .where(Job.status != JobStatus.COMPLETED.value)
+            .order_by(Job.id.desc())
+            .limit(limit)
+        )
+    )
+
+
+def recent_jobs(session: Session, *, limit: int = 10, repo: str | None = None) -> list[Job]:
+    query = select(Job).where(Job.status == JobStatus.COMPLETED.value)
+    if repo is not None:
+        query = query.where(Job.repo == repo)
+    return list(session.scalars(query.order_by(Job.id.desc()).limit(limit)))
+
+
+def daily_series(session: Session, *, repo: str, now: datetime, days: int) -> list[dict[str, Any]]:
+    """Per UTC day of the window: jobs, pass rate over graded jobs, average queue seconds."""
+    since = now - timedelta(days=days)
+    rows = session.execute(
+        select(Job.dispatched_at, Job.started_at, Job.conclusion).where(
+            Job.repo == repo, Job.dispatched_at >= since, Job.dispatched_at <= now
+        )
+    ).all()
+    by_day: dict[str, list[Any]] = {}
+    for dispatched, started, conclusion in rows:
+        by_day.setdefault(dispatched.date().isoformat(), []).append(
+            (dispatched, started, conclusion)
+        )
+    out = []
+    for offset in range(days, -1, -1):
+        day = (now - timedelta(days=offset)).date().isoformat()
+        items = by_day.get(day, [])
+        graded = [c for _, _, c in items if c in ("success", "failure", "timed_out")]
+        queues = [q for d, s, _ in items if (q := seconds_between(d, s)) is not None]
+        out.append(
+            {
+                "day": day,
+                "jobs": len(items),
+                "pass_rate": (graded.count("success") / len(graded)) if graded else None,
+                "avg_queue_s": (sum(queues) / len(queues)) if queues else None,
+            }
+        )
+    return out
