@@ -23,7 +23,7 @@ from store.outcomes import Outcome
 
 router = APIRouter()
 
-EMPTY_HINT = "relay submit --fixture pull_request/opened"
+EMPTY_HINT = "relay submit --example pull_request.opened"
 
 
 def _session(request: Request) -> Any:
