@@ -18,7 +18,7 @@ from store.models import utcnow
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
-ASSETS = {"hud.css": "text/css", "hud.js": "text/javascript"}
+ASSETS = {"hud.css": "text/css", "hud.js": "text/javascript", "favicon.svg": "image/svg+xml"}
 
 templates = Jinja2Templates(directory=HERE / "templates")
 
