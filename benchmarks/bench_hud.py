@@ -28,7 +28,7 @@ from store.models import utcnow
 from tests.support.hud_seed import seed_big_run, seed_runs
 from tests.support.stack import start_local_stack
 
-ROUNDS = int(os.environ.get("BENCH_HUD_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_HUD_ROUNDS", "9"))
 SCALE = float(os.environ.get("BENCH_HUD_SCALE", "1"))
 LARGE = (int(500 * SCALE), int(10_000 * SCALE))  # commits, results of one run
 SMALL = (LARGE[0] // 10, LARGE[1] // 10)
