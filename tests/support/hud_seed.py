@@ -93,6 +93,10 @@ def _job(session: Any, *, repo: str, key: str, attempt: int = 1, status: str = "
     return job
 
 
+#: (passed, failed, skipped) of a health job by its conclusion (the verdicts read only timings)
+_HEALTH_COUNTS = {"success": (180, 0, 20), "failure": (172, 8, 20), "timed_out": (95, 0, 5)}
+
+
 def seed_health(database_url: str, *, now: datetime) -> dict[str, tuple[str, set[str]]]:
     """20 jobs per downstream over the last 14 days (4 in the last 7); {repo: (verdict, failed
     L3 rules)}."""
@@ -116,16 +120,20 @@ def seed_health(database_url: str, *, now: datetime) -> dict[str, tuple[str, set
                 elif repo == "acme/npu-l3" and i >= 16 and i % 2 == 0:
                     conclusion = "failure"  # 2 of the 10 jobs of the 7-day window: 80 %
                 key = f"{repo}-{i}"
+                sha = _sha(f"upstream-{i}")  # every downstream tests the same upstream commits
                 if repo == "acme/npu-ready" and i == 2:
                     # a failed first attempt re-run green: only the latest attempt counts
                     _job(session, repo=repo, key=key, attempt=1, conclusion="failure",
-                         dispatched=at, queue_s=queue, e2e_s=e2e)  # fmt: skip
+                         dispatched=at, queue_s=queue, e2e_s=e2e, head_sha=sha,
+                         counts=_HEALTH_COUNTS["failure"])  # fmt: skip
                     at = at + timedelta(hours=2)
                     _job(session, repo=repo, key=key, attempt=2, conclusion="success",
-                         dispatched=at, queue_s=queue, e2e_s=e2e)  # fmt: skip
+                         dispatched=at, queue_s=queue, e2e_s=e2e, head_sha=sha,
+                         counts=_HEALTH_COUNTS["success"])  # fmt: skip
                     continue
                 _job(session, repo=repo, key=key, conclusion=conclusion, dispatched=at,
-                     queue_s=queue, e2e_s=e2e)  # fmt: skip
+                     queue_s=queue, e2e_s=e2e, head_sha=sha,
+                     counts=_HEALTH_COUNTS[conclusion])  # fmt: skip
         session.commit()
     return {r: (verdict, fails) for r, (_, _, fails, verdict) in HEALTH_CASES.items()}
 

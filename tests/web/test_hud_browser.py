@@ -141,7 +141,8 @@ def test_grid_filters_and_pages(tab: Any, hud_stack: Any) -> None:
     page = tab.page
     tab.goto("/grid")
     page.get_by_label("event").select_option("pull_request")
-    page.get_by_role("button", name="Filter").click()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Filter").click()
     expect(page).to_have_url(re.compile(r"event=pull_request"))
     prs = hud_stack.api("/api/v1/hud/grid", event="pull_request")
     rows = page.locator("#grid tbody tr")
@@ -150,19 +151,22 @@ def test_grid_filters_and_pages(tab: Any, hud_stack: Any) -> None:
         r["head_sha"] for r in prs["items"]
     ]
     # a PR link narrows to that PR
-    page.locator("#grid tbody tr").first.get_by_role("link", name=re.compile(r"^#\d+$")).click()
+    with page.expect_navigation():
+        page.locator("#grid tbody tr").first.get_by_role("link", name=re.compile(r"^#\d+$")).click()
     expect(page).to_have_url(re.compile(r"pr=\d+"))
     expect(rows).to_have_count(1)
     # pages of 5: the second page is the API's second page, and back again
     everything = hud_stack.api("/api/v1/hud/grid", limit=500)
     tab.goto("/grid?limit=5")
     expect(page.locator(".pager")).to_contain_text(f"1-5 of {everything['total']}")
-    page.get_by_role("link", name=re.compile("next")).first.click()
+    with page.expect_navigation():
+        page.get_by_role("link", name=re.compile("next")).first.click()
     expect(page).to_have_url(re.compile(r"offset=5"))
     assert [r.get_attribute("data-sha") for r in rows.all()] == [
         r["head_sha"] for r in everything["items"][5:10]
     ]
-    page.get_by_role("link", name=re.compile("previous")).first.click()
+    with page.expect_navigation():
+        page.get_by_role("link", name=re.compile("previous")).first.click()
     assert [r.get_attribute("data-sha") for r in rows.all()] == [
         r["head_sha"] for r in everything["items"][:5]
     ]
@@ -180,18 +184,21 @@ def test_run_results_filters_and_pages(tab: Any, hud_stack: Any) -> None:
     results = page.locator("#results-table tbody tr")
     form = page.locator("#results form")
     form.get_by_label("outcome").select_option("failed")
-    form.get_by_role("button", name="Filter").click()
+    with page.expect_navigation():
+        form.get_by_role("button", name="Filter").click()
     expect(page).to_have_url(re.compile(r"outcome=failed"))
     expect(results).to_have_count(len(hud_stack.runs.failing_tests))
     form.get_by_label("outcome").select_option("")
     form.get_by_label("suite").select_option("common")
     form.get_by_label("tag").select_option("slow")
-    form.get_by_role("button", name="Filter").click()
+    with page.expect_navigation():
+        form.get_by_role("button", name="Filter").click()
     api = hud_stack.api(f"/api/v1/hud/runs/{job}/results", suite="common", tag="slow")
     expect(results).to_have_count(api["total"])
     tab.goto(f"/runs/{job}?limit=25")
     expect(results).to_have_count(25)
-    page.locator("#results").get_by_role("link", name=re.compile("next")).click()
+    with page.expect_navigation():
+        page.locator("#results").get_by_role("link", name=re.compile("next")).click()
     expect(page).to_have_url(re.compile(r"offset=25"))
     second = hud_stack.api(f"/api/v1/hud/runs/{job}/results", limit=25, offset=25)
     assert [r.locator("code").inner_text() for r in results.all()] == [
@@ -235,22 +242,49 @@ def test_the_grid_is_usable_from_the_keyboard(tab: Any, hud_stack: Any) -> None:
     expect(page.locator("a.skip")).to_be_in_viewport()
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(r"#main$"))
-    rows = page.locator("#grid tbody tr")
-    first = rows.nth(0).locator("td.cell a").first
-    first.focus()
-    page.keyboard.press("ArrowDown")
-    focused = page.evaluate("document.activeElement.closest('td').dataset.job")
-    assert focused == rows.nth(1).locator("td.cell").first.get_attribute("data-job")
-    page.keyboard.press("ArrowUp")
-    assert page.evaluate("document.activeElement.closest('td').dataset.job") == (
-        rows.nth(0).locator("td.cell").first.get_attribute("data-job")
+    where = (
+        "() => { const td = document.activeElement.closest('td');"
+        " return [td.parentElement.sectionRowIndex, td.cellIndex, td.dataset.job]; }"
     )
-    # the focused cell is visibly outlined, and Enter opens its run
-    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
-    assert outline == "solid"
+    # the runner's column: every commit has a run in it
+    column = page.locator("#grid thead th").all_inner_texts().index("local/spyre\nspyre")
+    rows = page.locator("#grid tbody tr")
+    rows.nth(0).locator("td").nth(column - 1).locator("a").focus()
+    assert page.evaluate(where)[:2] == [0, column]
     page.keyboard.press("ArrowDown")
-    page.keyboard.press("Enter")
-    expect(page).to_have_url(re.compile(rf"/runs/{focused}$"))
+    row, col, job = page.evaluate(where)
+    assert (row, col) == (1, column)
+    assert job == rows.nth(1).locator("td").nth(column - 1).get_attribute("data-job")
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate(where)[:2] == [0, column]
+    # the focused cell is visibly outlined, and Enter opens its run
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
+    page.keyboard.press("ArrowDown")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(rf"/runs/{job}$"))
+    tab.clean()
+
+
+def test_arrow_keys_skip_the_commits_a_column_did_not_run(tab: Any, hud_stack: Any) -> None:
+    """The health downstreams' commits sit between the runner's: moving down the runner's
+    column jumps over the rows it has no run in."""
+    page = tab.page
+    tab.goto("/grid?limit=200")
+    column = page.locator("#grid thead th").all_inner_texts().index("local/spyre\nspyre")
+    has_run = page.locator("#grid tbody tr").evaluate_all(
+        f"rows => rows.map(r => !!r.cells[{column}].querySelector('a'))"
+    )
+    gap = next(i for i in range(1, len(has_run) - 1) if has_run[i - 1] and not has_run[i])
+    below = next(i for i in range(gap, len(has_run)) if has_run[i])
+    page.locator("#grid tbody tr").nth(gap - 1).locator("td").nth(column - 1).locator("a").focus()
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate(
+        "[document.activeElement.closest('tr').sectionRowIndex,"
+        " document.activeElement.closest('td').cellIndex]"
+    ) == [below, column]
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate("document.activeElement.closest('tr').sectionRowIndex") == gap - 1
     tab.clean()
 
 
@@ -291,4 +325,21 @@ def test_downstream_verdicts_in_the_page_are_the_apis(tab: Any, hud_stack: Any) 
     expect(ready.locator('tr[data-criterion="pass_rate"] td').nth(2)).to_have_text("yes")
     red = tab.page.locator('section.downstream[data-repo="acme/npu-red"]')
     expect(red.locator('tr[data-criterion="pass_rate"] td').nth(2)).to_have_text("no")
+    tab.clean()
+
+
+def test_the_overview_follows_running_jobs_without_a_reload(tab: Any, live_run: Any) -> None:
+    page = tab.page
+    tab.goto("/")
+    job = page.locator(f'li.live-job[data-job="{live_run.job_id}"]')
+    expect(job.locator(".live-done")).to_have_text("0")
+    page.evaluate("window.__sameDocument = true")
+    live_run.advance(0, 3)
+    live_run.advance(1, 2, outcome="failed")
+    expect(job.locator(".live-done")).to_have_text("5")
+    expect(job.locator(".live-failed")).to_have_text("2 failed")
+    live_run.finish("failure")
+    expect(job.locator(".live-status")).to_have_text("failure")
+    assert job.locator(".live-status").evaluate("e => getComputedStyle(e).backgroundColor") == RED
+    assert page.evaluate("window.__sameDocument") is True
     tab.clean()
