@@ -90,6 +90,29 @@ def hud(
             dispose_engines()
 
 
+@pytest.fixture
+def empty_hud(tmp_path: Path, relay_up: Any) -> Iterator[Any]:
+    """A TestClient on a freshly migrated database: no delivery, no job, no downstream."""
+    from relay.app import create_app
+    from store import migrate
+    from store.db import dispose_engines
+    from store.settings import Settings
+
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    migrate.upgrade(url)
+    settings = Settings(
+        env="development", database_url=url, var_dir=str(tmp_path),
+        broker_url=f"sqla+sqlite:///{tmp_path}/broker.sqlite", webhook_secrets=relay_up.SECRETS,
+        upstream_repo=relay_up.UPSTREAM, log_json=False,
+    )  # fmt: skip
+    client = _test_client()(create_app(settings, enqueue=lambda pk, delivery_id: True))
+    try:
+        yield client
+    finally:
+        client.close()
+        dispose_engines()
+
+
 class _sqlite:
     def __init__(self, tmp: Path) -> None:
         self.url = f"sqlite:///{tmp / 'hud.sqlite'}"

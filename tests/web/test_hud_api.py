@@ -246,3 +246,20 @@ def test_facets_count_a_run_by_outcome_suite_op_tag_and_mode(hud: Any) -> None:
     run = hud.client.get(f"/runs/{hud.runs.failing_job}")
     menu = run.text.split('name="tag"', 1)[1].split("</select>", 1)[0]
     assert ">slow</option>" in menu
+
+
+@pytest.mark.parametrize("path", ["/", "/grid"])
+def test_an_empty_hud_says_what_to_do_first(empty_hud: Any, path: str) -> None:
+    page = empty_hud.get(path)
+    assert page.status_code == 200
+    empty = page.text.split('id="empty-state"', 1)[1].split("</section>", 1)[0]
+    assert "<code>relay submit --" in empty
+
+
+def test_an_empty_hud_answers_every_page_and_endpoint(empty_hud: Any) -> None:
+    for path in ["/downstreams", "/flaky", "/replays", "/deliveries", "/api/v1/hud/grid",
+                 "/api/v1/hud/flaky", "/api/v1/hud/health"]:  # fmt: skip
+        assert empty_hud.get(path).status_code == 200, path
+    assert "No downstream is listed" in empty_hud.get("/downstreams").text
+    assert "No release replay yet" in empty_hud.get("/replays").text
+    assert empty_hud.get("/api/v1/hud/grid").json()["total"] == 0
