@@ -137,8 +137,10 @@ def browser() -> Iterator[Any]:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (.ci/run installs Debian's package)")
         pytest.skip("chromium is not installed: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # the machine may be busy: a poll every 2 s must not race expect's default 5 s
+    expect.set_options(timeout=20_000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
         try:
