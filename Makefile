@@ -9,7 +9,7 @@ PYTHON ?= python3
 PACKAGES := cli relay workers planner evaluation inventory selector upstream backends store wire \
 	testspecs spyre_stack
 
-.PHONY: run test test-slow lint typecheck bench migrate openapi eval eval-check screenshots
+.PHONY: run test test-slow lint typecheck bench migrate openapi eval eval-check screenshots test-browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
+
+# The HUD in Debian's chromium against a real `relay up` (also part of `make test`).
+test-browser: $(STAMP)
+	$(BIN)/pytest tests/web/test_hud_browser.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/lint-imports
