@@ -1,4 +1,5 @@
-"""The HUD's two heaviest pages against a real `relay up` (SQLite + embedded broker): the commit
+"""The HUD's two heaviest pages against a real `relay up` (SQLite + embedded broker; PostgreSQL +
+Redis too when RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL are set): the commit
 grid showing 500 commits on one page, and the run page of a job with 10,000 results, each
 against the same page over 10x fewer rows measured in the same run (how it grows).
 
@@ -26,7 +27,7 @@ import httpx
 from benchmarks.report import Report
 from store.models import utcnow
 from tests.support.hud_seed import seed_big_run, seed_runs
-from tests.support.stack import start_local_stack
+from tests.support.stack import start_local_stack, start_stack
 
 ROUNDS = int(os.environ.get("BENCH_HUD_ROUNDS", "9"))
 SCALE = float(os.environ.get("BENCH_HUD_SCALE", "1"))
@@ -68,9 +69,20 @@ def _browser(page: Any, url: str) -> float:
     return float(statistics.median(times))
 
 
-def _measure(size: tuple[int, int], tmp: Path, browser: Any) -> dict[str, Timing]:
+def _stack(kind: str, tmp: Path, exits: ExitStack) -> Any:
+    """`relay up` on SQLite + the embedded broker, or on a fresh PostgreSQL database + Redis."""
+    if kind == "SQLite":
+        return start_local_stack(tmp)
+    from tests.support.services import fresh_postgres_database, fresh_redis_url
+
+    url = exits.enter_context(fresh_postgres_database())
+    return start_stack(tmp=tmp, database_url=url, broker_url=fresh_redis_url())
+
+
+def _measure(kind: str, size: tuple[int, int], tmp: Path, browser: Any) -> dict[str, Timing]:
     commits, results = size
-    stack = start_local_stack(tmp)
+    exits = ExitStack()
+    stack = _stack(kind, tmp, exits)
     try:
         now = utcnow()
         seed_runs(stack.database_url, now=now, var_dir=tmp, commits=commits, results_per_job=10,
@@ -100,6 +112,7 @@ def _measure(size: tuple[int, int], tmp: Path, browser: Any) -> dict[str, Timing
         return out
     finally:
         stack.stop()
+        exits.close()
 
 
 def _ms(value: float | None) -> str:
@@ -108,15 +121,21 @@ def _ms(value: float | None) -> str:
 
 def run(report: Report) -> None:
     chromium = os.environ.get("HUD_CHROMIUM") or shutil.which("chromium")
+    kinds = ["SQLite"]
+    if os.environ.get("RELAY_TEST_POSTGRES_URL") and os.environ.get("RELAY_TEST_REDIS_URL"):
+        kinds.append("PostgreSQL")
     note = (
-        f"relay up on SQLite, loopback; medians of {ROUNDS} after a warm-up. Small: {SMALL[0]} "
-        f"commits and a run of {SMALL[1]:,} results; large: {LARGE[0]} commits and "
-        f"{LARGE[1]:,} results. Browser: chromium, navigation start to the load event."
+        f"relay up on {' and on '.join(kinds)}, loopback; medians of {ROUNDS} after a warm-up. "
+        f"Small: {SMALL[0]} commits and a run of {SMALL[1]:,} results; large: {LARGE[0]} commits "
+        f"and {LARGE[1]:,} results. Browser: chromium, navigation start to the load event."
     )
+    if len(kinds) == 1:
+        note += " PostgreSQL not run: set RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL."
     if chromium is None:
         note += " Browser times not measured: chromium is not installed (apt-get install chromium)."
-    headers = ["view", "small: server ms", "small: KB", "small: browser ms", "large: server ms",
-               "large: KB", "large: browser ms", "server x", "browser x"]  # fmt: skip
+    headers = ["database", "view", "small: server ms", "small: KB", "small: browser ms",
+               "large: server ms", "large: KB", "large: browser ms", "server x",
+               "browser x"]  # fmt: skip
     table = report.table("HUD pages: 10x the rows", headers, note=note)
     with tempfile.TemporaryDirectory(prefix="bench-hud-") as d, ExitStack() as stack:
         browser = None
@@ -126,17 +145,18 @@ def run(report: Report) -> None:
             p = stack.enter_context(sync_playwright())
             browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             stack.callback(browser.close)
-        (Path(d) / "small").mkdir()
-        (Path(d) / "large").mkdir()
-        small = _measure(SMALL, Path(d) / "small", browser)
-        large = _measure(LARGE, Path(d) / "large", browser)
-    for (name, s), (_, big) in zip(small.items(), large.items(), strict=True):
-        view = name.split(",")[0]
-        browser_x = (
-            f"{big.browser_ms / s.browser_ms:.1f}" if big.browser_ms and s.browser_ms else "-"
-        )
-        table.rows.append([
-            view, _ms(s.server_ms), f"{s.kbytes:.0f}", _ms(s.browser_ms), _ms(big.server_ms),
-            f"{big.kbytes:.0f}", _ms(big.browser_ms), f"{big.server_ms / s.server_ms:.1f}",
-            browser_x,
-        ])  # fmt: skip
+        for kind in kinds:
+            (Path(d) / kind / "small").mkdir(parents=True)
+            (Path(d) / kind / "large").mkdir(parents=True)
+            small = _measure(kind, SMALL, Path(d) / kind / "small", browser)
+            large = _measure(kind, LARGE, Path(d) / kind / "large", browser)
+            for (name, s), (_, big) in zip(small.items(), large.items(), strict=True):
+                browser_x = (
+                    f"{big.browser_ms / s.browser_ms:.1f}"
+                    if big.browser_ms and s.browser_ms else "-"
+                )  # fmt: skip
+                table.rows.append([
+                    kind, name.split(",")[0], _ms(s.server_ms), f"{s.kbytes:.0f}",
+                    _ms(s.browser_ms), _ms(big.server_ms), f"{big.kbytes:.0f}",
+                    _ms(big.browser_ms), f"{big.server_ms / s.server_ms:.1f}", browser_x,
+                ])  # fmt: skip
