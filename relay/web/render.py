@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
+from relay.api.hud_health import criterion_parts
 from relay.api.pagination import Page, PageParams
 from store.models import utcnow
 
@@ -81,7 +82,7 @@ def cell_class(status: str | None, conclusion: str | None) -> str:
 
 
 templates.env.filters.update(when=when, duration=duration, pct=pct, short=short)
-templates.env.globals.update(cell_class=cell_class)
+templates.env.globals.update(cell_class=cell_class, criterion_parts=criterion_parts)
 
 
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -321,10 +321,23 @@ def test_downstream_verdicts_in_the_page_are_the_apis(tab: Any, hud_stack: Any) 
                 for r in section.locator("tr[data-criterion].unmet").all()
             }
             assert unmet == failing, repo
+    # each rule with the value that decides it, its limit and whether it is met
     ready = tab.page.locator('section.downstream[data-repo="acme/npu-ready"]')
-    expect(ready.locator('tr[data-criterion="pass_rate"] td').nth(2)).to_have_text("yes")
+    expect(ready.locator('tr[data-criterion="pass_rate"] td')).to_have_text(
+        ["job pass rate", "100.0 %", ">= 90 %", "yes"]
+    )
     red = tab.page.locator('section.downstream[data-repo="acme/npu-red"]')
-    expect(red.locator('tr[data-criterion="pass_rate"] td').nth(2)).to_have_text("no")
+    expect(red.locator('tr[data-criterion="pass_rate"] td')).to_have_text(
+        ["job pass rate", "80.0 %", ">= 90 %", "no"]
+    )
+    queue = tab.page.locator('section.downstream[data-repo="acme/npu-queue"]')
+    expect(queue.locator('tr[data-criterion="avg_queue"] td')).to_have_text(
+        ["average queue", "40.0 min", "< 30 min", "no"]
+    )
+    demoted = tab.page.locator('section.downstream[data-repo="acme/npu-l3"]')
+    expect(demoted.locator('tr[data-trigger="pass_rate"] td')).to_have_text(
+        ["job pass rate", "80.0 %", "<= 90 %", "yes"]
+    )
     tab.clean()
 
 
