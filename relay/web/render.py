@@ -64,7 +64,9 @@ def duration(seconds: float | None) -> str:
         return f"{seconds / 60:.1f} min"
     if seconds >= 1:
         return f"{seconds:.2f} s"
-    return f"{seconds * 1000:.1f} ms"
+    if seconds >= 1e-3 or seconds == 0:
+        return f"{seconds * 1000:.1f} ms"
+    return f"{seconds * 1e6:.1f} µs"  # simulated device times of small kernels
 
 
 def pct(share: float | None) -> str:
