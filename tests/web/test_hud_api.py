@@ -263,3 +263,14 @@ def test_an_empty_hud_answers_every_page_and_endpoint(empty_hud: Any) -> None:
     assert "No downstream is listed" in empty_hud.get("/downstreams").text
     assert "No release replay yet" in empty_hud.get("/replays").text
     assert empty_hud.get("/api/v1/hud/grid").json()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(None, "-"), (0.0, "0.0 ms"), (2.1e-5, "21.0 µs"), (0.26, "260.0 ms"), (4.5, "4.50 s"),
+     (570.0, "9.5 min"), (3 * 3600.0, "3.00 h")],
+)  # fmt: skip
+def test_durations_read_in_their_unit(seconds: float | None, shown: str) -> None:
+    from relay.web.render import duration
+
+    assert duration(seconds) == shown
