@@ -217,8 +217,13 @@ def test_a_running_job_advances_without_a_reload(tab: Any, live_run: Any) -> Non
     expect(page.locator("#run-done")).to_have_text("4")
     expect(page.locator('#shards tr[data-shard="0"] .shard-done')).to_have_text("4")
     expect(page.locator('#shards tr[data-shard="1"] .shard-done')).to_have_text("0")
+    expect(page.locator("#new-failures")).to_be_hidden()
     live_run.advance(1, 10, outcome="failed")
     expect(page.locator("#run-done")).to_have_text("14")
+    # failures are listed on the next load; the page says how many arrived since
+    expect(page.locator("#new-failures")).to_have_text(
+        "10 more failed since this page loaded: reload to see them"
+    )
     expect(page.locator('#shards tr[data-shard="1"] .shard-state')).to_have_text("done")
     expect(page.locator("#run-counts")).to_have_text(
         "4 passed · 10 failed · 0 skipped · 14 total"
@@ -229,8 +234,14 @@ def test_a_running_job_advances_without_a_reload(tab: Any, live_run: Any) -> Non
     assert page.evaluate("window.__sameDocument") is True
     # once completed it stops asking
     polls = page.locator("#live").get_attribute("data-polls")
+    assert polls is not None and int(polls) >= 3
     page.wait_for_timeout(3000)
     assert page.locator("#live").get_attribute("data-polls") == polls
+    with page.expect_navigation():
+        page.locator("#new-failures a").click()
+    expect(page.locator("#failures > li")).to_have_count(10)
+    expect(page.locator("#results-table tbody tr")).to_have_count(10)
+    expect(page.locator("#new-failures")).to_be_hidden()
     tab.clean()
 
 

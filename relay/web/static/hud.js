@@ -23,6 +23,19 @@
           text("run-done", String(c.total));
           var counts = document.getElementById("run-counts");
           if (counts) counts.textContent = c.passed + " passed · " + c.failed + " failed · " + c.skipped + " skipped · " + c.total + " total";
+          var fresh = document.getElementById("new-failures");
+          if (fresh) {
+            var more = c.failed - Number(fresh.getAttribute("data-shown"));
+            if (more > 0) {
+              fresh.hidden = false;
+              fresh.innerHTML = "";
+              var a = document.createElement("a");
+              a.href = window.location.pathname + "?outcome=failed#results";
+              a.textContent = "reload to see them";
+              fresh.appendChild(document.createTextNode(more + " more failed since this page loaded: "));
+              fresh.appendChild(a);
+            }
+          }
           var bar = document.getElementById("run-progress");
           if (bar) bar.value = c.total;
           p.shards.forEach(function (s) {
