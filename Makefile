@@ -9,7 +9,7 @@ PYTHON ?= python3
 PACKAGES := cli relay workers planner evaluation inventory selector upstream backends store wire \
 	testspecs spyre_stack
 
-.PHONY: run test test-slow lint typecheck bench migrate openapi eval eval-check
+.PHONY: run test test-slow lint typecheck bench migrate openapi eval eval-check screenshots test-browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
 
+# The HUD in Debian's chromium against a real `relay up` (also part of `make test`).
+test-browser: $(STAMP)
+	$(BIN)/pytest tests/web/test_hud_browser.py
+
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/lint-imports
 
@@ -39,6 +43,11 @@ migrate: $(STAMP)
 
 openapi: $(STAMP)
 	$(BIN)/relay openapi --output openapi.json
+
+# Every HUD page at a desktop and a narrow width (Debian's chromium through Playwright, against
+# `relay up` on a seeded history) into docs/screenshots.
+screenshots: $(STAMP)
+	$(BIN)/python -m tests.support.screenshots --out docs/screenshots
 
 # Ground truth on the whole bundled universe, then the recall tables (long, cached in var/eval):
 # mutation = one traced full run, then each mutant over the variants that call its function on

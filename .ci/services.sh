@@ -1,10 +1,27 @@
 # Sourced by .ci/run (and usable by developers): start a throw-away Redis and PostgreSQL on
 # loopback, export their URLs for the tests, and stop them again with `ci_services_stop`.
 # Redis comes from Debian's package (installed when missing); PostgreSQL is the server that is
-# on the machine, run as a non-root user from a temp dir.
+# on the machine, run as a non-root user from a temp dir. `ci_chromium` installs Debian's
+# chromium when missing: the HUD's browser tests drive it through Playwright's executable_path,
+# so nothing is downloaded at test time.
 
 ci_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+ci_apt_install() {
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+ci_chromium() {
+  if ! command -v chromium >/dev/null 2>&1; then
+    echo "== installing chromium (Debian package)"
+    ci_apt_install chromium fonts-liberation
+  fi
+  export HUD_CHROMIUM; HUD_CHROMIUM=$(command -v chromium)
+  echo "== browser: $("$HUD_CHROMIUM" --version 2>/dev/null | head -n 1)"
 }
 
 ci_services_start() {
@@ -14,9 +31,7 @@ ci_services_start() {
 
   if ! command -v redis-server >/dev/null 2>&1; then
     echo "== installing redis-server (Debian package)"
-    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+    ci_apt_install redis-server
   fi
   local rport; rport=$(ci_free_port)
   redis-server --bind 127.0.0.1 --port "$rport" --save '' --appendonly no \

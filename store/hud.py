@@ -9,6 +9,7 @@ and offset or key.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -237,22 +238,31 @@ class Facets:
 
 
 def facets(session: Session, *, job_pk: int) -> Facets:
+    """Counted in the database, grouped by (test file, outcome, op, mode, tags): a job of 30,000
+    results comes back as a few hundred groups."""
     out = Facets()
+    where = func.instr if session.get_bind().dialect.name == "sqlite" else func.strpos
+    cut = where(TestResult.test_id, "::")
+    test_file = case((cut > 0, func.substr(TestResult.test_id, 1, cut - 1)), else_=TestResult.test_id)
+    tags = cast(TestResult.tags, String)
     rows = session.execute(
-        select(TestResult.test_id, TestResult.outcome, TestResult.op, TestResult.spec_mode,
-               TestResult.tags).where(TestResult.job_pk == job_pk)
+        select(test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags,
+               func.count())
+        .where(TestResult.job_pk == job_pk)
+        .group_by(test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags)
     )  # fmt: skip
-    for test_id, outcome, op, mode, tags in rows:
-        out.outcome[outcome] = out.outcome.get(outcome, 0) + 1
-        by_suite = out.suite.setdefault(suite_of(test_id), {})
-        by_suite[outcome] = by_suite.get(outcome, 0) + 1
+    for path, outcome, op, mode, tag_text, n in rows:
+        n = int(n)
+        out.outcome[outcome] = out.outcome.get(outcome, 0) + n
+        by_suite = out.suite.setdefault(suite_of(path or ""), {})
+        by_suite[outcome] = by_suite.get(outcome, 0) + n
         if op:
             by_op = out.op.setdefault(op, {})
-            by_op[outcome] = by_op.get(outcome, 0) + 1
+            by_op[outcome] = by_op.get(outcome, 0) + n
         if mode:
-            out.mode[mode] = out.mode.get(mode, 0) + 1
-        for tag in tags or []:
-            out.tag[str(tag)] = out.tag.get(str(tag), 0) + 1
+            out.mode[mode] = out.mode.get(mode, 0) + n
+        for tag in json.loads(tag_text) if tag_text else []:
+            out.tag[str(tag)] = out.tag.get(str(tag), 0) + n
     return out
 
 

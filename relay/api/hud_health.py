@@ -93,6 +93,11 @@ _LIMIT_TEXT = {
 }  # fmt: skip
 
 
+def criterion_parts(c: Criterion) -> tuple[str, str, str]:
+    """A criterion as the page's columns: (what, its value, the limit it is held to)."""
+    return _LABEL[c.name], _fmt(c.name, c.value), f"{c.comparison} {_LIMIT_TEXT[c.name]}"
+
+
 def _criterion(
     name: str, days: int, value: float | None, comparison: str, threshold: float, *, rule: str
 ) -> Criterion:

@@ -161,9 +161,11 @@ def specs(request: Request) -> HTMLResponse:
                 .where(TestResult.job_pk == job_id)
             ).all())  # fmt: skip
     decided_by = _decided(view, job_id, rows)
+    shown = [str(p.relative_to(PROJECT_ROOT)) if p.is_relative_to(PROJECT_ROOT) else str(p)
+             for p in view.files]  # fmt: skip
     return render(
         request, "specs.html", title="Specs", view=view, job_id=job_id, decided=decided_by,
-        results=len(rows),
+        results=len(rows), files=shown,
     )  # fmt: skip
 
 

@@ -233,8 +233,8 @@ def downstreams(
         for h in health:
             days = hud.daily_series(session, repo=h.repo, now=api.aware(now), days=14)
             plots[h.repo] = (
-                charts.series([(d["day"], d["pass_rate"]) for d in days], label="pass rate",
-                              unit="", max_value=1.0),
+                charts.series([(d["day"], None if d["pass_rate"] is None else d["pass_rate"] * 100)
+                               for d in days], label="pass rate", unit="%", max_value=100.0),
                 charts.series([(d["day"], None if d["avg_queue_s"] is None else d["avg_queue_s"] / 60)
                                for d in days], label="average queue", unit="min"),
             )  # fmt: skip

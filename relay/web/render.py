@@ -13,12 +13,13 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
+from relay.api.hud_health import criterion_parts
 from relay.api.pagination import Page, PageParams
 from store.models import utcnow
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
-ASSETS = {"hud.css": "text/css", "hud.js": "text/javascript"}
+ASSETS = {"hud.css": "text/css", "hud.js": "text/javascript", "favicon.svg": "image/svg+xml"}
 
 templates = Jinja2Templates(directory=HERE / "templates")
 
@@ -63,7 +64,9 @@ def duration(seconds: float | None) -> str:
         return f"{seconds / 60:.1f} min"
     if seconds >= 1:
         return f"{seconds:.2f} s"
-    return f"{seconds * 1000:.1f} ms"
+    if seconds >= 1e-3 or seconds == 0:
+        return f"{seconds * 1000:.1f} ms"
+    return f"{seconds * 1e6:.1f} µs"  # simulated device times of small kernels
 
 
 def pct(share: float | None) -> str:
@@ -81,7 +84,7 @@ def cell_class(status: str | None, conclusion: str | None) -> str:
 
 
 templates.env.filters.update(when=when, duration=duration, pct=pct, short=short)
-templates.env.globals.update(cell_class=cell_class)
+templates.env.globals.update(cell_class=cell_class, criterion_parts=criterion_parts)
 
 
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -31,6 +31,7 @@ from store.models import (
     SelectionTest,
     Shard,
     TestResult,
+    utcnow,
 )
 
 RUNNER = "local/spyre"
@@ -92,6 +93,10 @@ def _job(session: Any, *, repo: str, key: str, attempt: int = 1, status: str = "
     return job
 
 
+#: (passed, failed, skipped) of a health job by its conclusion (the verdicts read only timings)
+_HEALTH_COUNTS = {"success": (180, 0, 20), "failure": (172, 8, 20), "timed_out": (95, 0, 5)}
+
+
 def seed_health(database_url: str, *, now: datetime) -> dict[str, tuple[str, set[str]]]:
     """20 jobs per downstream over the last 14 days (4 in the last 7); {repo: (verdict, failed
     L3 rules)}."""
@@ -115,16 +120,20 @@ def seed_health(database_url: str, *, now: datetime) -> dict[str, tuple[str, set
                 elif repo == "acme/npu-l3" and i >= 16 and i % 2 == 0:
                     conclusion = "failure"  # 2 of the 10 jobs of the 7-day window: 80 %
                 key = f"{repo}-{i}"
+                sha = _sha(f"upstream-{i}")  # every downstream tests the same upstream commits
                 if repo == "acme/npu-ready" and i == 2:
                     # a failed first attempt re-run green: only the latest attempt counts
                     _job(session, repo=repo, key=key, attempt=1, conclusion="failure",
-                         dispatched=at, queue_s=queue, e2e_s=e2e)  # fmt: skip
+                         dispatched=at, queue_s=queue, e2e_s=e2e, head_sha=sha,
+                         counts=_HEALTH_COUNTS["failure"])  # fmt: skip
                     at = at + timedelta(hours=2)
                     _job(session, repo=repo, key=key, attempt=2, conclusion="success",
-                         dispatched=at, queue_s=queue, e2e_s=e2e)  # fmt: skip
+                         dispatched=at, queue_s=queue, e2e_s=e2e, head_sha=sha,
+                         counts=_HEALTH_COUNTS["success"])  # fmt: skip
                     continue
                 _job(session, repo=repo, key=key, conclusion=conclusion, dispatched=at,
-                     queue_s=queue, e2e_s=e2e)  # fmt: skip
+                     queue_s=queue, e2e_s=e2e, head_sha=sha,
+                     counts=_HEALTH_COUNTS[conclusion])  # fmt: skip
         session.commit()
     return {r: (verdict, fails) for r, (_, _, fails, verdict) in HEALTH_CASES.items()}
 
@@ -275,22 +284,8 @@ def seed_runs(
                                 runner_root=runner_root)  # fmt: skip
             pr_job = pr_job or job.id
             jobs.append(job.id)
-        live_sha = _sha("live")
-        dispatch = _delivery(session, key="push-live", event="push", now=now, head_sha=live_sha,
-                             pr=None, downstream_pk=runner.id)  # fmt: skip
-        live = _job(session, repo=RUNNER, key="push-live", status="in_progress",
-                    dispatched=now - timedelta(minutes=3), queue_s=20, e2e_s=None,
-                    head_sha=live_sha, dispatch_pk=dispatch, planned=40)  # fmt: skip
-        session.add(Selection(job_pk=live.id, plan=_plan(40, runner_root=runner_root),
-                              stage_counts={}, fallbacks=[]))  # fmt: skip
-        session.execute(insert(SelectionTest), _selection_rows(live.id, 40))
-        live_shards = []
-        for s in range(2):
-            shard = Shard(job_pk=live.id, index=s, test_ids=[test_id(i) for i in range(s, 40, 2)],
-                          state="running", attempts=1, started_at=now)  # fmt: skip
-            session.add(shard)
-            session.flush()
-            live_shards.append(shard.id)
+        live, live_shards = _live_job(session, key="push-live", now=now, downstream_pk=runner.id,
+                                      tests=40, runner_root=runner_root)  # fmt: skip
         session.commit()
         return SeededRuns(
             commits=shas, failing_job=info["failing_job"], failing_sha=info["failing_sha"],
@@ -301,6 +296,126 @@ def seed_runs(
         )  # fmt: skip
 
 
+def _live_job(session: Any, *, key: str, now: datetime, downstream_pk: int, tests: int,
+              runner_root: str, shards: int = 2) -> tuple[Job, list[int]]:  # fmt: skip
+    """A push whose job runs now: planned, its shards started, no result stored yet."""
+    sha = _sha(key)
+    dispatch = _delivery(session, key=key, event="push", now=now, head_sha=sha, pr=None,
+                         downstream_pk=downstream_pk)  # fmt: skip
+    live = _job(session, repo=RUNNER, key=key, status="in_progress",
+                dispatched=now - timedelta(minutes=3), queue_s=20, e2e_s=None, head_sha=sha,
+                dispatch_pk=dispatch, planned=tests)  # fmt: skip
+    session.add(Selection(job_pk=live.id, plan=_plan(tests, runner_root=runner_root),
+                          stage_counts={}, fallbacks=[]))  # fmt: skip
+    session.execute(insert(SelectionTest), _selection_rows(live.id, tests))
+    shard_pks = []
+    for s in range(shards):
+        shard = Shard(job_pk=live.id, index=s,
+                      test_ids=[test_id(i) for i in range(s, tests, shards)],
+                      state="running", attempts=1, started_at=now)  # fmt: skip
+        session.add(shard)
+        session.flush()
+        shard_pks.append(shard.id)
+    return live, shard_pks
+
+
+@dataclass
+class LiveRun:
+    """A job that runs while a test watches it: :meth:`advance` stores the next results of a
+    shard the way the harness does (one row per finished test), :meth:`finish` concludes it."""
+
+    database_url: str
+    job_id: int
+    shard_pks: list[int]
+    done: dict[int, int] = field(default_factory=dict)  # shard index -> results stored
+
+    def advance(self, shard: int, count: int, *, outcome: str = "passed") -> None:
+        with session_scope(self.database_url) as session:
+            row = session.get(Shard, self.shard_pks[shard])
+            assert row is not None
+            start = self.done.get(shard, 0)
+            ids = list(row.test_ids)[start : start + count]
+            session.execute(insert(TestResult), [
+                {"job_pk": self.job_id, "shard_pk": row.id, "test_id": tid, "outcome": outcome,
+                 "duration_s": 0.1, "device_time_us": 21.0, "spec_mode": "mandatory_success",
+                 "tags": [], "op": "add", "dtype": "float16"}
+                for tid in ids
+            ])  # fmt: skip
+            if start + len(ids) >= len(row.test_ids):
+                row.state = "done"
+            session.commit()
+            self.done[shard] = start + len(ids)
+
+    def finish(self, conclusion: str = "success") -> None:
+        with session_scope(self.database_url) as session:
+            job = session.get(Job, self.job_id)
+            assert job is not None
+            at = utcnow()
+            session.add(JobTransition(job_pk=job.id, from_status=job.status,
+                                      to_status="completed", conclusion=conclusion, at=at,
+                                      source="seed"))  # fmt: skip
+            job.status, job.conclusion, job.completed_at = "completed", conclusion, at
+            session.commit()
+
+
+def seed_live_run(database_url: str, *, key: str, tests: int = 20) -> LiveRun:
+    """A new running job on the runner (two shards of ``tests / 2``) started now."""
+    with session_scope(database_url) as session:
+        runner = session.scalar(select(Downstream).where(Downstream.repo == RUNNER))
+        assert runner is not None, "seed_runs first"
+        job, shards = _live_job(session, key=key, now=utcnow(), downstream_pk=runner.id,
+                                tests=tests, runner_root="/srv/crcr-relay")  # fmt: skip
+        session.commit()
+        return LiveRun(database_url=database_url, job_id=job.id, shard_pks=shards)
+
+
+def seed_replay(database_url: str, *, now: datetime, var_dir: Path, tests: int = 48) -> int:
+    """A finished release replay (2.13 -> 2.14, event ``periodic``) and a recall report of
+    ``relay eval`` under ``var_dir/eval``; returns its job id."""
+    with session_scope(database_url) as session:
+        at = now - timedelta(days=1)
+        job = _job(session, repo=RUNNER, key="replay-2.13-2.14", event="periodic",
+                   dispatched=at, queue_s=60, e2e_s=1800, head_sha="v2.14.1", planned=tests,
+                   counts=(tests - 3, 3, 0), conclusion="failure")  # fmt: skip
+        _shards_and_results(session, job, n=tests, fails=[test_id(3), test_id(11), test_id(19)],
+                            artifacts=var_dir / "artifacts",
+                            runner_root="/srv/crcr-relay")  # fmt: skip
+        session.commit()
+        job_id = job.id
+    report = var_dir / "eval" / "report-release.md"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(
+        "# Release replay 2.13 -> 2.14 (seeded)\n\n"
+        "| selector | selected | failures found | recall |\n|---|---:|---:|---:|\n"
+        "| four stages | 48 | 3 of 3 | 100.0 % |\n| budget 60 s | 30 | 2 of 3 | 66.7 % |\n"
+    )
+    return job_id
+
+
+def seed_big_run(
+    database_url: str, *, now: datetime, results: int, key: str, var_dir: Path
+) -> int:
+    """One finished push job with ``results`` results (every 50th failing): the run page's
+    benchmark; returns its job id."""
+    with session_scope(database_url) as session:
+        runner = session.scalar(select(Downstream).where(Downstream.repo == RUNNER))
+        if runner is None:
+            runner = Downstream(repo=RUNNER, level="L2", device="spyre", enabled=True)
+            session.add(runner)
+            session.flush()
+        dispatch = _delivery(session, key=key, event="push", now=now, head_sha=_sha(key),
+                             pr=None, downstream_pk=runner.id)  # fmt: skip
+        fails = [test_id(i) for i in range(3, results, 50)]
+        job = _job(session, repo=RUNNER, key=key, dispatched=now, queue_s=30, e2e_s=900,
+                   head_sha=_sha(key), dispatch_pk=dispatch, conclusion="failure",
+                   planned=results, counts=(results - len(fails), len(fails), 0))  # fmt: skip
+        _shards_and_results(session, job, n=results, fails=fails,
+                            artifacts=var_dir / "artifacts",
+                            runner_root="/srv/crcr-relay")  # fmt: skip
+        session.commit()
+        return job.id
+
+
 def _shards_and_results(
     session: Any, job: Job, *, n: int, fails: list[str], artifacts: Path, runner_root: str,
     flaky_fails: str | None = None,
@@ -308,6 +423,7 @@ def _shards_and_results(
     session.add(Selection(job_pk=job.id, plan=_plan(n, runner_root=runner_root),
                           stage_counts={}, fallbacks=[]))  # fmt: skip
     session.execute(insert(SelectionTest), _selection_rows(job.id, n))
+    artifacts.mkdir(parents=True, exist_ok=True)
     ids = [test_id(i) for i in range(n)]
     shard = Shard(job_pk=job.id, index=0, test_ids=ids, state="done", attempts=1,
                   started_at=job.started_at, finished_at=job.completed_at)  # fmt: skip

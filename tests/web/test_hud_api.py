@@ -227,3 +227,50 @@ def test_run_and_test_pages_render(hud: Any) -> None:
     assert test.status_code == 200 and 'id="flaky"' in test.text and "Flaky:" in test.text
     assert hud.client.get("/runs/999999").status_code == 404
     assert hud.client.get("/grid", params={"event": "bogus"}).status_code == 422
+
+
+def test_facets_count_a_run_by_outcome_suite_op_tag_and_mode(hud: Any) -> None:
+    """The run page's filter menus and the replay page's per-suite and per-op tables."""
+    page = hud.client.get(f"/replays/{hud.runs.failing_job}")
+    assert page.status_code == 200
+    per_suite = page.text.split('id="per-suite"', 1)[1].split("</table>", 1)[0]
+    # 60 results, 6 suites in turn; the two failures are tests 3 (gradients) and 11 (errors)
+    for suite, expected in [("common", "passed 10"), ("gradients", "failed 1, passed 9"),
+                            ("modules", "passed 10"), ("errors", "failed 1, passed 9")]:  # fmt: skip
+        row = per_suite.split(f">{suite}</a>", 1)[1].split("</tr>", 1)[0]
+        assert f"<td>10</td><td>{expected}</td>" in row, (suite, row)
+    per_op = page.text.split('id="per-op"', 1)[1].split("</table>", 1)[0]
+    # 60 results, 8 ops in turn: softmax is i % 8 == 2, matmul i % 8 == 3 (tests 3 and 11)
+    assert ">softmax</a></td><td>8</td><td>passed 8</td>" in per_op
+    assert ">matmul</a></td><td>8</td><td>failed 2, passed 6</td>" in per_op
+    run = hud.client.get(f"/runs/{hud.runs.failing_job}")
+    menu = run.text.split('name="tag"', 1)[1].split("</select>", 1)[0]
+    assert ">slow</option>" in menu
+
+
+@pytest.mark.parametrize("path", ["/", "/grid"])
+def test_an_empty_hud_says_what_to_do_first(empty_hud: Any, path: str) -> None:
+    page = empty_hud.get(path)
+    assert page.status_code == 200
+    empty = page.text.split('id="empty-state"', 1)[1].split("</section>", 1)[0]
+    assert "<code>relay submit --" in empty
+
+
+def test_an_empty_hud_answers_every_page_and_endpoint(empty_hud: Any) -> None:
+    for path in ["/downstreams", "/flaky", "/replays", "/deliveries", "/api/v1/hud/grid",
+                 "/api/v1/hud/flaky", "/api/v1/hud/health"]:  # fmt: skip
+        assert empty_hud.get(path).status_code == 200, path
+    assert "No downstream is listed" in empty_hud.get("/downstreams").text
+    assert "No release replay yet" in empty_hud.get("/replays").text
+    assert empty_hud.get("/api/v1/hud/grid").json()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(None, "-"), (0.0, "0.0 ms"), (2.1e-5, "21.0 µs"), (0.26, "260.0 ms"), (4.5, "4.50 s"),
+     (570.0, "9.5 min"), (3 * 3600.0, "3.00 h")],
+)  # fmt: skip
+def test_durations_read_in_their_unit(seconds: float | None, shown: str) -> None:
+    from relay.web.render import duration
+
+    assert duration(seconds) == shown
