@@ -24,6 +24,8 @@ EXTENSION_KEY = f"x-relay/v{GRAMMAR_VERSION}"
 # CHANGELOG
 # v1: test entries may carry reason / owner / expires; files and the suite may carry owner.
 # v1 (additive): torch-spyre keys it ignores load: ops include items' own kwargs, a root cases list.
+# v1 (additive): test entries may carry ops / modules / dtypes (the entry decides only those
+#   variants: rule 4 skips it for others) and promoted (written by `relay specs promote`).
 
 MODES = ("mandatory_success", "xfail", "xfail_strict", "skip")
 Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
@@ -268,6 +270,21 @@ class TestExtension(SpecModel):
     reason: str | None = None
     owner: str | None = None
     expires: dt.date | None = None
+    # A scope: the entry decides only variants of these ops (OpInfo names), modules and dtypes;
+    # for any other variant of its names it is not a candidate (rule 4 looks further).
+    ops: list[str] | None = None
+    modules: list[str] | None = None
+    dtypes: list[DtypeName] | None = None
+    # Written by `relay specs promote` from run evidence; entries without it are hand-written
+    # and survive a re-promotion.
+    promoted: bool = False
+
+    def scope(self) -> tuple[Any, ...]:
+        return (
+            tuple(self.ops or ()),
+            tuple(self.modules or ()),
+            tuple(self.dtypes or ()),
+        )
 
 
 class OwnerExtension(SpecModel):
@@ -315,6 +332,7 @@ class TestEntry(SpecModel):
             tuple(self.names),
             tuple(self.tags),
             self.edits.model_dump_json(),
+            self.ext.scope() if self.ext else (),
         )
 
 
