@@ -9,7 +9,7 @@ PYTHON ?= python3
 PACKAGES := cli relay workers planner evaluation inventory selector upstream backends store wire \
 	testspecs spyre_stack
 
-.PHONY: run test test-slow lint typecheck bench migrate openapi eval eval-check screenshots test-browser
+.PHONY: run test test-slow lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ openapi: $(STAMP)
 # `relay up` on a seeded history) into docs/screenshots.
 screenshots: $(STAMP)
 	$(BIN)/python -m tests.support.screenshots --out docs/screenshots
+# The spyre backend's promoted spec (backends/spyre/specs/promoted.yaml) from the committed baseline
+# summary of full runs (backends/spyre/baseline-summary.json; a test checks the spec is fresh).
+# New runs: relay specs promote --runs var/eval/runs/<key>-baseline.json [--runs ...] --write
+promote-spec: $(STAMP)
+	$(BIN)/relay specs promote --write
 
 # Ground truth on the whole bundled universe, then the recall tables (long, cached in var/eval):
 # mutation = one traced full run, then each mutant over the variants that call its function on

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from backends.spyre import SPECS_DIR
+from cli.specs_promote import promote
 
 if TYPE_CHECKING:
     from testspecs.collect import Collector
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 
 BUNDLED = SPECS_DIR  # the bundled backend's own spec
+app.command()(promote)
 
 
 def _out(text: str) -> None:

@@ -97,8 +97,17 @@ def list_tests(
     cache_dir: Path = _CACHE,
     refresh: bool = _REFRESH,
     as_json: bool = typer.Option(False, "--json", help="one JSON object per variant"),
+    opcases: list[Path] = typer.Option(
+        [],
+        "--opcases",
+        help="list the op-level tests of these model op-test spec files instead (run them "
+        "with `pytest -p testspecs.opcases FILE`); repeatable",
+    ),
 ) -> None:
     """Every collectable variant: test id, op/module, dtype, spec decision, duration."""
+    if opcases:
+        _list_opcases(opcases, as_json)
+        return
     inv = _inventory(
         suite, backend, upstream, file, specs, no_specs, history, test_times, cache_dir, refresh
     )
@@ -116,6 +125,28 @@ def list_tests(
         )
     for error in inv.errors:
         typer.echo(f"collection error: {error['error']}", err=True)
+
+
+def _list_opcases(paths: list[Path], as_json: bool) -> None:
+    """The op-level tests of torch-spyre model op-test files, as pytest names them."""
+    from testspecs.errors import SpecError
+    from testspecs.loader import load_file
+    from testspecs.opcases import op_tests
+
+    for path in paths:
+        try:
+            spec = load_file(path)
+        except (SpecError, OSError) as exc:
+            typer.echo(f"error: {path}: {str(exc).splitlines()[0]}", err=True)
+            raise typer.Exit(2) from None
+        for t in op_tests(spec.document):
+            row: dict[str, object] = {"test_id": f"{path}::{t.name}", "op": t.item.name}
+            row |= {"dtype": t.dtype}
+            row |= {"decision": t.mode, "tags": list(t.tags)}
+            if as_json:
+                typer.echo(json.dumps(row, sort_keys=True))
+            else:
+                typer.echo(f"{row['test_id']}\t{t.item.name}\t{t.dtype or '-'}\t{t.mode}\t-")
 
 
 def _table(title: str, counts: list[tuple[str, int]], total: int) -> list[str]:

@@ -23,6 +23,9 @@ GRAMMAR_VERSION = 1
 EXTENSION_KEY = f"x-relay/v{GRAMMAR_VERSION}"
 # CHANGELOG
 # v1: test entries may carry reason / owner / expires; files and the suite may carry owner.
+# v1 (additive): torch-spyre keys it ignores load: ops include items' own kwargs, a root cases list.
+# v1 (additive): test entries may carry ops / modules / dtypes (the entry decides only those
+#   variants: rule 4 skips it for others) and promoted (written by `relay specs promote`).
 
 MODES = ("mandatory_success", "xfail", "xfail_strict", "skip")
 Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
@@ -179,10 +182,23 @@ class Inputs(SpecModel):
 
 
 class OpsIncludeItem(SpecModel):
+    """One op-level test of torch-spyre's model op-test files: the op (``torch.add``,
+    ``torch.Tensor.expand``), its recorded inputs, tags and the model source line it came from."""
+
     name: str
     description: str | None = None
     tags: list[str] = Field(default_factory=list)
     sample_inputs_func: Inputs | None = None
+    # Some model op-test files write the keyword arguments beside sample_inputs_func rather than
+    # inside it; torch-spyre's models ignore unknown keys, so such files load there. They are the
+    # op's keyword arguments: merged into the sample inputs' (inside wins).
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    def inputs(self) -> Inputs:
+        inner = self.sample_inputs_func or Inputs()
+        if not self.kwargs:
+            return inner
+        return Inputs(args=inner.args, kwargs={**self.kwargs, **inner.kwargs})
 
 
 class ModulesIncludeItem(SpecModel):
@@ -254,6 +270,21 @@ class TestExtension(SpecModel):
     reason: str | None = None
     owner: str | None = None
     expires: dt.date | None = None
+    # A scope: the entry decides only variants of these ops (OpInfo names), modules and dtypes;
+    # for any other variant of its names it is not a candidate (rule 4 looks further).
+    ops: list[str] | None = None
+    modules: list[str] | None = None
+    dtypes: list[DtypeName] | None = None
+    # Written by `relay specs promote` from run evidence; entries without it are hand-written
+    # and survive a re-promotion.
+    promoted: bool = False
+
+    def scope(self) -> tuple[Any, ...]:
+        return (
+            tuple(self.ops or ()),
+            tuple(self.modules or ()),
+            tuple(self.dtypes or ()),
+        )
 
 
 class OwnerExtension(SpecModel):
@@ -301,6 +332,7 @@ class TestEntry(SpecModel):
             tuple(self.names),
             tuple(self.tags),
             self.edits.model_dump_json(),
+            self.ext.scope() if self.ext else (),
         )
 
 
@@ -356,9 +388,15 @@ class SuiteConfig(SpecModel):
 
 
 class SpecDocument(SpecModel):
-    """One spec file: the single root key ``test_suite_config``."""
+    """One spec file: the root key ``test_suite_config``.
+
+    torch-spyre's model op-test files may also carry a top-level ``cases`` list (the op cases of
+    its inductor model runner, a format of their own that its ``test_suite_config`` models
+    ignore); it is accepted and kept, not interpreted.
+    """
 
     test_suite_config: SuiteConfig
+    cases: list[Any] | None = None
 
     @property
     def files(self) -> list[FileEntry]:

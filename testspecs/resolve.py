@@ -10,7 +10,8 @@ reason, plus the deciding entry, the rule and an explanation. The reference rule
 2. Effective dtypes = (global.supported_dtypes ∩ op.dtypes ∩ @ops allowed) + include - exclude.
 3. The dtype and op of a variant come from its name (see :mod:`testspecs.names`).
 4. Several entries for one base name: the entry whose effective dtypes contain the variant's dtype,
-   else one with no dtype restriction, else the first.
+   else one with no dtype restriction, else the first. (Our extension: an entry scoped with
+   ``x-relay/v1`` ``ops`` / ``modules`` / ``dtypes`` is a candidate only for those variants.)
 
 A spec is compiled once (:class:`CompiledSpec`): regexes are precompiled at load time, literal
 names are indexed by base name, file matching is cached per test file.
@@ -131,6 +132,9 @@ class _CEntry:
         "op_include",
         "ref",
         "restricted",
+        "scope_dtypes",
+        "scope_modules",
+        "scope_ops",
         "xclude",
     )
 
@@ -149,6 +153,28 @@ class _CEntry:
         self.mod_exclude = frozenset(m.name.rsplit(".", 1)[-1] for m in e.modules.exclude)
         self.cpu_move = tuple(e.cpu_move_functions())
         self.ref = EntryRef(file.path, index, tuple(entry.names), entry.loc)
+        ext = entry.ext
+        self.scope_ops = (
+            None if ext is None or ext.ops is None else frozenset(map(norm_op, ext.ops))
+        )
+        self.scope_modules = (
+            None
+            if ext is None or ext.modules is None
+            else frozenset(m.rsplit(".", 1)[-1] for m in ext.modules)
+        )
+        self.scope_dtypes = (
+            None if ext is None or ext.dtypes is None else frozenset(map(norm_dtype, ext.dtypes))
+        )
+
+    def in_scope(self, op_key: str | None, module: str | None, dtype: str | None) -> bool:
+        """Whether the entry's x-relay scope (ops / modules / dtypes) admits the variant."""
+        if self.scope_ops is not None and op_key not in self.scope_ops:
+            return False
+        if self.scope_modules is not None and (
+            module is None or module.rsplit(".", 1)[-1] not in self.scope_modules
+        ):
+            return False
+        return self.scope_dtypes is None or dtype in self.scope_dtypes
 
 
 class _CFile:
@@ -376,6 +402,13 @@ def resolve(
     op_cfg = cs.ops.get(op_key) if (cs.ops is not None and op_key) else None
     base_dtypes = _base_dtypes(cs, op_key, op_cfg, allowed_dtypes)
 
+    scoped = [c for c in candidates if c.in_scope(op_key, module, dtype)]
+    if len(scoped) < len(candidates):
+        why.append(
+            f"{len(candidates) - len(scoped)} of {len(candidates)} entries scoped (x-relay ops / "
+            "modules / dtypes) to other variants"
+        )
+        candidates = scoped
     ce: _CEntry | None = None
     if candidates:
         ce, how = _choose(candidates, base_dtypes, dtype)

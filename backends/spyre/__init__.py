@@ -14,6 +14,9 @@ from pathlib import Path
 from backends.base import TORCH_TEST_PRELOAD, Backend, DurationEstimate, package_dir
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
+# the spec promoted from full runs (`relay specs promote`) and the run summary it is made from
+PROMOTED_SPEC = SPECS_DIR / "promoted.yaml"
+BASELINE_SUMMARY = Path(__file__).resolve().parent / "baseline-summary.json"
 
 
 class SpyreBackend(Backend):

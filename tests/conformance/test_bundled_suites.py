@@ -26,6 +26,12 @@ def _failures(results):  # type: ignore[no-untyped-def]
     return [r for r in results if not r.as_declared]
 
 
+def _gating(results):  # type: ignore[no-untyped-def]
+    """The variants the promoted spec makes mandatory, with what they did: each must pass (a
+    variant upstream skips may stay skipped: the runs the spec was promoted from saw it so)."""
+    return {r.test_id: r.outcome for r in results if r.decision == "mandatory_success"}
+
+
 @pytest.fixture(scope="module")
 def small_spyre(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     return build_inventory(
@@ -70,6 +76,12 @@ def test_small_sample_on_spyre_runs_as_the_specs_declare(small_spyre) -> None:  
     assert len(results) == 30
     assert _failures(results) == []
     assert "missing" not in {r.outcome for r in results}
+    gating = _gating(results)
+    # the bundled spec gates: most of the sample is mandatory (promoted from full runs), and
+    # every mandatory variant passed
+    assert len(gating) >= 20, Counter(r.decision for r in results)
+    assert set(gating.values()) <= {"passed", "skipped"}, gating
+    assert list(gating.values()).count("passed") >= 20, gating
 
 
 # One variant of every template on the CPU backend: the templates themselves are sound when the
@@ -141,6 +153,9 @@ def test_random_200_spyre_variants_run_as_the_specs_declare(full_spyre) -> None:
     results = run_variants(sample(full_spyre, 200, seed=SEED), specs=SPYRE_SPECS)
     assert len(results) == 200
     assert _failures(results) == []
+    gating = _gating(results)
+    assert gating, Counter(r.decision for r in results)
+    assert set(gating.values()) <= {"passed", "skipped"}, gating
 
 
 @pytest.mark.slow

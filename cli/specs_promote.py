@@ -1,0 +1,191 @@
+"""``relay specs promote``: the bundled spec's modes promoted from full runs of the bundled suites.
+
+With ``--runs`` (ground-truth runs, ``{test id: outcome}`` as ``relay eval`` caches them in
+``var/eval/runs``), the variants that did not pass are run once more to read their failure
+messages (``--no-classify`` skips that), and the baseline summary is written. Without, the
+committed summary is used. Then the promoted spec is rendered from the summary, keeping the
+current file's hand-written entries: printed as a diff, or written with ``--write``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from backends.spyre import BASELINE_SUMMARY, PROMOTED_SPEC, SPECS_DIR
+
+MAKE_COMMAND = "make promote-spec"
+DEVICE_SPEC = SPECS_DIR / "device.yaml"
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _read_runs(paths: list[Path]) -> list[dict[str, str]]:
+    runs = []
+    for p in paths:
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            _fail(f"{p}: cannot read a run: {e}")
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            _fail(f"{p}: not a run ({{test id: outcome}})")
+        runs.append(data)
+    return runs
+
+
+def _summary_from_runs(paths: list[Path], classify: bool) -> dict[str, object]:
+    from inventory.build import universe_from_inventory
+    from testspecs.collect import generic_class
+    from testspecs.promote import BAD, CODES, Record, summarize
+
+    runs = _read_runs(paths)
+    # the variants some run reports; one missing from a run crashed or hung in it
+    reported = {t for run in runs for t in run}
+    universe = universe_from_inventory()
+    variants = [v for v in universe.by_id.values() if v.test_id in reported]
+    if not variants:
+        _fail("no variant of the current bundled universe is in these runs")
+    # one letter per run: "-" for a run that did not cover the variant's file at all
+    covered = [{t.split("::", 1)[0] for t in run} for run in runs]
+    codes = {
+        v.test_id: "".join(
+            CODES.get(run[v.test_id], "m")
+            if v.test_id in run
+            else ("m" if v.file in files else "-")
+            for run, files in zip(runs, covered, strict=True)
+        )
+        for v in variants
+    }
+    unknown = sorted(reported - set(codes))
+    if unknown:
+        typer.echo(
+            f"{len(unknown)} test id(s) of the runs are not in the universe: ignored", err=True
+        )
+    reruns: dict[str, tuple[str, str | None]] = {}
+    failing = [v for v in variants if set(codes[v.test_id]) & BAD]
+    if classify and failing:
+        typer.echo(
+            f"running the {len(failing)} variant(s) that did not pass once more under "
+            f"{DEVICE_SPEC.name}",
+            err=True,
+        )
+        reruns = _rerun(failing)
+    records = [
+        Record(
+            file="${TORCH_DEVICE_ROOT}/" + v.file,
+            name=f"{generic_class(v.cls, ('PRIVATEUSE1', 'SPYRE'))}::{v.base}" if v.cls else v.base,
+            op=v.op,
+            module=v.module,
+            dtype=v.dtype,
+            outcomes=codes[v.test_id],
+            message=reruns.get(v.test_id, ("m", None))[1],
+            rerun=reruns[v.test_id][0] if v.test_id in reruns else None,
+        )
+        for v in variants
+    ]
+    how = (
+        f"failing variants run once more under {DEVICE_SPEC.name}'s tolerances" if reruns else None
+    )
+    return summarize(
+        records, runs=[p.as_posix() for p in paths], universe=universe.label, rerun=how
+    )
+
+
+def _rerun(variants: list[Any]) -> dict[str, tuple[str, str | None]]:
+    """Each variant's outcome code and failure message, run once more on the device under the
+    device spec's tolerances, every conformance test mandatory (so a failure reads as one)."""
+    from backends import get_backend
+    from backends.base import PROJECT_ROOT, fresh_pytest
+    from testspecs.promote import CODES
+
+    be = get_backend("spyre")
+    by_file: dict[str, list[Any]] = defaultdict(list)
+    for v in variants:
+        by_file[v.via or v.file].append(v)
+    out: dict[str, tuple[str, str | None]] = {}
+    with tempfile.TemporaryDirectory(prefix="relay-promote-") as tmp:
+        spec = Path(tmp) / "device.yaml"
+        text = DEVICE_SPEC.read_text(encoding="utf-8")
+        spec.write_text(
+            text.replace("unlisted_test_mode: xfail", "unlisted_test_mode: mandatory_success")
+        )
+        for file, group in sorted(by_file.items()):
+            ids, result = Path(tmp) / "ids.txt", Path(tmp) / "messages.json"
+            ids.write_text("\n".join(v.node_id for v in group) + "\n", encoding="utf-8")
+            result.unlink(missing_ok=True)
+            args = be.pytest_args(
+                plugins=["testspecs.messages_plugin"],
+                options=["--messages-out", str(result), "--messages-only", str(ids)],
+                specs=[spec],
+                rootdir=PROJECT_ROOT,
+                targets=[file],
+            )
+            env = {**os.environ, **be.env, **be.run_env}
+            subprocess.run(
+                fresh_pytest(args), cwd=PROJECT_ROOT, env=env, capture_output=True, timeout=7200
+            )
+            seen = json.loads(result.read_text(encoding="utf-8")) if result.is_file() else {}
+            for v in group:
+                outcome, message = seen.get(v.node_id, ["missing", None])
+                out[v.test_id] = (CODES.get(outcome, "m"), message)
+    return out
+
+
+def promote(
+    runs: list[Path] = typer.Option(
+        [], "--runs", help="full runs ({test id: outcome} JSON, e.g. var/eval/runs/*-baseline.json)"
+    ),
+    summary: Path = typer.Option(
+        BASELINE_SUMMARY, "--summary", help="the baseline summary (written when --runs is given)"
+    ),
+    spec: Path = typer.Option(PROMOTED_SPEC, "--spec", help="the promoted spec file"),
+    classify: bool = typer.Option(
+        True, "--classify/--no-classify", help="rerun failing variants for their messages"
+    ),
+    write: bool = typer.Option(False, "--write", help="write the spec (default: print a diff)"),
+) -> None:
+    """Promote the spec from run evidence: passed -> mandatory_success, failed -> xfail with the
+    failure's class, crashed -> skip, flaky -> xfail tagged flaky; hand-written entries win."""
+    from testspecs.errors import SpecError
+    from testspecs.loader import load_file
+    from testspecs.promote import PromoteError, check_renders, counts, load_summary, render
+
+    if runs:
+        data = _summary_from_runs(runs, classify)
+        summary.parent.mkdir(parents=True, exist_ok=True)
+        summary.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {summary}", err=True)
+    try:
+        data = load_summary(summary.read_text(encoding="utf-8"), str(summary))
+        existing = load_file(spec).document if spec.is_file() else None
+        text = render(data, existing=existing, command=MAKE_COMMAND)
+        check_renders(text, str(spec))
+    except OSError as e:
+        _fail(f"{summary}: {e.strerror}")
+        return
+    except (PromoteError, SpecError) as e:
+        _fail(str(e).splitlines()[0])
+        return
+    old = spec.read_text(encoding="utf-8") if spec.is_file() else ""
+    typer.echo("promoted: " + ", ".join(f"{k} {v}" for k, v in counts(data).items()), err=True)
+    if write:
+        if text != old:
+            spec.write_text(text, encoding="utf-8")
+        typer.echo(f"{'wrote' if text != old else 'unchanged'} {spec}", err=True)
+        return
+    diff = difflib.unified_diff(
+        old.splitlines(keepends=True), text.splitlines(keepends=True), str(spec), str(spec)
+    )
+    sys.stdout.writelines(diff)

@@ -1,0 +1,136 @@
+"""torch-spyre's model op-test format: op-level YAML entries run as real pytest tests on the
+device against the CPU, with the spec's tolerances and modes (a pytest subprocess on the spyre
+backend, as the harness runs tests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from testspecs.loader import load_file
+from testspecs.opcases import op_tests
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TINY = FIXTURES / "opcases" / "tiny_model_spyre.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(tmp_path: Path, *extra: str, spec: Path = TINY) -> dict[str, str]:
+    junit = tmp_path / "j.xml"
+    cmd = [
+        sys.executable, "-P", "-m", "pytest", "-p", "no:cacheprovider",
+        "-p", "spyre_stack.testing.pytest_plugin", "-p", "testspecs.opcases",
+        "--rootdir", str(spec.parent), "--junitxml", str(junit), str(spec), *extra,
+    ]  # fmt: skip
+    subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    outcomes = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = case.get("name") or ""
+        kinds = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
+        skipped = next((c for c in case if c.tag == "skipped"), None)
+        if skipped is not None and (skipped.get("type") or "") == "pytest.xfail":
+            outcomes[name] = "xfailed"
+        else:
+            outcomes[name] = kinds[0] if kinds else "passed"
+    return outcomes
+
+
+def test_model_op_file_loads_with_item_kwargs_and_top_level_cases() -> None:
+    spec = load_file(FIXTURES / "valid" / "model_ops_v2.yaml")
+    include = spec.document.files[0].tests[0].edits.ops.include
+    assert include[1].name == "torch.arange"
+    assert include[1].inputs().kwargs == {"device": "cuda:0"}  # written beside sample_inputs_func
+    assert spec.document.cases and spec.document.cases[0]["op"] == "torch.add"
+
+
+def test_each_include_item_is_one_test_named_by_its_tag() -> None:
+    tests = op_tests(load_file(TINY).document)
+    assert [(t.name, t.mode) for t in tests] == [
+        ("test_model_ops_db[torch.add.1_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.Tensor.expand.1_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.getitem.1_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.arange.1_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.nn.functional.embedding.1_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.to.1_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.new_ones.1_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.getitem.2_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.nn.functional.gelu.1_spyre]", "mandatory_success"),
+        ("test_model_ops_db[torch.linalg.qr.1_spyre]", "xfail_strict"),
+    ]  # the skip entry's gelu is never generated
+
+
+@pytest.fixture(scope="module")
+def on_spyre(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return run(tmp_path_factory.mktemp("opcases"))
+
+
+def test_op_tests_run_on_the_device_against_the_cpu(on_spyre: dict[str, str]) -> None:
+    assert on_spyre == {
+        "test_model_ops_db[torch.add.1_spyre]": "passed",  # strided fp16 inputs within 5e-3
+        "test_model_ops_db[torch.Tensor.expand.1_spyre]": "passed",
+        "test_model_ops_db[torch.getitem.1_spyre]": "passed",  # py: slices and None
+        "test_model_ops_db[torch.arange.1_spyre]": "passed",  # device=cuda:0 -> the device
+        "test_model_ops_db[torch.nn.functional.embedding.1_spyre]": "passed",
+        "test_model_ops_db[torch.to.1_spyre]": "passed",
+        "test_model_ops_db[torch.new_ones.1_spyre]": "passed",
+        # a recorded list of index tensors is the model's x[rows, cols]
+        "test_model_ops_db[torch.getitem.2_spyre]": "passed",
+        # float32 computed in half on the device: it warns (warnings are errors in this
+        # project's pytest settings) and still passes within the spec's float32 tolerance
+        "test_model_ops_db[torch.nn.functional.gelu.1_spyre]": "passed",
+        # unsupported in the spyre op table: it fails on the device, as the spec expects
+        "test_model_ops_db[torch.linalg.qr.1_spyre]": "xfailed",
+    }
+
+
+def test_the_device_run_is_not_the_cpu_run(tmp_path: Path) -> None:
+    """On the CPU the unsupported op passes, so the strict xfail turns into a failure: the
+    spyre run above really ran on the device."""
+    on_cpu = run(tmp_path, "--opcases-device", "cpu")
+    assert on_cpu["test_model_ops_db[torch.linalg.qr.1_spyre]"] == "failure"
+    assert on_cpu["test_model_ops_db[torch.add.1_spyre]"] == "passed"
+
+
+def test_the_spec_tolerance_is_the_one_compared_with(tmp_path: Path) -> None:
+    """float32 runs in half on the device: within the spec's 5e-3 it passes (above); with a zero
+    float32 tolerance the same op fails, and an exact op (fp16 add) still passes."""
+    text = TINY.read_text()
+    tolerant = "- name: float32\n        precision: {atol: 0.005, rtol: 0.005}"
+    assert tolerant in text
+    spec = tmp_path / "exact.yaml"
+    spec.write_text(
+        text.replace(tolerant, "- name: float32\n        precision: {atol: 0.0, rtol: 0.0}")
+    )
+    outcomes = run(tmp_path, spec=spec)
+    assert outcomes["test_model_ops_db[torch.nn.functional.gelu.1_spyre]"] == "failure"
+    assert outcomes["test_model_ops_db[torch.add.1_spyre]"] == "passed"
+
+
+def test_relay_tests_list_shows_the_op_tests() -> None:
+    from typer.testing import CliRunner
+
+    from cli import build_app
+
+    result = CliRunner().invoke(build_app(), ["tests", "list", "--opcases", str(TINY), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [r["test_id"] for r in rows] == [
+        f"{TINY}::{t.name}" for t in op_tests(load_file(TINY).document)
+    ]
+    assert rows[0] | {"tags": []} == {
+        "test_id": f"{TINY}::test_model_ops_db[torch.add.1_spyre]",
+        "op": "torch.add",
+        "dtype": "float16",
+        "decision": "mandatory_success",
+        "tags": [],
+    }
+    assert rows[-1]["decision"] == "xfail_strict"
+    bad = CliRunner().invoke(
+        build_app(), ["tests", "list", "--opcases", str(FIXTURES / "nope.yaml")]
+    )
+    assert bad.exit_code == 2 and "cannot read spec" in bad.output
