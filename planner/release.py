@@ -18,6 +18,7 @@ from backends import get_backend
 from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
+from planner.durations import DEFAULT_EVAL_RUNS, estimator_for
 from planner.revisions import source_reader
 from selector import DEFAULT_PROFILING_MAP, History, SelectionPlan, SignalConfig, Universe, select
 from upstream import UpstreamSource, open_source
@@ -59,9 +60,11 @@ def release_plan(
     import_map: bool = True,
     min_closeness: float = 0.0,
     backend: str = "spyre",
+    runs: Path | None = DEFAULT_EVAL_RUNS,
 ) -> ReleasePlan:
     """The release step's plan over ``head`` (a collected head universe) or, without it, the
-    installed universe adjusted by the change facts."""
+    installed universe adjusted by the change facts. Costs are runner-seconds
+    (:mod:`planner.durations`: ``history``, the ground-truth runs in ``runs``, the prior)."""
     start = time.perf_counter()
     if head is None:
         adjusted = head_universe(installed, facts, source)
@@ -82,6 +85,7 @@ def release_plan(
         workers=workers,
         history=history or History(),
         min_closeness=min_closeness,
+        estimator=estimator_for(universe, history=history, runs=runs),
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return ReleasePlan(plan=plan, universe=universe, notes=notes)

@@ -5,7 +5,10 @@
 * :func:`select_everything` is the plan for a change that cannot be analysed (no readable
   revisions, a nightly run): every variant, with the reason as the fallback.
 
-``SCHEMA_VERSION`` changelog: 1: first version.
+``SCHEMA_VERSION`` changelog: 1: first version. 2: costs in runner-seconds: tests' ``seconds``,
+``shard_seconds`` and ``budget_seconds`` are runner-seconds; ``estimated_runner_seconds``,
+``full_runner_seconds`` (the applicable universe), ``workers``, ``estimated_finish_seconds``
+and ``duration_sources`` added; the simulated device-seconds stay beside them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from backends import get_backend
+from backends.base import FlatEstimate
 from selector.model import (
     NEW_AT_HEAD,
     REMOVED_AT_HEAD,
@@ -39,7 +44,10 @@ from upstream.changes import ChangeFacts
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: runner-seconds of a variant nobody measured, when the caller gives no estimate
+FLAT_RUNNER_PRIOR = FlatEstimate(per_test=0.2, source="flat-runner-prior")
 
 
 class FunnelStep(BaseModel):
@@ -112,12 +120,35 @@ class SelectionPlan(BaseModel):
     removed: list[RemovedTest] = Field(default_factory=list)
     shards: list[list[str]]
     shard_seconds: list[float]
-    budget_seconds: float | None = None
+    budget_seconds: float | None = None  # runner-seconds
+    budget_reason: str = ""  # where the budget comes from when no one gave it
     min_closeness: float = 0.0
-    estimated_device_seconds: float
+    estimated_device_seconds: float  # simulated device time of the selection, shown beside
     full_device_seconds: float
+    estimated_runner_seconds: float = 0.0  # the selection's cost: runner-seconds
+    full_runner_seconds: float = 0.0  # the applicable universe's (not skipped by a spec)
+    workers: int = 1
+    estimated_finish_seconds: float = 0.0  # wall time on ``workers`` runners: the longest shard
+    duration_sources: dict[str, int] = Field(default_factory=dict)  # selected tests per source
     decision_seconds: float = 0.0
     errors: list[str] = Field(default_factory=list)
+
+    @property
+    def cost_runner_minutes(self) -> float:
+        return round(self.estimated_runner_seconds / 60, 2)
+
+    @property
+    def finish_minutes(self) -> float:
+        return round(self.estimated_finish_seconds / 60, 2)
+
+    @property
+    def cost_share(self) -> float:
+        """The selection's runner-seconds over the applicable universe's."""
+        return (
+            self.estimated_runner_seconds / self.full_runner_seconds
+            if self.full_runner_seconds
+            else 0.0
+        )
 
     @property
     def test_ids(self) -> list[str]:
@@ -127,9 +158,11 @@ class SelectionPlan(BaseModel):
         """One line: "N of M variants to evaluate" with cost and fallback."""
         fb = f"; FALLBACK ({', '.join(f.scope for f in self.fallbacks)})" if self.fallback else ""
         return (
-            f"{len(self.tests)} of {self.universe.variants} variants to evaluate "
-            f"({self.estimated_device_seconds:.3f} of {self.full_device_seconds:.3f} simulated "
-            f"device-seconds, {len(self.shards)} shard(s)){fb}"
+            f"{len(self.tests)} of {self.universe.variants} variants to evaluate: "
+            f"{self.cost_runner_minutes:,.1f} of {self.full_runner_seconds / 60:,.1f} "
+            f"runner-minutes ({100 * self.cost_share:.1f} %), about {self.finish_minutes:,.1f} "
+            f"min on {self.workers} worker(s); simulated device time "
+            f"{self.estimated_device_seconds:.3f} of {self.full_device_seconds:.3f} s{fb}"
         )
 
     def fingerprint(self) -> str:
@@ -185,14 +218,21 @@ def select(
     estimator: DurationEstimate | None = None,
     force_all: str | None = None,
     min_closeness: float = 0.0,
+    device_estimator: DurationEstimate | None = None,
+    budget_reason: str = "",
 ) -> SelectionPlan:
     """The four stages over ``facts`` and ``universe``; deterministic for the same inputs.
 
-    Durations come from ``history``, else ``estimator`` (default: the backend's device-time
-    hook). ``force_all`` selects every variant, with that reason as the fallback."""
+    Runner-seconds come from ``history``, else ``estimator`` (default: a flat prior,
+    :data:`FLAT_RUNNER_PRIOR`; the planner gives :mod:`planner.durations`'s); simulated
+    device-seconds from ``history``, else ``device_estimator`` (default: the backend's
+    device-time hook). ``budget_seconds`` is in runner-seconds. ``force_all`` selects every
+    variant, with that reason as the fallback."""
     start = time.perf_counter()
     if estimator is None:
-        estimator = get_backend(backend).duration_estimate()
+        estimator = FLAT_RUNNER_PRIOR
+    if device_estimator is None:
+        device_estimator = get_backend(backend).duration_estimate()
     changes = changes_stage(facts)
     impact = impact_stage(changes, universe, config=config, reader=reader, force_all=force_all)
     applicable = applicability_stage(impact.candidates, universe)
@@ -205,15 +245,22 @@ def select(
         estimator=estimator,
         triage=triage,
         min_closeness=min_closeness,
+        device_estimator=device_estimator,
     )
     hist = history or History()
-    full = 0.0
+    full = full_device = 0.0
     for v in universe.variants:
         if universe.flags.get(v.test_id) == REMOVED_AT_HEAD or v.decision == "skip":
             continue
         h = hist.get(v.test_id)
         full += h.seconds if h is not None and h.seconds is not None else estimator.seconds(v)
+        full_device += (
+            h.device_seconds
+            if h is not None and h.device_seconds is not None
+            else device_estimator.seconds(v)
+        )
     flags = list(universe.flags.values())
+    sources = Counter(r.seconds_source for r in budget.selected)
     return SelectionPlan(
         backend=backend,
         source_kind=facts.source_kind,
@@ -260,9 +307,15 @@ def select(
         shards=budget.shards,
         shard_seconds=budget.shard_seconds,
         budget_seconds=budget_seconds,
+        budget_reason=budget_reason,
         min_closeness=min_closeness,
-        estimated_device_seconds=budget.selected_seconds,
-        full_device_seconds=round(full, 9),
+        estimated_device_seconds=budget.selected_device_seconds,
+        full_device_seconds=round(full_device, 9),
+        estimated_runner_seconds=budget.selected_seconds,
+        full_runner_seconds=round(full, 6),
+        workers=max(1, workers),
+        estimated_finish_seconds=max(budget.shard_seconds, default=0.0),
+        duration_sources=dict(sorted(sources.items())),
         decision_seconds=round(time.perf_counter() - start, 4),
         errors=list(facts.errors),
     )
@@ -281,9 +334,11 @@ def select_everything(
     budget_seconds: float | None = None,
     workers: int = 1,
     estimator: DurationEstimate | None = None,
+    budget_reason: str = "",
 ) -> SelectionPlan:
-    """Every variant of ``universe`` (cut to the budget), because the change between ``base``
-    and ``head`` is not analysed: ``reason`` says why, ``errors`` what failed."""
+    """Every variant of ``universe`` (cut to the budget, in runner-seconds), because the change
+    between ``base`` and ``head`` is not analysed: ``reason`` says why, ``errors`` what
+    failed."""
 
     def rev(name: str) -> ResolvedRevision:
         return ResolvedRevision(kind="git", requested=name, resolved=name, detail="not analysed")
@@ -308,4 +363,5 @@ def select_everything(
         workers=workers,
         estimator=estimator,
         force_all=reason,
+        budget_reason=budget_reason,
     )
