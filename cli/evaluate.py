@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 
 from cli import options as opt
-from cli.replay import make_head_env
+from cli.replay import make_env, make_head_env
 from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
+from planner.durations import estimator_for
 from selector import SignalConfig, select
 
 
@@ -76,7 +77,10 @@ def evaluate(
             no_import_map=no_import_map, focus=focus,
         )  # fmt: skip
         more = {}
-    scores = score_all(truth, universe, plans, profiling_map=profiling_map, more_plans=more)
+    scores = score_all(
+        truth, universe, plans, profiling_map=profiling_map, more_plans=more,
+        estimator=estimator_for(universe),
+    )  # fmt: skip
     text = table(scores, truth)
     typer.echo(text)
     for event in truth.events:
@@ -119,6 +123,7 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
         profiling_map=profiling_map, import_map=None if no_import_map else import_map_for(universe)
     )
     plans = {}
+    estimator = estimator_for(universe)
     for event in truth.events:
         start = time.perf_counter()
         plan = select(
@@ -128,6 +133,7 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
             config=config,
             budget_seconds=budget,
             min_closeness=focus,
+            estimator=estimator,
         )
         plan.decision_seconds = round(time.perf_counter() - start, 4)
         plans[event.name] = plan
@@ -136,17 +142,28 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
 
 def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profiling_map,
                   no_import_map, focus):  # fmt: skip
-    """The release step's ground truth (two full runs) and its plans: the one ``relay replay``
-    makes (installed universe adjusted by the change facts) and the one over the head universe
-    collected for real (``relay replay --head-env``)."""
+    """The release step's ground truth (two full runs, each under its own torch: the base in
+    its own environment unless it is the installed torch) and its plans: the one ``relay
+    replay`` makes (base universe adjusted by the change facts) and the one over the head
+    universe collected for real (``relay replay --head-env``)."""
     from evaluation.release import release_truth
     from planner.release import collected_universe, release_plan
 
-    source, facts = opt.open_facts(upstream, offline, cache_dir, from_, to, opt.Progress())
-    installed = universe_from_inventory()
+    progress = opt.Progress()
+    source, facts = opt.open_facts(upstream, offline, cache_dir, from_, to, progress)
+    base_env = None
+    if not _installed(facts.base.resolved):
+        base_env = make_env(facts.base.resolved, offline)
+        progress(f"base environment: {base_env.directory} (torch {base_env.torch_build})")
+        installed = collected_universe(base_env)
+    else:
+        installed = universe_from_inventory()
     env = make_head_env(facts, offline)
     head = collected_universe(env)
-    truth = release_truth(facts, installed=installed, env=env, head=head, run=run, log=typer.echo)
+    truth = release_truth(
+        facts, installed=installed, env=env, head=head, run=run, base_env=base_env,
+        log=typer.echo,
+    )  # fmt: skip
     if not truth.events:
         typer.echo("no ground truth yet: add --run (the full universe under both torches)",
                    err=True)  # fmt: skip
@@ -164,3 +181,10 @@ def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profi
         focused = release_plan(source, facts, installed=installed, **options).plan
         more["ours --focus 0.5"] = dict.fromkeys(names, focused)
     return truth, head, dict.fromkeys(names, estimated), more
+
+
+def _installed(version: str) -> bool:
+    """Whether ``version`` (``2.13.0+cpu``) is the torch this interpreter has."""
+    from importlib import metadata
+
+    return metadata.version("torch").split("+")[0] == version.split("+")[0]

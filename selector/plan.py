@@ -250,8 +250,12 @@ def select(
     hist = history or History()
     full = full_device = 0.0
     for v in universe.variants:
-        if universe.flags.get(v.test_id) == REMOVED_AT_HEAD or v.decision == "skip":
-            continue
+        if (
+            universe.flags.get(v.test_id) == REMOVED_AT_HEAD
+            or v.decision == "skip"
+            or v.static_skip
+        ):
+            continue  # not applicable: the applicability stage removes it
         h = hist.get(v.test_id)
         full += h.seconds if h is not None and h.seconds is not None else estimator.seconds(v)
         full_device += (
