@@ -11,7 +11,7 @@ from cli import options as opt
 from cli.replay import make_env, make_head_env
 from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
-from planner.durations import estimator_for
+from planner.durations import base_run_history, estimator_for
 from selector import SignalConfig, select
 
 
@@ -47,6 +47,7 @@ def evaluate(
         None, "--ground-truth", help="a GroundTruth JSON to score instead"
     ),
     budget: float | None = opt.BUDGET,
+    budget_share: float = opt.BUDGET_SHARE,
     profiling_map: Path | None = opt.PROFILING,
     no_import_map: bool = opt.NO_IMPORTS,
     focus: float = opt.FOCUS,
@@ -54,7 +55,7 @@ def evaluate(
 ) -> None:
     """Recall and cost of the selector against ground truth, beside run-all, random at equal
     cost and PyTorch's file-level target determination."""
-    from evaluation.scores import GroundTruth, scores_json, table
+    from evaluation.scores import GroundTruth, recall_curve, scores_json, table
     from evaluation.scores import evaluate as score_all
 
     if kind not in ("mutation", "release"):
@@ -64,6 +65,7 @@ def evaluate(
         truth, universe, plans, more = _release_eval(
             from_, to, upstream=upstream, offline=offline, cache_dir=cache_dir, run=run,
             budget=budget, profiling_map=profiling_map, no_import_map=no_import_map, focus=focus,
+            budget_share=budget_share or None,
         )  # fmt: skip
     else:
         universe = universe_from_inventory(suites=suite)
@@ -74,14 +76,24 @@ def evaluate(
         )
         plans = _event_plans(
             truth, universe, budget=budget, profiling_map=profiling_map,
-            no_import_map=no_import_map, focus=focus,
+            no_import_map=no_import_map, focus=focus, budget_share=budget_share or None,
         )  # fmt: skip
         more = {}
+        if budget_share:  # the same ranking without a budget: the recall-cost curve
+            more["ours, no budget cut"] = _event_plans(
+                truth, universe, budget=None, profiling_map=profiling_map,
+                no_import_map=no_import_map, focus=focus, budget_share=None,
+            )  # fmt: skip
+    estimator = estimator_for(universe)
     scores = score_all(
         truth, universe, plans, profiling_map=profiling_map, more_plans=more,
-        estimator=estimator_for(universe),
+        estimator=estimator,
     )  # fmt: skip
     text = table(scores, truth)
+    uncut = more.get("ours, no budget cut")
+    if uncut:
+        text += "\nrecall-cost curve (the uncut ranking; share of the applicable runner-s):\n"
+        text += "\n".join(recall_curve(truth, uncut, universe, estimator=estimator))
     typer.echo(text)
     for event in truth.events:
         if event.kind == "release":
@@ -116,14 +128,15 @@ def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
     return truth
 
 
-def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus):
+def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus, budget_share):
     from evaluation.groundtruth import event_facts, installed_reader
 
     config = SignalConfig(
         profiling_map=profiling_map, import_map=None if no_import_map else import_map_for(universe)
     )
     plans = {}
-    estimator = estimator_for(universe)
+    history = base_run_history(universe)  # failures and runner-seconds of the base's full run
+    estimator = estimator_for(universe, history=history)
     for event in truth.events:
         start = time.perf_counter()
         plan = select(
@@ -134,6 +147,8 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
             budget_seconds=budget,
             min_closeness=focus,
             estimator=estimator,
+            history=history,
+            budget_share=budget_share,
         )
         plan.decision_seconds = round(time.perf_counter() - start, 4)
         plans[event.name] = plan
@@ -141,7 +156,7 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
 
 
 def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profiling_map,
-                  no_import_map, focus):  # fmt: skip
+                  no_import_map, focus, budget_share):  # fmt: skip
     """The release step's ground truth (two full runs, each under its own torch: the base in
     its own environment unless it is the installed torch) and its plans: the one ``relay
     replay`` makes (base universe adjusted by the change facts) and the one over the head
@@ -170,16 +185,16 @@ def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profi
         raise typer.Exit(1)
     options = dict(
         budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
-        min_closeness=focus,
+        min_closeness=focus, budget_share=budget_share,
     )  # fmt: skip
     estimated = release_plan(source, facts, installed=installed, **options).plan
     collected = release_plan(source, facts, installed=installed, head=head, **options).plan
     names = [e.name for e in truth.events]
     more = {"ours, head collected": dict.fromkeys(names, collected)}
-    if not focus:  # the conservative plan and, beside it, what --focus 0.5 would cut
-        options["min_closeness"] = 0.5
-        focused = release_plan(source, facts, installed=installed, **options).plan
-        more["ours --focus 0.5"] = dict.fromkeys(names, focused)
+    # the same ranking without a budget: what each share of the runner-seconds would catch
+    options.update(budget_seconds=None, budget_share=None)
+    uncut = release_plan(source, facts, installed=installed, **options).plan
+    more["ours, no budget cut"] = dict.fromkeys(names, uncut)
     return truth, head, dict.fromkeys(names, estimated), more
 
 

@@ -28,6 +28,12 @@ BUDGET = typer.Option(
     help="budget in runner-seconds (setup + call + teardown on a runner; simulated device "
     "time is shown beside it)",
 )
+BUDGET_SHARE = typer.Option(
+    0.15,
+    "--budget-share",
+    help="release step without --budget: the budget is this share of the applicable "
+    "universe's runner-seconds (0: no cut)",
+)
 WORKERS = typer.Option(1, "--workers", "-n", help="shards to split the selection into")
 HISTORY = typer.Option(
     None,

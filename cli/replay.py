@@ -25,6 +25,7 @@ def replay(
         None, "--to", help="head release (2.14) or revision (not with --events)"
     ),
     budget: float | None = opt.BUDGET,
+    budget_share: float = opt.BUDGET_SHARE,
     upstream: Path | None = opt.UPSTREAM,
     workers: int = opt.WORKERS,
     history: Path | None = opt.HISTORY,
@@ -96,6 +97,7 @@ def replay(
             offline=offline,
             head_env=head_env,
             budget_seconds=budget,
+            budget_share=budget_share or None,
             workers=workers,
             history=History.load(history),
             profiling_map=profiling_map,

@@ -21,6 +21,7 @@ from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest, package_dir
 from evaluation.mutations import MUTANTS, module_path
 from evaluation.scores import GroundTruth, GroundTruthEvent
+from inventory.runs import run_key
 from selector.model import Universe
 from testspecs.outcomes import FAILURES
 from upstream import FileChange, FileStatus, ResolvedRevision
@@ -29,15 +30,8 @@ from upstream.changes import ChangeFacts, PythonFileChange, SymbolChange
 DEFAULT_EVAL_DIR = Path("var/eval")
 
 
-# Bump when what a run records changes: cached runs of another version are not reused.
-# 2: outcomes folded like every other plugin of ours (testspecs.outcomes: error, xfailed, xpassed)
-RUNS_VERSION = 2
-
-
 def _key(universe: Universe) -> str:
-    files = ",".join(sorted(universe.by_file))
-    text = f"{RUNS_VERSION}|{universe.key}|{files}|{len(universe)}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return run_key(universe)
 
 
 def _split(ids: Sequence[str], parts: int) -> list[list[str]]:

@@ -307,6 +307,54 @@ def evaluate(
     ]
 
 
+def recall_curve(
+    truth: GroundTruth,
+    plans: Mapping[str, SelectionPlan],
+    universe: Universe,
+    *,
+    history: History | None = None,
+    estimator: DurationEstimate | None = None,
+    detail: int = 20,
+) -> list[str]:
+    """Where each failing variant sits in its event's uncut plan (``plans``: event name ->
+    plan): the share of the applicable universe's runner-seconds a budget needs to reach it
+    (the budget cuts in rank order); per event the share at which it is first and fully caught,
+    and over all events the share at which every one is caught. Variant lines are listed when
+    there are at most ``detail`` failing variants."""
+    history = history or History()
+    estimator = estimator or FLAT_RUNNER_PRIOR
+    applicable = applicable_ids(universe)
+    costs = {tid: cost_of([tid], universe, history, estimator) for tid in universe.by_id}
+    full = sum(costs[t] for t in applicable) or 1.0
+    show = sum(len(e.failing) for e in truth.events) <= detail
+    lines: list[str] = []
+    firsts: list[float | None] = []
+    for event in truth.events:
+        if not event.failing:
+            continue
+        reach: dict[str, tuple[int, float]] = {}
+        spent = 0.0
+        for t in plans[event.name].tests:
+            spent += costs.get(t.test_id, t.seconds)
+            reach[t.test_id] = (t.rank, spent / full)
+        found = []
+        for tid in event.failing:
+            got = reach.get(tid)
+            if got is not None:
+                found.append(got[1])
+            if show:
+                where = "not in the plan" if got is None else f"rank {got[0]}, {100 * got[1]:.1f} %"
+                lines.append(f"  {event.name}: {tid}: {where}")
+        firsts.append(min(found) if found else None)
+        first = f"{100 * min(found):.1f} %" if found else "never"
+        every = f"{100 * max(found):.1f} %" if len(found) == len(event.failing) else "never"
+        lines.append(f"{event.name}: first caught at {first}, fully at {every}")
+    if firsts:
+        worst = "never" if None in firsts else f"{100 * max(x or 0.0 for x in firsts):.1f} %"
+        lines.append(f"every observable event caught from {worst} of the runner-seconds")
+    return lines
+
+
 def table(scores: Sequence[Score], truth: GroundTruth) -> str:
     def pct(x: float | None) -> str:
         return "n/a" if x is None else f"{100 * x:.1f} %"

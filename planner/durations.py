@@ -15,7 +15,9 @@ the budget and of every plan's cost.
 5. ``flat-prior``: the shipped per-test seconds.
 
 :func:`history_for` makes the selector's :class:`~selector.History` from stored results (runs,
-failures, flakiness, runner- and device-seconds) and the ground-truth runs' durations.
+failures, flakiness, runner- and device-seconds); :func:`base_run_history` from the cached full
+run of a base universe (its outcomes and runner-seconds: what a backend's nightly on the release
+it is on knows; never a run of the head).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inventory.runs import run_key
 from selector import History, TestHistory, Universe, Variant
+from testspecs.outcomes import FAILURES
 
 PRIOR_PATH = Path(__file__).parent / "data" / "runner_prior.json"
 PRIOR_VERSION = 1
@@ -213,3 +217,31 @@ def estimator_for(
         if h.seconds is not None:
             measured[tid] = h.seconds
     return RunnerSeconds(universe, measured=measured, prior=prior)
+
+
+def base_run_history(universe: Universe, runs: Path | None = DEFAULT_EVAL_RUNS) -> History:
+    """One run of history per variant from the cached full run of ``universe`` (the base
+    release's, under its own torch): failed or not, and its runner-seconds. Empty without one."""
+    if runs is None:
+        return History()
+    path = runs / f"{run_key(universe)}-baseline.json"
+    if not path.is_file():
+        return History()
+    outcomes = json.loads(path.read_text(encoding="utf-8"))
+    timed = path.with_name(path.stem + ".durations.json")
+    seconds = json.loads(timed.read_text(encoding="utf-8")) if timed.is_file() else {}
+    return History(
+        {
+            tid: TestHistory(seconds=seconds.get(tid), runs=1, failures=int(outcome in FAILURES))
+            for tid, outcome in outcomes.items()
+        }
+    )
+
+
+def merged(*histories: History | None) -> History:
+    """Later histories win per test."""
+    tests: dict[str, TestHistory] = {}
+    for h in histories:
+        if h is not None:
+            tests.update(h.tests)
+    return History(tests)

@@ -18,7 +18,7 @@ from backends import get_backend
 from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
-from planner.durations import DEFAULT_EVAL_RUNS, estimator_for
+from planner.durations import DEFAULT_EVAL_RUNS, base_run_history, estimator_for, merged
 from planner.revisions import source_reader
 from selector import DEFAULT_PROFILING_MAP, History, SelectionPlan, SignalConfig, Universe, select
 from upstream import UpstreamSource, open_source
@@ -26,6 +26,10 @@ from upstream.changes import ChangeFacts, compute_change_facts
 from upstream.headenv import HeadEnv, ensure_env
 
 Progress = Callable[[str], None]
+
+#: the default budget of a release step: this share of the applicable universe's runner-seconds
+#: (the broad signals and the fallback reach nearly everything; the rank decides what runs)
+DEFAULT_RELEASE_SHARE = 0.15
 
 
 @dataclass
@@ -61,10 +65,14 @@ def release_plan(
     min_closeness: float = 0.0,
     backend: str = "spyre",
     runs: Path | None = DEFAULT_EVAL_RUNS,
+    budget_share: float | None = None,
 ) -> ReleasePlan:
     """The release step's plan over ``head`` (a collected head universe) or, without it, the
     installed universe adjusted by the change facts. Costs are runner-seconds
-    (:mod:`planner.durations`: ``history``, the ground-truth runs in ``runs``, the prior)."""
+    (:mod:`planner.durations`: ``history``, the ground-truth runs in ``runs``, the prior);
+    failures come from ``history`` and the cached full run of the base universe (``installed``:
+    the release we are on), never from a run of the head. ``budget_share`` without
+    ``budget_seconds`` cuts to that share of the applicable universe's runner-seconds."""
     start = time.perf_counter()
     if head is None:
         adjusted = head_universe(installed, facts, source)
@@ -72,6 +80,10 @@ def release_plan(
     else:
         universe = head
         notes = [f"universe collected under the head torch: {head.label}, {len(head)} variants"]
+    learned = merged(base_run_history(installed, runs), history)
+    if learned.tests:
+        failing = sum(1 for h in learned.tests.values() if h.failures)
+        notes.append(f"history: {len(learned.tests)} variants, {failing} failing at base")
     plan = select(
         facts,
         universe,
@@ -82,10 +94,11 @@ def release_plan(
             import_map=import_map_for(installed) if import_map else None,
         ),
         budget_seconds=budget_seconds,
+        budget_share=budget_share,
         workers=workers,
-        history=history or History(),
+        history=learned,
         min_closeness=min_closeness,
-        estimator=estimator_for(universe, history=history, runs=runs),
+        estimator=estimator_for(universe, history=learned, runs=runs),
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return ReleasePlan(plan=plan, universe=universe, notes=notes)
@@ -133,6 +146,7 @@ def plan_release(
     profiling_map: Path | None = DEFAULT_PROFILING_MAP,
     import_map: bool = True,
     min_closeness: float = 0.0,
+    budget_share: float | None = DEFAULT_RELEASE_SHARE,
     progress: Progress = lambda _: None,
 ) -> ReleasePlan:
     """A release step planned the one way ``relay replay`` and the workers' replay job both
@@ -165,6 +179,7 @@ def plan_release(
         import_map=import_map,
         min_closeness=min_closeness,
         backend=backend,
+        budget_share=budget_share,
     )
     release.plan.decision_seconds = round(time.perf_counter() - start, 4)
     return release

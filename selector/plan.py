@@ -220,8 +220,12 @@ def select(
     min_closeness: float = 0.0,
     device_estimator: DurationEstimate | None = None,
     budget_reason: str = "",
+    budget_share: float | None = None,
 ) -> SelectionPlan:
     """The four stages over ``facts`` and ``universe``; deterministic for the same inputs.
+
+    ``budget_share`` (without ``budget_seconds``): the budget is that share of the applicable
+    universe's runner-seconds; what ranks past it is cut, each with its rank and signals.
 
     Runner-seconds come from ``history``, else ``estimator`` (default: a flat prior,
     :data:`FLAT_RUNNER_PRIOR`; the planner gives :mod:`planner.durations`'s); simulated
@@ -233,20 +237,6 @@ def select(
         estimator = FLAT_RUNNER_PRIOR
     if device_estimator is None:
         device_estimator = get_backend(backend).duration_estimate()
-    changes = changes_stage(facts)
-    impact = impact_stage(changes, universe, config=config, reader=reader, force_all=force_all)
-    applicable = applicability_stage(impact.candidates, universe)
-    budget = budget_stage(
-        applicable.kept,
-        universe,
-        budget_seconds=budget_seconds,
-        workers=workers,
-        history=history,
-        estimator=estimator,
-        triage=triage,
-        min_closeness=min_closeness,
-        device_estimator=device_estimator,
-    )
     hist = history or History()
     full = full_device = 0.0
     for v in universe.variants:
@@ -263,6 +253,25 @@ def select(
             if h is not None and h.device_seconds is not None
             else device_estimator.seconds(v)
         )
+    if budget_seconds is None and budget_share:
+        budget_seconds = round(budget_share * full, 3)
+        budget_reason = budget_reason or (
+            f"{100 * budget_share:g} % of the applicable universe's {full:,.0f} runner-seconds"
+        )
+    changes = changes_stage(facts)
+    impact = impact_stage(changes, universe, config=config, reader=reader, force_all=force_all)
+    applicable = applicability_stage(impact.candidates, universe)
+    budget = budget_stage(
+        applicable.kept,
+        universe,
+        budget_seconds=budget_seconds,
+        workers=workers,
+        history=history,
+        estimator=estimator,
+        triage=triage,
+        min_closeness=min_closeness,
+        device_estimator=device_estimator,
+    )
     flags = list(universe.flags.values())
     sources = Counter(r.seconds_source for r in budget.selected)
     return SelectionPlan(
@@ -339,6 +348,7 @@ def select_everything(
     workers: int = 1,
     estimator: DurationEstimate | None = None,
     budget_reason: str = "",
+    budget_share: float | None = None,
 ) -> SelectionPlan:
     """Every variant of ``universe`` (cut to the budget, in runner-seconds), because the change
     between ``base`` and ``head`` is not analysed: ``reason`` says why, ``errors`` what
@@ -368,4 +378,5 @@ def select_everything(
         estimator=estimator,
         force_all=reason,
         budget_reason=budget_reason,
+        budget_share=budget_share,
     )

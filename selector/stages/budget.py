@@ -33,6 +33,9 @@ NEW_BONUS = 0.5
 FAILURE_WEIGHT = 1.0
 FLAKY_BONUS = 0.3
 NEVER_RUN_BONUS = 0.05
+EVIDENCE_WEIGHT = 0.05  # per further signal that chose the variant (up to MAX_EVIDENCE)
+MAX_EVIDENCE = 4
+BROAD = 0.5  # closeness below this: only broad signals (common code, coverage, fallback)
 
 
 @runtime_checkable
@@ -52,6 +55,10 @@ TRIAGE_HOOKS: dict[str, Callable[[], TriageHook]] = {}
 def risk_of(item: Applicable, history: History) -> tuple[float, list[str]]:
     risk = item.closeness
     why = [f"closeness {item.closeness:.2f}"]
+    agreeing = min(len(item.signals) - 1, MAX_EVIDENCE)
+    if agreeing > 0:
+        risk += EVIDENCE_WEIGHT * agreeing
+        why.append(f"{agreeing + 1} signals agree")
     h = history.get(item.test_id)
     if item.flag == NEW_AT_HEAD:
         risk += NEW_BONUS
@@ -146,14 +153,16 @@ def budget_stage(
             total += r.seconds
             continue
         over = True
+        broad = " (broad signals only)" if closeness[r.test_id] < BROAD else ""
         cut.append(
             Cut(
                 r.test_id,
                 r.rank,
                 r.risk,
                 r.seconds,
-                f"over budget: rank {r.rank}, risk {r.risk:.2f}; {total:.1f} of "
-                f"{budget_seconds:.1f} runner-seconds used by higher-ranked tests",
+                f"over budget: rank {r.rank}, risk {r.risk:.2f}, chosen by "
+                f"{', '.join(r.signals)}{broad}; {total:.1f} of {budget_seconds:.1f} "
+                f"runner-seconds used by higher-ranked tests",
             )
         )
     shards, shard_seconds = shard_longest_first(selected, workers)

@@ -144,3 +144,43 @@ def test_the_shipped_ci_file_times_are_derived_from_pytorch_ci_stats() -> None:
     shipped = json.loads(PRIOR_PATH.read_text(encoding="utf-8"))
     derived = derive_prior(test_times=SHARED_TIMES)
     assert shipped["ci_files"] == derived["ci_files"]
+
+
+def test_a_budget_share_cuts_broad_choices_in_rank_order_and_lists_them(
+    small_upstream: Any,
+) -> None:
+    universe = small_upstream.make_universe()
+    measured = {v.test_id: 1.0 for v in universe.variants}
+    est = RunnerSeconds(universe, measured=measured, prior=RunnerPrior())
+    failing = universe.variants[7].test_id  # failed at base: evidence that ranks it first
+    history = History.from_mapping({failing: {"seconds": 1.0, "runs": 1, "failures": 1}})
+    plan = select_everything(
+        universe, reason="nothing mapped", base="a", head="b", estimator=est, history=history,
+        budget_share=0.25,
+    )  # fmt: skip
+    assert plan.budget_seconds == 0.25 * len(universe)
+    assert "25 % of the applicable universe's" in plan.budget_reason
+    assert plan.tests[0].test_id == failing and "failed 1/1" in plan.tests[0].reasons[-1]
+    assert plan.estimated_runner_seconds <= plan.budget_seconds < plan.full_runner_seconds
+    assert len(plan.tests) + len(plan.cut) == len(universe)
+    assert all("chosen by fallback (broad signals only)" in c.reason for c in plan.cut)
+    assert [c.rank for c in plan.cut] == sorted(c.rank for c in plan.cut)
+
+
+def test_base_run_history_reads_only_the_base_universes_run(
+    tmp_path: Path, small_upstream: Any
+) -> None:
+    from inventory.runs import run_key
+    from planner.durations import base_run_history
+
+    universe = small_upstream.make_universe()
+    a, b = universe.variants[0].test_id, universe.variants[1].test_id
+    key = run_key(universe)
+    (tmp_path / f"{key}-baseline.json").write_text(json.dumps({a: "failed", b: "passed"}))
+    (tmp_path / f"{key}-baseline.durations.json").write_text(json.dumps({a: 0.5, b: 0.25}))
+    (tmp_path / "otherkey-baseline.json").write_text(json.dumps({b: "failed"}))  # another torch
+    history = base_run_history(universe, tmp_path)
+    ha, hb = history.get(a), history.get(b)
+    assert ha is not None and (ha.failures, ha.runs, ha.seconds) == (1, 1, 0.5)
+    assert hb is not None and (hb.failures, hb.seconds) == (0, 0.25)
+    assert base_run_history(universe, tmp_path / "none").tests == {}
