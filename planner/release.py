@@ -9,6 +9,8 @@ variant flagged); with a head environment it is the real one, collected under th
 
 from __future__ import annotations
 
+import logging
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from upstream.changes import ChangeFacts, compute_change_facts
 from upstream.headenv import HeadEnv, ensure_env
 
 Progress = Callable[[str], None]
+log = logging.getLogger(__name__)
 
 #: the default budget of a release step: this share of the applicable universe's runner-seconds
 #: (the broad signals and the fallback reach nearly everything; the rank decides what runs)
@@ -91,7 +94,7 @@ def release_plan(
         reader=source_reader(source, facts),
         config=SignalConfig(
             profiling_map=profiling_map,
-            import_map=import_map_for(installed) if import_map else None,
+            import_map=learned_import_map(installed, notes) if import_map else None,
         ),
         budget_seconds=budget_seconds,
         budget_share=budget_share,
@@ -102,6 +105,18 @@ def release_plan(
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return ReleasePlan(plan=plan, universe=universe, notes=notes)
+
+
+def learned_import_map(installed: Universe, notes: list[str]) -> Path | None:
+    """The import map of our runs (learned once per torch build); when it cannot be learned
+    (its sample run failed or ran past its timeout) the plan goes on without it, and says so."""
+    try:
+        return import_map_for(installed)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        notes.append(f"import map not learned ({first}); the import-map signal rules nothing out")
+        log.warning("import map not learned: %s", first)
+        return None
 
 
 def backend_specs(backend: str, specs: Sequence[Path | str] = ()) -> list[Path]:
