@@ -126,7 +126,8 @@ def _bundled(report: Report) -> None:
     )
     universe, load_s = _timed(lambda: universe_from_inventory())
     _, base_s = _timed(lambda: _run_all(universe, _empty()))
-    config = SignalConfig(import_map=import_map_for(universe))
+    # a map learned before, if any: learning one is a sample run of minutes, not a decision
+    config = SignalConfig(import_map=import_map_for(universe, learn=False))
     facts = event_facts(mutation_event("F.softmax"))
     runs = [
         _timed(
