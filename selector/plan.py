@@ -204,6 +204,56 @@ def _funnel(records: Iterable[StageRecord]) -> list[FunnelStep]:
     ]
 
 
+_DEVICE_ESTIMATES: dict[str, DurationEstimate] = {}
+
+
+def _device_estimate(backend: str) -> DurationEstimate:
+    """The backend's device-time hook, one per backend (it caches per op and template)."""
+    if backend not in _DEVICE_ESTIMATES:
+        _DEVICE_ESTIMATES[backend] = get_backend(backend).duration_estimate()
+    return _DEVICE_ESTIMATES[backend]
+
+
+def _applicable_totals(
+    universe: Universe,
+    history: History | None,
+    estimator: DurationEstimate,
+    device: DurationEstimate,
+) -> tuple[float, float]:
+    """Runner- and device-seconds of the applicable universe (what the applicability stage
+    keeps of every variant), kept on the universe for the same history and estimates: a warm
+    decision does not price 30,000 variants again."""
+    cache: dict[str, Any] = universe.__dict__.setdefault("_totals", {})
+    shape = (len(universe.variants), len(universe.flags))
+    got = cache.get("last")
+    if (
+        got is not None
+        and got[0] is history
+        and got[1] is estimator
+        and got[2] is device
+        and got[4] == shape
+    ):
+        return got[3]
+    hist = history or History()
+    full = full_device = 0.0
+    for v in universe.variants:
+        if (
+            universe.flags.get(v.test_id) == REMOVED_AT_HEAD
+            or v.decision == "skip"
+            or v.static_skip
+        ):
+            continue  # not applicable: the applicability stage removes it
+        h = hist.get(v.test_id)
+        full += h.seconds if h is not None and h.seconds is not None else estimator.seconds(v)
+        full_device += (
+            h.device_seconds
+            if h is not None and h.device_seconds is not None
+            else device.seconds(v)
+        )
+    cache["last"] = (history, estimator, device, (full, full_device), shape)
+    return full, full_device
+
+
 def select(
     facts: ChangeFacts,
     universe: Universe,
@@ -236,23 +286,8 @@ def select(
     if estimator is None:
         estimator = FLAT_RUNNER_PRIOR
     if device_estimator is None:
-        device_estimator = get_backend(backend).duration_estimate()
-    hist = history or History()
-    full = full_device = 0.0
-    for v in universe.variants:
-        if (
-            universe.flags.get(v.test_id) == REMOVED_AT_HEAD
-            or v.decision == "skip"
-            or v.static_skip
-        ):
-            continue  # not applicable: the applicability stage removes it
-        h = hist.get(v.test_id)
-        full += h.seconds if h is not None and h.seconds is not None else estimator.seconds(v)
-        full_device += (
-            h.device_seconds
-            if h is not None and h.device_seconds is not None
-            else device_estimator.seconds(v)
-        )
+        device_estimator = _device_estimate(backend)
+    full, full_device = _applicable_totals(universe, history, estimator, device_estimator)
     if budget_seconds is None and budget_share:
         budget_seconds = round(budget_share * full, 3)
         budget_reason = budget_reason or (
