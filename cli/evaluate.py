@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 
 from cli import options as opt
-from cli.replay import make_head_env
+from cli.replay import make_env, make_head_env
 from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
+from planner.durations import base_run_history, estimator_for
 from selector import SignalConfig, select
 
 
@@ -46,6 +47,7 @@ def evaluate(
         None, "--ground-truth", help="a GroundTruth JSON to score instead"
     ),
     budget: float | None = opt.BUDGET,
+    budget_share: float = opt.BUDGET_SHARE,
     profiling_map: Path | None = opt.PROFILING,
     no_import_map: bool = opt.NO_IMPORTS,
     focus: float = opt.FOCUS,
@@ -53,7 +55,7 @@ def evaluate(
 ) -> None:
     """Recall and cost of the selector against ground truth, beside run-all, random at equal
     cost and PyTorch's file-level target determination."""
-    from evaluation.scores import GroundTruth, scores_json, table
+    from evaluation.scores import GroundTruth, recall_curve, scores_json, table
     from evaluation.scores import evaluate as score_all
 
     if kind not in ("mutation", "release"):
@@ -63,6 +65,7 @@ def evaluate(
         truth, universe, plans, more = _release_eval(
             from_, to, upstream=upstream, offline=offline, cache_dir=cache_dir, run=run,
             budget=budget, profiling_map=profiling_map, no_import_map=no_import_map, focus=focus,
+            budget_share=budget_share or None,
         )  # fmt: skip
     else:
         universe = universe_from_inventory(suites=suite)
@@ -73,11 +76,24 @@ def evaluate(
         )
         plans = _event_plans(
             truth, universe, budget=budget, profiling_map=profiling_map,
-            no_import_map=no_import_map, focus=focus,
+            no_import_map=no_import_map, focus=focus, budget_share=budget_share or None,
         )  # fmt: skip
         more = {}
-    scores = score_all(truth, universe, plans, profiling_map=profiling_map, more_plans=more)
+        if budget_share:  # the same ranking without a budget: the recall-cost curve
+            more["ours, no budget cut"] = _event_plans(
+                truth, universe, budget=None, profiling_map=profiling_map,
+                no_import_map=no_import_map, focus=focus, budget_share=None,
+            )  # fmt: skip
+    estimator = estimator_for(universe)
+    scores = score_all(
+        truth, universe, plans, profiling_map=profiling_map, more_plans=more,
+        estimator=estimator,
+    )  # fmt: skip
     text = table(scores, truth)
+    uncut = more.get("ours, no budget cut")
+    if uncut:
+        text += "\nrecall-cost curve (the uncut ranking; share of the applicable runner-s):\n"
+        text += "\n".join(recall_curve(truth, uncut, universe, estimator=estimator))
     typer.echo(text)
     for event in truth.events:
         if event.kind == "release":
@@ -112,13 +128,15 @@ def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
     return truth
 
 
-def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus):
+def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus, budget_share):
     from evaluation.groundtruth import event_facts, installed_reader
 
     config = SignalConfig(
         profiling_map=profiling_map, import_map=None if no_import_map else import_map_for(universe)
     )
     plans = {}
+    history = base_run_history(universe)  # failures and runner-seconds of the base's full run
+    estimator = estimator_for(universe, history=history)
     for event in truth.events:
         start = time.perf_counter()
         plan = select(
@@ -128,6 +146,9 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
             config=config,
             budget_seconds=budget,
             min_closeness=focus,
+            estimator=estimator,
+            history=history,
+            budget_share=budget_share,
         )
         plan.decision_seconds = round(time.perf_counter() - start, 4)
         plans[event.name] = plan
@@ -135,32 +156,50 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
 
 
 def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profiling_map,
-                  no_import_map, focus):  # fmt: skip
-    """The release step's ground truth (two full runs) and its plans: the one ``relay replay``
-    makes (installed universe adjusted by the change facts) and the one over the head universe
-    collected for real (``relay replay --head-env``)."""
+                  no_import_map, focus, budget_share):  # fmt: skip
+    """The release step's ground truth (two full runs, each under its own torch: the base in
+    its own environment unless it is the installed torch) and its plans: the one ``relay
+    replay`` makes (base universe adjusted by the change facts) and the one over the head
+    universe collected for real (``relay replay --head-env``)."""
     from evaluation.release import release_truth
     from planner.release import collected_universe, release_plan
 
-    source, facts = opt.open_facts(upstream, offline, cache_dir, from_, to, opt.Progress())
-    installed = universe_from_inventory()
+    progress = opt.Progress()
+    source, facts = opt.open_facts(upstream, offline, cache_dir, from_, to, progress)
+    base_env = None
+    if not _installed(facts.base.resolved):
+        base_env = make_env(facts.base.resolved, offline)
+        progress(f"base environment: {base_env.directory} (torch {base_env.torch_build})")
+        installed = collected_universe(base_env)
+    else:
+        installed = universe_from_inventory()
     env = make_head_env(facts, offline)
     head = collected_universe(env)
-    truth = release_truth(facts, installed=installed, env=env, head=head, run=run, log=typer.echo)
+    truth = release_truth(
+        facts, installed=installed, env=env, head=head, run=run, base_env=base_env,
+        log=typer.echo,
+    )  # fmt: skip
     if not truth.events:
         typer.echo("no ground truth yet: add --run (the full universe under both torches)",
                    err=True)  # fmt: skip
         raise typer.Exit(1)
     options = dict(
         budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
-        min_closeness=focus,
+        min_closeness=focus, budget_share=budget_share,
     )  # fmt: skip
     estimated = release_plan(source, facts, installed=installed, **options).plan
     collected = release_plan(source, facts, installed=installed, head=head, **options).plan
     names = [e.name for e in truth.events]
     more = {"ours, head collected": dict.fromkeys(names, collected)}
-    if not focus:  # the conservative plan and, beside it, what --focus 0.5 would cut
-        options["min_closeness"] = 0.5
-        focused = release_plan(source, facts, installed=installed, **options).plan
-        more["ours --focus 0.5"] = dict.fromkeys(names, focused)
+    # the same ranking without a budget: what each share of the runner-seconds would catch
+    options.update(budget_seconds=None, budget_share=None)
+    uncut = release_plan(source, facts, installed=installed, **options).plan
+    more["ours, no budget cut"] = dict.fromkeys(names, uncut)
     return truth, head, dict.fromkeys(names, estimated), more
+
+
+def _installed(version: str) -> bool:
+    """Whether ``version`` (``2.13.0+cpu``) is the torch this interpreter has."""
+    from importlib import metadata
+
+    return metadata.version("torch").split("+")[0] == version.split("+")[0]

@@ -22,10 +22,23 @@ UPSTREAM = typer.Option(
     help="a PyTorch checkout (revisions are commits); default: released "
     "wheels (revisions are versions)",
 )
-BUDGET = typer.Option(None, "--budget", help="budget in simulated device-seconds")
+BUDGET = typer.Option(
+    None,
+    "--budget",
+    help="budget in runner-seconds (setup + call + teardown on a runner; simulated device "
+    "time is shown beside it)",
+)
+BUDGET_SHARE = typer.Option(
+    0.15,
+    "--budget-share",
+    help="release step without --budget: the budget is this share of the applicable "
+    "universe's runner-seconds (0: no cut)",
+)
 WORKERS = typer.Option(1, "--workers", "-n", help="shards to split the selection into")
 HISTORY = typer.Option(
-    None, "--history", help="JSON {test id: seconds | {seconds, runs, failures, flaky}}"
+    None,
+    "--history",
+    help="JSON {test id: runner-seconds | {seconds, runs, failures, flaky, device_seconds}}",
 )
 SPECS = typer.Option(
     [],

@@ -14,7 +14,7 @@ from planner.release import head_env_for, plan_release
 from selector import History
 from upstream import UpstreamError
 from upstream.changes import ChangeFacts
-from upstream.headenv import HeadEnv, HeadEnvError
+from upstream.headenv import HeadEnv, HeadEnvError, ensure_env
 
 
 def replay(
@@ -25,6 +25,7 @@ def replay(
         None, "--to", help="head release (2.14) or revision (not with --events)"
     ),
     budget: float | None = opt.BUDGET,
+    budget_share: float = opt.BUDGET_SHARE,
     upstream: Path | None = opt.UPSTREAM,
     workers: int = opt.WORKERS,
     history: Path | None = opt.HISTORY,
@@ -96,6 +97,7 @@ def replay(
             offline=offline,
             head_env=head_env,
             budget_seconds=budget,
+            budget_share=budget_share or None,
             workers=workers,
             history=History.load(history),
             profiling_map=profiling_map,
@@ -124,6 +126,15 @@ def replay(
 def make_head_env(facts: ChangeFacts, offline: bool) -> HeadEnv:
     try:
         return head_env_for(facts, offline=offline)
+    except HeadEnvError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+def make_env(version: str, offline: bool) -> HeadEnv:
+    """The environment of torch ``version`` (``2.12.1+cpu``: made once, like a head one)."""
+    try:
+        return ensure_env(version.split("+", 1)[0], offline=offline)
     except HeadEnvError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

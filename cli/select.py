@@ -11,6 +11,7 @@ from cli import options as opt
 from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
 from planner import source_reader
+from planner.durations import estimator_for
 from planner.release import backend_specs
 from selector import History, SelectionPlan, SignalConfig
 from selector import select as run_select
@@ -51,6 +52,11 @@ def print_plan(plan: SelectionPlan, *, show: int = 20) -> None:
             f"cut by focus/budget: {len(plan.cut)} (first: #{plan.cut[0].rank} "
             f"{plan.cut[0].test_id}: {plan.cut[0].reason})"
         )
+    if plan.budget_seconds is not None:
+        why = f" ({plan.budget_reason})" if plan.budget_reason else ""
+        typer.echo(f"budget: {plan.budget_seconds / 60:,.1f} runner-minutes{why}")
+    sources = ", ".join(f"{k} {v}" for k, v in plan.duration_sources.items())
+    typer.echo(f"runner-seconds from: {sources or 'nothing selected'}")
     typer.echo(plan.summary())
 
 
@@ -77,6 +83,7 @@ def select(
         upstream, offline, cache_dir, base, head, opt.Progress(quiet=as_json)
     )
     universe = universe_from_inventory(specs=backend_specs("spyre", specs))
+    hist = History.load(history)
     plan = run_select(
         facts,
         universe,
@@ -88,8 +95,9 @@ def select(
         ),
         budget_seconds=budget,
         workers=workers,
-        history=History.load(history),
+        history=hist,
         min_closeness=focus,
+        estimator=estimator_for(universe, history=hist),
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     if out is not None:

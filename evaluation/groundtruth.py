@@ -21,6 +21,7 @@ from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest, package_dir
 from evaluation.mutations import MUTANTS, module_path
 from evaluation.scores import GroundTruth, GroundTruthEvent
+from inventory.runs import run_key
 from selector.model import Universe
 from testspecs.outcomes import FAILURES
 from upstream import FileChange, FileStatus, ResolvedRevision
@@ -29,15 +30,8 @@ from upstream.changes import ChangeFacts, PythonFileChange, SymbolChange
 DEFAULT_EVAL_DIR = Path("var/eval")
 
 
-# Bump when what a run records changes: cached runs of another version are not reused.
-# 2: outcomes folded like every other plugin of ours (testspecs.outcomes: error, xfailed, xpassed)
-RUNS_VERSION = 2
-
-
 def _key(universe: Universe) -> str:
-    files = ",".join(sorted(universe.by_file))
-    text = f"{RUNS_VERSION}|{universe.key}|{files}|{len(universe)}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return run_key(universe)
 
 
 def _split(ids: Sequence[str], parts: int) -> list[list[str]]:
@@ -280,11 +274,15 @@ def release_ground_truth(
     head_python: str,
     head_env: Mapping[str, str],
     run: bool,
+    base_python: str | None = None,
+    base_env: Mapping[str, str] | None = None,
     cache_dir: Path = DEFAULT_EVAL_DIR,
     log: Callable[[str], None] = lambda _: None,
 ) -> GroundTruth:
-    """The release step as ground truth: the full universe once under the base torch (this
-    interpreter) and once under the head torch (``head_python``), compared variant by variant.
+    """The release step as ground truth: the full universe once under the base torch
+    (``base_python`` with ``base_env``: its own environment, or this interpreter when the base
+    is the installed torch) and once under the head torch (``head_python``), compared variant
+    by variant.
 
     Two events: the variants of both universes whose outcome changed, and the variants that
     exist only at head and do not pass there (a new test a release adds that fails on the
@@ -294,7 +292,9 @@ def release_ground_truth(
     paths = [run_path(base, None, None, cache_dir), run_path(head, None, None, cache_dir)]
     if not run and not all(p.is_file() for p in paths):
         return empty
-    before = run_outcomes(base, mutant=None, cache_dir=cache_dir, log=log)
+    before = run_outcomes(
+        base, mutant=None, python=base_python, extra_env=base_env, cache_dir=cache_dir, log=log
+    )
     after = run_outcomes(
         head,
         mutant=None,

@@ -21,8 +21,11 @@ def release_truth(
     env: HeadEnv,
     head: Universe,
     run: bool,
+    base_env: HeadEnv | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> GroundTruth:
+    """``installed`` is the base universe: collected under this interpreter's torch, or under
+    ``base_env``'s when the base release is not the installed one (it runs there too)."""
     return release_ground_truth(
         installed,
         head,
@@ -30,6 +33,8 @@ def release_truth(
         changed_files=[f.path for f in facts.files],
         head_python=str(env.python),
         head_env=env.env,
+        base_python=str(base_env.python) if base_env is not None else None,
+        base_env=base_env.env if base_env is not None else None,
         run=run,
         log=log,
     )

@@ -228,8 +228,11 @@ def learn_import_map(
     return path
 
 
-def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None:
-    """The learned import map for the universe's torch build and backend (run once, cached)."""
+def import_map_for(
+    universe: Universe, *, backend: str = "spyre", learn: bool = True
+) -> Path | None:
+    """The learned import map for the universe's torch build and backend (run once, cached);
+    with ``learn=False`` only a map learned before (else None)."""
     if not universe.key or universe.kind not in ("bundled", "installed+facts"):
         return None
     safe = "".join(c if c.isalnum() or c in ".-" else "_" for c in universe.key)
@@ -247,4 +250,6 @@ def import_map_for(universe: Universe, *, backend: str = "spyre") -> Path | None
         if same:
             log.info("reusing import map %s for %s", same[-1], key)
             return same[-1]
+        if not learn:
+            return None
     return learn_import_map(universe.variants, key=key, backend=backend, sweep=1)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from backends import Backend
 from inventory.build import universe_from_inventory
+from planner.durations import estimator_for
 from planner.model import RunPlan
 from planner.release import plan_release
 from planner.revisions import plan_revisions
@@ -49,12 +50,15 @@ def plan_event(
     budget_seconds: float | None = None,
     workers: int = 1,
     history: History | None = None,
+    unanalysed_budget_seconds: float | None = None,
 ) -> RunPlan:
     """The selector's four stages over the bundled universe on ``backend`` under ``specs``.
 
     A release replay (a "periodic" event between two versions) is planned exactly as
     ``relay replay --from A --to B`` plans it (:func:`planner.release.plan_release`): the same
-    specs, head universe and signals, so both report the same selection."""
+    specs, head universe and signals, so both report the same selection. Budgets are in
+    runner-seconds; a change that cannot be read is cut to ``unanalysed_budget_seconds`` unless
+    ``budget_seconds`` is given (a nightly run is the whole universe on purpose)."""
     revs = revisions(event)
     if event.event == "periodic" and revs is not None:
         try:
@@ -83,6 +87,7 @@ def plan_event(
             source_kind="installed",
             backend=backend.name,
             history=history,
+            estimator=estimator_for(universe, history=history),
             budget_seconds=budget_seconds,
             workers=workers,
         )
@@ -100,6 +105,7 @@ def plan_event(
             history=history,
             facts_cache=upstream_cache,
             offline=False,
+            unanalysed_budget_seconds=unanalysed_budget_seconds,
         )
     return _run_plan(plan, universe, backend, specs)
 

@@ -114,3 +114,9 @@ class StoredPlan(BaseModel):
     runner: RunnerConfig
     universe: UniverseInfo | None = None
     counts: PlanCounts | None = None
+    estimated_runner_seconds: float | None = None  # the plan's cost (plans before schema 2: none)
+    full_runner_seconds: float | None = None
+    workers: int | None = None
+    estimated_finish_seconds: float | None = None  # wall time on ``workers`` runners
+    budget_seconds: float | None = None
+    budget_reason: str = ""

@@ -9,6 +9,8 @@ variant flagged); with a head environment it is the real one, collected under th
 
 from __future__ import annotations
 
+import logging
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from backends import get_backend
 from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
+from planner.durations import DEFAULT_EVAL_RUNS, base_run_history, estimator_for, merged
 from planner.revisions import source_reader
 from selector import DEFAULT_PROFILING_MAP, History, SelectionPlan, SignalConfig, Universe, select
 from upstream import UpstreamSource, open_source
@@ -25,6 +28,11 @@ from upstream.changes import ChangeFacts, compute_change_facts
 from upstream.headenv import HeadEnv, ensure_env
 
 Progress = Callable[[str], None]
+log = logging.getLogger(__name__)
+
+#: the default budget of a release step: this share of the applicable universe's runner-seconds
+#: (the broad signals and the fallback reach nearly everything; the rank decides what runs)
+DEFAULT_RELEASE_SHARE = 0.15
 
 
 @dataclass
@@ -59,9 +67,15 @@ def release_plan(
     import_map: bool = True,
     min_closeness: float = 0.0,
     backend: str = "spyre",
+    runs: Path | None = DEFAULT_EVAL_RUNS,
+    budget_share: float | None = None,
 ) -> ReleasePlan:
     """The release step's plan over ``head`` (a collected head universe) or, without it, the
-    installed universe adjusted by the change facts."""
+    installed universe adjusted by the change facts. Costs are runner-seconds
+    (:mod:`planner.durations`: ``history``, the ground-truth runs in ``runs``, the prior);
+    failures come from ``history`` and the cached full run of the base universe (``installed``:
+    the release we are on), never from a run of the head. ``budget_share`` without
+    ``budget_seconds`` cuts to that share of the applicable universe's runner-seconds."""
     start = time.perf_counter()
     if head is None:
         adjusted = head_universe(installed, facts, source)
@@ -69,6 +83,10 @@ def release_plan(
     else:
         universe = head
         notes = [f"universe collected under the head torch: {head.label}, {len(head)} variants"]
+    learned = merged(base_run_history(installed, runs), history)
+    if learned.tests:
+        failing = sum(1 for h in learned.tests.values() if h.failures)
+        notes.append(f"history: {len(learned.tests)} variants, {failing} failing at base")
     plan = select(
         facts,
         universe,
@@ -76,15 +94,29 @@ def release_plan(
         reader=source_reader(source, facts),
         config=SignalConfig(
             profiling_map=profiling_map,
-            import_map=import_map_for(installed) if import_map else None,
+            import_map=learned_import_map(installed, notes) if import_map else None,
         ),
         budget_seconds=budget_seconds,
+        budget_share=budget_share,
         workers=workers,
-        history=history or History(),
+        history=learned,
         min_closeness=min_closeness,
+        estimator=estimator_for(universe, history=learned, runs=runs),
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return ReleasePlan(plan=plan, universe=universe, notes=notes)
+
+
+def learned_import_map(installed: Universe, notes: list[str]) -> Path | None:
+    """The import map of our runs (learned once per torch build); when it cannot be learned
+    (its sample run failed or ran past its timeout) the plan goes on without it, and says so."""
+    try:
+        return import_map_for(installed)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        notes.append(f"import map not learned ({first}); the import-map signal rules nothing out")
+        log.warning("import map not learned: %s", first)
+        return None
 
 
 def backend_specs(backend: str, specs: Sequence[Path | str] = ()) -> list[Path]:
@@ -129,6 +161,7 @@ def plan_release(
     profiling_map: Path | None = DEFAULT_PROFILING_MAP,
     import_map: bool = True,
     min_closeness: float = 0.0,
+    budget_share: float | None = DEFAULT_RELEASE_SHARE,
     progress: Progress = lambda _: None,
 ) -> ReleasePlan:
     """A release step planned the one way ``relay replay`` and the workers' replay job both
@@ -161,6 +194,7 @@ def plan_release(
         import_map=import_map,
         min_closeness=min_closeness,
         backend=backend,
+        budget_share=budget_share,
     )
     release.plan.decision_seconds = round(time.perf_counter() - start, 4)
     return release

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from inventory.build import universe_from_inventory
+from planner.durations import estimator_for
 from selector import History, SelectionPlan, SignalConfig, Universe, select, select_everything
 from upstream import UpstreamError, UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
@@ -30,6 +31,21 @@ def source_reader(source: UpstreamSource, facts: ChangeFacts) -> Any:
     return read
 
 
+def unanalysed_budget(
+    budget_seconds: float | None, unanalysed_seconds: float | None
+) -> tuple[float | None, str]:
+    """The budget of a change that cannot be analysed: the one given, else the default for
+    such events (runner-seconds), with the reason the plan shows."""
+    if budget_seconds is not None:
+        return budget_seconds, "given"
+    if unanalysed_seconds:
+        return unanalysed_seconds, (
+            f"default for an event the selector cannot analyse: "
+            f"{unanalysed_seconds / 60:g} runner-minutes (RELAY_RUNNER_UNANALYSED_BUDGET_MINUTES)"
+        )
+    return None, ""
+
+
 def plan_revisions(
     *,
     base: str,
@@ -44,17 +60,20 @@ def plan_revisions(
     config: SignalConfig | None = None,
     facts_cache: str | Path | None = None,
     offline: bool = True,
+    unanalysed_budget_seconds: float | None = None,
 ) -> SelectionPlan:
     """Plan one upstream event (base..head) for ``backend``.
 
     ``upstream``: a PyTorch checkout path (revisions are commits) or None for released wheels
     (revisions are versions; ``offline`` uses only cached wheels). ``universe`` defaults to the
     bundled suites' inventory (cached). If the revisions cannot be read, the plan selects the
-    whole universe with ``fallback=True`` and the error in ``errors``.
+    whole universe with ``fallback=True`` and the error in ``errors``, cut to ``budget_seconds``
+    or, without one, to ``unanalysed_budget_seconds`` (runner-seconds; the cut is listed).
     """
     start = time.perf_counter()
     hist = history if isinstance(history, History) else History.load(history)
     uni = universe or universe_from_inventory(backend=backend, specs=specs)
+    estimator = estimator_for(uni, history=hist)
     try:
         source = open_source(upstream, cache_dir=facts_cache, offline=offline)
         b, h = source.resolve(base), source.resolve(head)
@@ -62,6 +81,7 @@ def plan_revisions(
         facts = compute_change_facts(source, b, h, cache_dir=cache)
     except UpstreamError as exc:
         log.warning("cannot read upstream %s..%s: %s; selecting everything", base, head, exc)
+        budget, why = unanalysed_budget(budget_seconds, unanalysed_budget_seconds)
         return select_everything(
             uni,
             reason=f"upstream change not readable ({exc}); selecting everything",
@@ -70,8 +90,10 @@ def plan_revisions(
             errors=[str(exc)],
             backend=backend,
             history=hist,
-            budget_seconds=budget_seconds,
+            budget_seconds=budget,
             workers=workers,
+            estimator=estimator,
+            budget_reason=why,
         )
     plan = select(
         facts,
@@ -82,6 +104,7 @@ def plan_revisions(
         budget_seconds=budget_seconds,
         workers=workers,
         history=hist,
+        estimator=estimator,
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return plan

@@ -49,10 +49,11 @@ class Variant:
 
 @dataclass
 class TestHistory:
-    seconds: float | None = None
+    seconds: float | None = None  # runner-seconds (setup + call + teardown on a runner)
     runs: int = 0
     failures: int = 0
     flaky: bool = False
+    device_seconds: float | None = None  # simulated device time, shown beside, never budgeted
 
 
 @dataclass
@@ -64,7 +65,8 @@ class History:
 
     @classmethod
     def load(cls, path: str | Path | None) -> History:
-        """JSON ``{test id: seconds}`` or ``{test id: {seconds, runs, failures, flaky}}``."""
+        """JSON ``{test id: seconds}`` or ``{test id: {seconds, runs, failures, flaky,
+        device_seconds}}``; seconds are runner-seconds."""
         if path is None:
             return cls()
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -82,18 +84,27 @@ class History:
                     runs=int(row.get("runs", 0)),
                     failures=int(row.get("failures", 0)),
                     flaky=bool(row.get("flaky", False)),
+                    device_seconds=row.get("device_seconds"),
                 )
         return cls(tests)
 
 
 class DurationEstimate(Protocol):
-    """Seconds a variant without history is expected to take (a backend's device-time hook,
-    :meth:`backends.base.Backend.duration_estimate`)."""
+    """Seconds a variant without history is expected to take: runner-seconds for the budget
+    (:mod:`planner.durations`), or simulated device-seconds shown beside them (a backend's
+    device-time hook, :meth:`backends.base.Backend.duration_estimate`). An estimate may also
+    name the source of each variant's number (``source_of(v)``)."""
 
     @property
     def source(self) -> str: ...
 
     def seconds(self, v: Variant) -> float: ...
+
+
+def source_of(estimate: DurationEstimate, v: Variant) -> str:
+    """Where ``estimate`` takes ``v``'s seconds from (its own per-variant answer when it has one)."""
+    per_variant = getattr(estimate, "source_of", None)
+    return str(per_variant(v)) if per_variant is not None else estimate.source
 
 
 # universe flags: where a variant comes from when the head revision is not the installed one
@@ -317,11 +328,12 @@ class BudgetResult:
     selected: list[Ranked]
     cut: list[Cut]
     shards: list[list[str]]
-    shard_seconds: list[float]
-    budget_seconds: float | None
-    selected_seconds: float
+    shard_seconds: list[float]  # runner-seconds per shard
+    budget_seconds: float | None  # runner-seconds
+    selected_seconds: float  # runner-seconds
     record: StageRecord
     triage: str | None = None
+    selected_device_seconds: float = 0.0  # simulated, beside
 
 
 def sorted_unique(items: Sequence[str]) -> tuple[str, ...]:

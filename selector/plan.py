@@ -5,7 +5,10 @@
 * :func:`select_everything` is the plan for a change that cannot be analysed (no readable
   revisions, a nightly run): every variant, with the reason as the fallback.
 
-``SCHEMA_VERSION`` changelog: 1: first version.
+``SCHEMA_VERSION`` changelog: 1: first version. 2: costs in runner-seconds: tests' ``seconds``,
+``shard_seconds`` and ``budget_seconds`` are runner-seconds; ``estimated_runner_seconds``,
+``full_runner_seconds`` (the applicable universe), ``workers``, ``estimated_finish_seconds``
+and ``duration_sources`` added; the simulated device-seconds stay beside them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from backends import get_backend
+from backends.base import FlatEstimate
 from selector.model import (
     NEW_AT_HEAD,
     REMOVED_AT_HEAD,
@@ -39,7 +44,10 @@ from upstream.changes import ChangeFacts
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: runner-seconds of a variant nobody measured, when the caller gives no estimate
+FLAT_RUNNER_PRIOR = FlatEstimate(per_test=0.2, source="flat-runner-prior")
 
 
 class FunnelStep(BaseModel):
@@ -112,12 +120,35 @@ class SelectionPlan(BaseModel):
     removed: list[RemovedTest] = Field(default_factory=list)
     shards: list[list[str]]
     shard_seconds: list[float]
-    budget_seconds: float | None = None
+    budget_seconds: float | None = None  # runner-seconds
+    budget_reason: str = ""  # where the budget comes from when no one gave it
     min_closeness: float = 0.0
-    estimated_device_seconds: float
+    estimated_device_seconds: float  # simulated device time of the selection, shown beside
     full_device_seconds: float
+    estimated_runner_seconds: float = 0.0  # the selection's cost: runner-seconds
+    full_runner_seconds: float = 0.0  # the applicable universe's (not skipped by a spec)
+    workers: int = 1
+    estimated_finish_seconds: float = 0.0  # wall time on ``workers`` runners: the longest shard
+    duration_sources: dict[str, int] = Field(default_factory=dict)  # selected tests per source
     decision_seconds: float = 0.0
     errors: list[str] = Field(default_factory=list)
+
+    @property
+    def cost_runner_minutes(self) -> float:
+        return round(self.estimated_runner_seconds / 60, 2)
+
+    @property
+    def finish_minutes(self) -> float:
+        return round(self.estimated_finish_seconds / 60, 2)
+
+    @property
+    def cost_share(self) -> float:
+        """The selection's runner-seconds over the applicable universe's."""
+        return (
+            self.estimated_runner_seconds / self.full_runner_seconds
+            if self.full_runner_seconds
+            else 0.0
+        )
 
     @property
     def test_ids(self) -> list[str]:
@@ -127,9 +158,11 @@ class SelectionPlan(BaseModel):
         """One line: "N of M variants to evaluate" with cost and fallback."""
         fb = f"; FALLBACK ({', '.join(f.scope for f in self.fallbacks)})" if self.fallback else ""
         return (
-            f"{len(self.tests)} of {self.universe.variants} variants to evaluate "
-            f"({self.estimated_device_seconds:.3f} of {self.full_device_seconds:.3f} simulated "
-            f"device-seconds, {len(self.shards)} shard(s)){fb}"
+            f"{len(self.tests)} of {self.universe.variants} variants to evaluate: "
+            f"{self.cost_runner_minutes:,.1f} of {self.full_runner_seconds / 60:,.1f} "
+            f"runner-minutes ({100 * self.cost_share:.1f} %), about {self.finish_minutes:,.1f} "
+            f"min on {self.workers} worker(s); simulated device time "
+            f"{self.estimated_device_seconds:.3f} of {self.full_device_seconds:.3f} s{fb}"
         )
 
     def fingerprint(self) -> str:
@@ -171,6 +204,56 @@ def _funnel(records: Iterable[StageRecord]) -> list[FunnelStep]:
     ]
 
 
+_DEVICE_ESTIMATES: dict[str, DurationEstimate] = {}
+
+
+def _device_estimate(backend: str) -> DurationEstimate:
+    """The backend's device-time hook, one per backend (it caches per op and template)."""
+    if backend not in _DEVICE_ESTIMATES:
+        _DEVICE_ESTIMATES[backend] = get_backend(backend).duration_estimate()
+    return _DEVICE_ESTIMATES[backend]
+
+
+def _applicable_totals(
+    universe: Universe,
+    history: History | None,
+    estimator: DurationEstimate,
+    device: DurationEstimate,
+) -> tuple[float, float]:
+    """Runner- and device-seconds of the applicable universe (what the applicability stage
+    keeps of every variant), kept on the universe for the same history and estimates: a warm
+    decision does not price 30,000 variants again."""
+    cache: dict[str, Any] = universe.__dict__.setdefault("_totals", {})
+    shape = (len(universe.variants), len(universe.flags))
+    got = cache.get("last")
+    if (
+        got is not None
+        and got[0] is history
+        and got[1] is estimator
+        and got[2] is device
+        and got[4] == shape
+    ):
+        return got[3]
+    hist = history or History()
+    full = full_device = 0.0
+    for v in universe.variants:
+        if (
+            universe.flags.get(v.test_id) == REMOVED_AT_HEAD
+            or v.decision == "skip"
+            or v.static_skip
+        ):
+            continue  # not applicable: the applicability stage removes it
+        h = hist.get(v.test_id)
+        full += h.seconds if h is not None and h.seconds is not None else estimator.seconds(v)
+        full_device += (
+            h.device_seconds
+            if h is not None and h.device_seconds is not None
+            else device.seconds(v)
+        )
+    cache["last"] = (history, estimator, device, (full, full_device), shape)
+    return full, full_device
+
+
 def select(
     facts: ChangeFacts,
     universe: Universe,
@@ -185,14 +268,31 @@ def select(
     estimator: DurationEstimate | None = None,
     force_all: str | None = None,
     min_closeness: float = 0.0,
+    device_estimator: DurationEstimate | None = None,
+    budget_reason: str = "",
+    budget_share: float | None = None,
 ) -> SelectionPlan:
     """The four stages over ``facts`` and ``universe``; deterministic for the same inputs.
 
-    Durations come from ``history``, else ``estimator`` (default: the backend's device-time
-    hook). ``force_all`` selects every variant, with that reason as the fallback."""
+    ``budget_share`` (without ``budget_seconds``): the budget is that share of the applicable
+    universe's runner-seconds; what ranks past it is cut, each with its rank and signals.
+
+    Runner-seconds come from ``history``, else ``estimator`` (default: a flat prior,
+    :data:`FLAT_RUNNER_PRIOR`; the planner gives :mod:`planner.durations`'s); simulated
+    device-seconds from ``history``, else ``device_estimator`` (default: the backend's
+    device-time hook). ``budget_seconds`` is in runner-seconds. ``force_all`` selects every
+    variant, with that reason as the fallback."""
     start = time.perf_counter()
     if estimator is None:
-        estimator = get_backend(backend).duration_estimate()
+        estimator = FLAT_RUNNER_PRIOR
+    if device_estimator is None:
+        device_estimator = _device_estimate(backend)
+    full, full_device = _applicable_totals(universe, history, estimator, device_estimator)
+    if budget_seconds is None and budget_share:
+        budget_seconds = round(budget_share * full, 3)
+        budget_reason = budget_reason or (
+            f"{100 * budget_share:g} % of the applicable universe's {full:,.0f} runner-seconds"
+        )
     changes = changes_stage(facts)
     impact = impact_stage(changes, universe, config=config, reader=reader, force_all=force_all)
     applicable = applicability_stage(impact.candidates, universe)
@@ -205,15 +305,10 @@ def select(
         estimator=estimator,
         triage=triage,
         min_closeness=min_closeness,
+        device_estimator=device_estimator,
     )
-    hist = history or History()
-    full = 0.0
-    for v in universe.variants:
-        if universe.flags.get(v.test_id) == REMOVED_AT_HEAD or v.decision == "skip":
-            continue
-        h = hist.get(v.test_id)
-        full += h.seconds if h is not None and h.seconds is not None else estimator.seconds(v)
     flags = list(universe.flags.values())
+    sources = Counter(r.seconds_source for r in budget.selected)
     return SelectionPlan(
         backend=backend,
         source_kind=facts.source_kind,
@@ -260,9 +355,15 @@ def select(
         shards=budget.shards,
         shard_seconds=budget.shard_seconds,
         budget_seconds=budget_seconds,
+        budget_reason=budget_reason,
         min_closeness=min_closeness,
-        estimated_device_seconds=budget.selected_seconds,
-        full_device_seconds=round(full, 9),
+        estimated_device_seconds=budget.selected_device_seconds,
+        full_device_seconds=round(full_device, 9),
+        estimated_runner_seconds=budget.selected_seconds,
+        full_runner_seconds=round(full, 6),
+        workers=max(1, workers),
+        estimated_finish_seconds=max(budget.shard_seconds, default=0.0),
+        duration_sources=dict(sorted(sources.items())),
         decision_seconds=round(time.perf_counter() - start, 4),
         errors=list(facts.errors),
     )
@@ -281,9 +382,12 @@ def select_everything(
     budget_seconds: float | None = None,
     workers: int = 1,
     estimator: DurationEstimate | None = None,
+    budget_reason: str = "",
+    budget_share: float | None = None,
 ) -> SelectionPlan:
-    """Every variant of ``universe`` (cut to the budget), because the change between ``base``
-    and ``head`` is not analysed: ``reason`` says why, ``errors`` what failed."""
+    """Every variant of ``universe`` (cut to the budget, in runner-seconds), because the change
+    between ``base`` and ``head`` is not analysed: ``reason`` says why, ``errors`` what
+    failed."""
 
     def rev(name: str) -> ResolvedRevision:
         return ResolvedRevision(kind="git", requested=name, resolved=name, detail="not analysed")
@@ -308,4 +412,6 @@ def select_everything(
         workers=workers,
         estimator=estimator,
         force_all=reason,
+        budget_reason=budget_reason,
+        budget_share=budget_share,
     )

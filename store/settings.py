@@ -62,7 +62,10 @@ class Settings(BaseSettings):
     # spec files or folders applied to the tests; default: the backend's own (backends/spyre/specs/)
     runner_specs: Annotated[list[str], NoDecode] = Field(default_factory=list)
     runner_shards: int = Field(default=2, ge=1)
-    runner_budget_seconds: float | None = None  # device-seconds; None: no cut
+    runner_budget_seconds: float | None = None  # runner-seconds; None: no cut
+    # runner-minutes for an event the selector cannot analyse (no checkout to read its SHAs);
+    # 0 or None: no cut (the whole universe)
+    runner_unanalysed_budget_minutes: float | None = Field(default=30.0, ge=0)
     per_test_timeout: float = Field(default=300.0, gt=0)
     job_timeout_seconds: int = Field(default=6 * 3600, gt=0)
     warm_pool: bool = True

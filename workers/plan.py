@@ -19,11 +19,11 @@ from sqlalchemy import select
 
 from backends import get_backend
 from planner import RunPlan, plan_event
-from selector import History
+from planner.durations import history_for
 from store import jobs
 from store.db import session_scope
 from store.logs import bind
-from store.models import Conclusion, Dispatch, DispatchState, Shard, ShardState
+from store.models import Conclusion, Dispatch, DispatchState, Shard, ShardState, TestStat
 from store.queue import TASK_PLAN
 from store.settings import Settings, get_settings
 from wire.github.events import UpstreamEvent
@@ -38,11 +38,25 @@ Planner = Callable[[UpstreamEvent, Settings], RunPlan]
 
 def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     """The selector's four stages over the bundled universe on ``RELAY_RUNNER_BACKEND`` under
-    ``RELAY_RUNNER_SPECS`` (default: the backend's own), with our per-test history."""
+    ``RELAY_RUNNER_SPECS`` (default: the backend's own), with our per-test history (runner-
+    seconds, failures, flakiness; simulated device time beside)."""
     backend = get_backend(settings.runner_backend)
     specs = [Path(p).resolve() for p in settings.runner_specs] or list(backend.default_specs)
     with session_scope(settings.database_url) as session:
-        history = History.from_mapping(jobs.test_history(session, repo=settings.runner_repo))
+        rows = session.scalars(
+            select(TestStat).where(TestStat.downstream_repo == settings.runner_repo)
+        )
+        history = history_for(
+            {
+                "test_id": r.test_id,
+                "runs": r.runs,
+                "failures": r.failures,
+                "flips": r.flips,
+                "mean_duration_s": r.mean_duration_s,
+                "mean_device_time_us": r.mean_device_time_us,
+            }
+            for r in rows
+        )
     return plan_event(
         event,
         backend=backend,
@@ -52,6 +66,9 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
         budget_seconds=settings.runner_budget_seconds,
         workers=settings.runner_shards,
         history=history,
+        unanalysed_budget_seconds=60 * settings.runner_unanalysed_budget_minutes
+        if settings.runner_unanalysed_budget_minutes
+        else None,
     )
 
 

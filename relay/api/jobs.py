@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
@@ -117,11 +117,20 @@ class SelectionSummary(BaseModel):
     head_rev: str | None
     stage_counts: dict[str, Any]
     fallbacks: list[dict[str, Any]]  # each fallback's units cut to FALLBACK_UNITS_SHOWN
-    estimated_device_seconds: float | None
+    estimated_device_seconds: float | None  # simulated, shown beside the runner cost
     universe_variants: int | None  # "N of M variants": the universe the plan chose from
     selected: int | None
     cut: int | None
     removed: int | None
+    # the plan's cost: runner-minutes of its tests (setup + call + teardown on a runner), of the
+    # applicable universe's, its budget, and when it should finish on its ``workers`` runners
+    cost_runner_minutes: float | None = None
+    universe_runner_minutes: float | None = None
+    budget_runner_minutes: float | None = None
+    budget_reason: str = ""
+    workers: int | None = None
+    estimated_finish_minutes: float | None = None  # wall minutes on the workers
+    estimated_finish_at: datetime | None = None  # dispatched (or started) + the wall minutes
 
 
 class JobDetail(JobPublic):
@@ -236,8 +245,14 @@ def _job_or_404(session: Session, job_id: int) -> Job:
     return job
 
 
-def _summary(selection: Selection) -> SelectionSummary:
+def _minutes(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds / 60, 2)
+
+
+def _summary(selection: Selection, job: Job) -> SelectionSummary:
     stored = StoredPlan.model_validate(selection.plan)
+    finish = stored.estimated_finish_seconds
+    since = job.started_at or job.dispatched_at
     fallbacks = []
     for f in selection.fallbacks or []:
         units = list(f.get("units") or []) if isinstance(f, dict) else []
@@ -254,6 +269,15 @@ def _summary(selection: Selection) -> SelectionSummary:
         selected=counts.selected if counts is not None else None,
         cut=counts.cut if counts is not None else None,
         removed=counts.removed if counts is not None else None,
+        cost_runner_minutes=_minutes(stored.estimated_runner_seconds),
+        universe_runner_minutes=_minutes(stored.full_runner_seconds),
+        budget_runner_minutes=_minutes(stored.budget_seconds),
+        budget_reason=stored.budget_reason,
+        workers=stored.workers,
+        estimated_finish_minutes=_minutes(finish),
+        estimated_finish_at=None
+        if finish is None or since is None
+        else since + timedelta(seconds=finish),
     )
 
 
@@ -285,7 +309,7 @@ def get_job(request: Request, job_id: JobId) -> JobDetail:
                 "transitions": [
                     TransitionPublic.model_validate(t, from_attributes=True) for t in transitions
                 ],
-                "selection": None if selection is None else _summary(selection),
+                "selection": None if selection is None else _summary(selection, job),
             }
         )
 

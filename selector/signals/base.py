@@ -9,6 +9,7 @@ triggers the conservative fallback.
 from __future__ import annotations
 
 import ast
+import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,15 +81,31 @@ class SignalContext:
         key = (path, at_base)
         if key not in self._trees:
             data = self.read(path, at_base=at_base)
-            try:
-                self._trees[key] = py.parse(data, path) if data is not None else None
-            except (SyntaxError, ValueError):
-                self._trees[key] = None
+            self._trees[key] = parsed(data, path) if data is not None else None
         return self._trees[key]
 
     def unit_tree(self, unit: ChangeUnit) -> ast.Module | None:
         """The tree the unit lives in: head, or base when it was removed."""
         return self.tree(unit.path, at_base=unit.status == "removed")
+
+
+_PARSED: dict[tuple[str, bytes], ast.Module | None] = {}
+_PARSED_MAX = 256
+
+
+def parsed(data: bytes, path: str) -> ast.Module | None:
+    """The syntax tree of ``data`` (None when it does not parse), kept across decisions by
+    content: a warm decision re-reads the changed files but does not re-parse them. Signals
+    only read trees (they are shared by every signal of a decision already)."""
+    key = (path, hashlib.blake2b(data, digest_size=16).digest())
+    if key not in _PARSED:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        try:
+            _PARSED[key] = py.parse(data, path)
+        except (SyntaxError, ValueError):
+            _PARSED[key] = None
+    return _PARSED[key]
 
 
 @dataclass

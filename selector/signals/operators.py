@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from selector.model import ChangeUnit, Universe, aten_key, module_key
 from selector.signals.base import SignalContext, SignalResult
@@ -167,6 +168,7 @@ class Operators:
         )
 
 
+@lru_cache(maxsize=64)
 def used_names(tree: ast.Module) -> dict[str, set[str]]:
     """Top-level function / class (and ``Tensor.method``) -> the plain names and attributes its
     code refers to."""
@@ -299,13 +301,20 @@ def functional_users(ctx: SignalContext) -> dict[str, list[str]]:
     cached = getattr(ctx, "_functional_users", None)
     if cached is not None:
         return cached
+    trees = tuple(t for t in (ctx.tree(path) for path in NN_MODULE_FILES) if t is not None)
+    users = _functional_users(trees)
+    ctx._functional_users = users  # type: ignore[attr-defined]
+    return users
+
+
+@lru_cache(maxsize=8)
+def _functional_users(trees: tuple[ast.Module, ...]) -> dict[str, list[str]]:
+    """:func:`functional_users` over the parsed ``torch/nn/modules`` files (trees are kept
+    across decisions, so a warm decision does not walk them again; callers only read it)."""
     calls: dict[str, set[str]] = {}  # class or helper -> F names its own code uses
     names: dict[str, set[str]] = {}  # class or helper -> every name it mentions
     public: list[str] = []
-    for path in NN_MODULE_FILES:
-        tree = ctx.tree(path)
-        if tree is None:
-            continue
+    for tree in trees:
         for stmt in tree.body:
             if not isinstance(stmt, ast.ClassDef | ast.FunctionDef):
                 continue
@@ -337,7 +346,6 @@ def functional_users(ctx: SignalContext) -> dict[str, list[str]]:
         for fn in sorted(reached(cls)):
             if cls not in users.setdefault(fn, []):
                 users[fn].append(cls)
-    ctx._functional_users = users  # type: ignore[attr-defined]
     return users
 
 

@@ -1,9 +1,11 @@
-"""Stage 4, ``budget``: rank by risk, cut to a budget in device-seconds, shard longest-first.
+"""Stage 4, ``budget``: rank by risk, cut to a budget in runner-seconds, shard longest-first.
 
 Risk = the closest signal's weight + failure rate and flakiness from history + a bonus for
 variants new at head (and for tests never run). Ties break on the test id, so the order is
-stable. Durations come from history, else the backend's estimate (its device-time hook). Everything past the budget
-is listed with its rank and the reason. An optional :class:`TriageHook` may re-rank; none is
+stable. Durations are runner-seconds (what a test costs on a runner: setup, call and teardown):
+history, else the runner-seconds estimate (:mod:`planner.durations` gives one with its source per
+variant). Simulated device time (history, else the backend's device-time hook) is summed beside
+them and never budgeted. Everything past the budget is listed with its rank and the reason. An optional :class:`TriageHook` may re-rank; none is
 registered by default and the selector makes no network calls.
 """
 
@@ -24,12 +26,16 @@ from selector.model import (
     Ranked,
     StageRecord,
     Universe,
+    source_of,
 )
 
 NEW_BONUS = 0.5
 FAILURE_WEIGHT = 1.0
 FLAKY_BONUS = 0.3
 NEVER_RUN_BONUS = 0.05
+EVIDENCE_WEIGHT = 0.05  # per further signal that chose the variant (up to MAX_EVIDENCE)
+MAX_EVIDENCE = 4
+BROAD = 0.5  # closeness below this: only broad signals (common code, coverage, fallback)
 
 
 @runtime_checkable
@@ -49,6 +55,10 @@ TRIAGE_HOOKS: dict[str, Callable[[], TriageHook]] = {}
 def risk_of(item: Applicable, history: History) -> tuple[float, list[str]]:
     risk = item.closeness
     why = [f"closeness {item.closeness:.2f}"]
+    agreeing = min(len(item.signals) - 1, MAX_EVIDENCE)
+    if agreeing > 0:
+        risk += EVIDENCE_WEIGHT * agreeing
+        why.append(f"{agreeing + 1} signals agree")
     h = history.get(item.test_id)
     if item.flag == NEW_AT_HEAD:
         risk += NEW_BONUS
@@ -76,20 +86,29 @@ def budget_stage(
     history: History | None = None,
     triage: TriageHook | None = None,
     min_closeness: float = 0.0,
+    device_estimator: DurationEstimate | None = None,
 ) -> BudgetResult:
-    """``min_closeness`` (focus): variants only broad signals chose (common code, file-level
+    """``estimator`` gives runner-seconds (``budget_seconds`` is in runner-seconds);
+    ``device_estimator`` simulated device-seconds, summed beside them.
+    ``min_closeness`` (focus): variants only broad signals chose (common code, file-level
     coverage, fallback) are cut, listed with that reason, before the budget applies."""
     start = time.perf_counter()
     history = history or History()
     by_id = universe.by_id
     rows = []
+    device: dict[str, float] = {}
     for item in kept:
         risk, why = risk_of(item, history)
         h = history.get(item.test_id)
+        v = by_id[item.test_id]
         if h is not None and h.seconds is not None:
             seconds, source = h.seconds, "history"
         else:
-            seconds, source = estimator.seconds(by_id[item.test_id]), estimator.source
+            seconds, source = estimator.seconds(v), source_of(estimator, v)
+        if h is not None and h.device_seconds is not None:
+            device[item.test_id] = h.device_seconds
+        elif device_estimator is not None:
+            device[item.test_id] = device_estimator.seconds(v)
         rows.append((-risk, item.test_id, risk, seconds, source, item, why))
     rows.sort(key=lambda r: (r[0], r[1]))
     ranked = [
@@ -134,14 +153,16 @@ def budget_stage(
             total += r.seconds
             continue
         over = True
+        broad = " (broad signals only)" if closeness[r.test_id] < BROAD else ""
         cut.append(
             Cut(
                 r.test_id,
                 r.rank,
                 r.risk,
                 r.seconds,
-                f"over budget: rank {r.rank}, risk {r.risk:.2f}; "
-                f"{total:.6f} s of {budget_seconds} s used by higher-ranked tests",
+                f"over budget: rank {r.rank}, risk {r.risk:.2f}, chosen by "
+                f"{', '.join(r.signals)}{broad}; {total:.1f} of {budget_seconds:.1f} "
+                f"runner-seconds used by higher-ranked tests",
             )
         )
     shards, shard_seconds = shard_longest_first(selected, workers)
@@ -162,6 +183,7 @@ def budget_stage(
         selected_seconds=round(total, 9),
         record=record,
         triage=getattr(triage, "name", None),
+        selected_device_seconds=round(sum(device.get(r.test_id, 0.0) for r in selected), 9),
     )
 
 

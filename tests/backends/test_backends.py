@@ -68,10 +68,10 @@ def test_the_cpu_backend_plans_and_runs_a_few_variants_through_the_same_harness(
     assert all(v.cls and v.cls.endswith("CPU") and "_cpu" in v.name for v in universe.variants)
     plan = select_everything(
         universe, reason="toy backend", base="x", head="x", backend="cpu",
-        budget_seconds=0.2, workers=2,
+        budget_seconds=0.8, workers=2,
     )  # fmt: skip
-    assert len(plan.tests) == 4  # 0.2 s of budget at the flat 0.05 s a variant
-    assert {t.seconds_source for t in plan.tests} == {"flat-estimate"}
+    assert len(plan.tests) == 4  # 0.8 runner-seconds of budget at the flat 0.2 s a variant
+    assert {t.seconds_source for t in plan.tests} == {"flat-runner-prior"}
     node_ids = {v.test_id: v.node_id for v in universe.variants}
     run_plan = RunPlan(
         shards=[[node_ids[t] for t in shard] for shard in plan.shards if shard],

@@ -89,3 +89,38 @@ def test_mutation_events_name_the_file_and_function() -> None:
     assert event.changed_symbols == {"torch/nn/functional.py": ["relu"]}
     facts = event_facts(event)
     assert facts.changed_symbols() == {"torch/nn/functional.py": {"relu"}}
+
+
+def test_every_selector_is_priced_in_runner_seconds_over_the_applicable_universe(
+    small_upstream: Any,
+) -> None:
+    from planner.durations import RunnerPrior, RunnerSeconds
+
+    universe = small_upstream.make_universe()
+    skipped = universe.variants[:4]
+    for v in skipped:
+        v.decision = "skip"
+    measured = {v.test_id: 1.0 + i for i, v in enumerate(universe.variants)}
+    est = RunnerSeconds(universe, measured=measured, prior=RunnerPrior())
+    truth = _truth(small_upstream)
+    plans = {
+        e.name: select(event_facts(e), universe, config=SignalConfig(profiling_map=None),
+                       estimator=est)  # fmt: skip
+        for e in truth.events
+    }
+    scores = {s.selector: s for s in evaluate(truth, universe, plans, estimator=est)}
+    applicable = sum(measured.values()) - sum(measured[v.test_id] for v in skipped)
+    everything = scores["run-all"]
+    assert everything.runner_seconds == applicable and everything.cost_ratio == 1.0
+    assert everything.latency > 0  # the run-all plan is made and timed, not assumed free
+    ours = scores["ours"]
+    want = sum(sum(measured[t] for t in p.test_ids) for p in plans.values()) / len(plans)
+    assert ours.runner_seconds == want and ours.cost_ratio == want / applicable
+    # random spends what ours spends, drawn from the variants the specs let run
+    rnd = scores["random (equal cost)"]
+    assert rnd.runner_seconds >= ours.runner_seconds
+    skipped_ids = {v.test_id for v in skipped}
+    draws = random_at_cost(universe, measured, lambda e: 1e9, seed=3)(truth.events[0])
+    assert draws.tests and not draws.tests & skipped_ids
+    text = table(list(scores.values()), truth)
+    assert f"applicable universe's {applicable:,.0f} runner-s" in text

@@ -20,9 +20,7 @@ def _opinfo_dbs(opinfo_db: str) -> tuple[str, str]:
         'OpInfo("add", sample_inputs_func=sample_inputs_add)',
         'OpInfo("add", sample_inputs_func=sample_inputs_add, dtypes=(torch.float16, torch.float32))',
     )
-    head = base.replace(
-        "dtypes=(torch.float16, torch.float32)", "dtypes=(torch.float16,)"
-    ).replace(
+    head = base.replace("dtypes=(torch.float16, torch.float32)", "dtypes=(torch.float16,)").replace(
         '    OpInfo("mul", sample_inputs_func=sample_inputs_mul),\n',
         '    OpInfo("sub", dtypes=floating_types()),\n',
     )
@@ -73,3 +71,48 @@ def test_head_universe_adds_new_entries_and_flags_removed_ones(
         config=SignalConfig(profiling_map=None),
     )
     assert second.fingerprint() == plan.fingerprint()
+
+
+def test_new_entries_get_the_broad_templates_and_gradients_only_with_autograd(
+    tmp_path: Path, small_upstream: Any
+) -> None:
+    """Backward runs for 3 of the 4 ops (0.75 of the widest template): an added entry gets it,
+    unless the entry says supports_autograd=False; a template for 2 of 4 ops is not predicted."""
+    from dataclasses import replace
+
+    from selector import Universe
+
+    installed = small_upstream.make_universe()
+    extra = []
+    for v in installed.variants:
+        if v.op is None or v.base != "test_compare_cpu":
+            continue
+        for base, ops in (
+            ("test_backward_compare_cpu", ("add", "mul", "nn.functional.gelu")),
+            ("test_variant_consistency", ("add", "mul")),
+        ):
+            if v.op in ops:
+                name = v.name.replace("test_compare_cpu", base)
+                extra.append(replace(v, base=base, name=name, test_id=f"{v.file}::{v.cls}::{name}"))
+    universe = Universe(variants=[*installed.variants, *extra], label="u", kind="checkout")
+    repo = small_upstream.UpstreamRepo.create(tmp_path)
+    path = "torch/testing/_internal/common_methods_invocations.py"
+    repo.git("tag", "v1")
+    head_db = small_upstream.OPINFO_DB.replace(
+        '    OpInfo("mul", sample_inputs_func=sample_inputs_mul),\n',
+        '    OpInfo("mul", sample_inputs_func=sample_inputs_mul),\n'
+        '    OpInfo("sub", dtypes=(torch.float16,)),\n'
+        '    OpInfo("div", dtypes=(torch.float16,), supports_autograd=False),\n',
+    )
+    repo.commit({path: head_db})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("v1"), source.resolve("HEAD"))
+    head = head_universe(universe, facts, source)
+    new = sorted(t.rsplit("::", 1)[1] for t, f in head.universe.flags.items() if f == NEW_AT_HEAD)
+    assert new == [
+        "test_backward_compare_cpu_sub_spyre_float16",
+        "test_compare_cpu_div_spyre_float16",
+        "test_compare_cpu_sub_spyre_float16",
+        "test_out_div_spyre_float16",
+        "test_out_sub_spyre_float16",
+    ]

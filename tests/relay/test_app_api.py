@@ -22,6 +22,10 @@ JOB_FIELDS = {
     "event_type", "head_sha", "pr_number", "status", "conclusion", "dispatched_at", "started_at",
     "completed_at", "url", "superseded", "planned", "test_results", "crcr_delivery_id", "links",
 }  # fmt: skip
+COST_FIELDS = (
+    "cost_runner_minutes", "universe_runner_minutes", "budget_runner_minutes", "budget_reason",
+    "workers", "estimated_finish_minutes", "estimated_finish_at",
+)  # fmt: skip
 ZERO = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 0}
 
 
@@ -421,7 +425,11 @@ def test_one_job_with_shards_transitions_and_selection(
         "estimated_device_seconds": selection.estimated_device_seconds,
         "universe_variants": len(universe),
         "selected": len(universe), "cut": 0, "removed": 0,
+        **{key: detail["selection"][key] for key in COST_FIELDS},
     }  # fmt: skip
+    cost = detail["selection"]  # the plan's cost (tests/relay/test_app_job_cost.py)
+    assert cost["cost_runner_minutes"] == round(selection.estimated_runner_seconds / 60, 2)
+    assert (cost["workers"], cost["budget_runner_minutes"]) == (selection.workers, None)
     assert detail["selection"]["universe_variants"] == selection.universe.variants == 18
     assert detail["selection"]["fallbacks"][0]["scope"] == "all"
 
@@ -439,7 +447,10 @@ def test_a_job_planned_without_the_selector_has_no_universe(client: Any, jobs: J
         "estimated_device_seconds": None,
         "universe_variants": None,
         "selected": None, "cut": None, "removed": None,
-    }
+        "cost_runner_minutes": None, "universe_runner_minutes": None,
+        "budget_runner_minutes": None, "budget_reason": "", "workers": None,
+        "estimated_finish_minutes": None, "estimated_finish_at": None,
+    }  # fmt: skip
     assert [t["to_status"] for t in detail["transitions"]] == [
         "dispatched", "in_progress", "completed"]  # fmt: skip
     assert detail["transitions"][-1]["conclusion"] == "failure"

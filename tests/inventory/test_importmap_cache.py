@@ -1,0 +1,29 @@
+"""``import_map_for(..., learn=False)`` answers from the cache only: a benchmark or a caller
+that must not start the sample run gets None, or the map learned before."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inventory.importmap import DEFAULT_IMPORT_MAP_DIR, import_map_for
+from selector import Universe
+
+
+def test_without_learning_only_a_cached_map_is_returned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_upstream: Any
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the map cache is var/selector under the working folder
+    base = small_upstream.make_universe()
+    universe = Universe(base.variants, label="b", kind="bundled", key="2.13.0+cpu-spyre1")
+    assert import_map_for(universe, learn=False) is None
+    assert not (tmp_path / "var").exists()  # nothing was run or written
+    files = hashlib.sha256(",".join(sorted(universe.by_file)).encode()).hexdigest()[:8]
+    path = DEFAULT_IMPORT_MAP_DIR / f"importmap-2.13.0_cpu-{files}-spyre1-traced.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 0}))
+    assert import_map_for(universe, learn=False) == path
