@@ -546,7 +546,13 @@ def _big_selection(tests: int, *, units: int = 200) -> Any:
     """A SelectionPlan of ``tests`` selected variants as the selector writes them (reasons,
     signals, a fallback naming ``units`` changed units), a tenth as many cut."""
     from selector.plan import (
-        CutTest, FallbackInfo, FunnelStep, PlannedTest, SelectionPlan, UniverseInfo)  # fmt: skip
+        CutTest,
+        FallbackInfo,
+        FunnelStep,
+        PlannedTest,
+        SelectionPlan,
+        UniverseInfo,
+    )
 
     ids = [f"spyre_stack/conformance/test_common.py::TestCommonPRIVATEUSE1::"
            f"test_compare_cpu_op{i}_spyre_float16" for i in range(tests)]  # fmt: skip

@@ -15,14 +15,14 @@ EXAMPLES = {  # name -> (status, what the stored normalized event says)
     "pull_request.opened": (202, {"action": "opened", "pr_number": 170001, "actionable": True}),
     "pull_request.synchronize": (202, {"action": "synchronize", "actionable": True}),
     "pull_request.labeled": (202, {"action": "labeled", "labels": ["release notes: nn",
-                                   "ciflow/crcr/spyre"], "actionable": True}),  # fmt: skip
+                                   "ciflow/crcr/spyre"], "actionable": True}),
     "pull_request.closed": (202, {"action": "closed", "merged": True, "actionable": True}),
     "push.main": (202, {"ref": "refs/heads/main", "actionable": True}),
     "check_run.rerequested": (202, {"action": "rerequested", "pr_number": 170001,
                                     "check_name": "crcr/local/spyre/spyre-upstream-tests/spyre",
-                                    "actionable": True}),  # fmt: skip
+                                    "actionable": True}),
     "repository_dispatch.pull_request": (202, {"event": "pull_request", "upstream_delivery_id":
-                                               "a4f1c2e0-9b7d-11f0-8e3a-1f2d3c4b5a69"}),  # fmt: skip
+                                               "a4f1c2e0-9b7d-11f0-8e3a-1f2d3c4b5a69"}),
     "ping.hook": (200, None),
 }
 

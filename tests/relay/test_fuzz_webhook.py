@@ -108,7 +108,7 @@ def requests(draw: st.DrawFn, bases: list[tuple[str, bytes]]) -> dict[str, Any]:
         "body": body,
         "mutated": mutation != "none",
         "signature": draw(st.sampled_from(["good"] * 6 + ["other", "garbled", "missing",
-                                                           "second"])),  # fmt: skip
+                                                           "second"])),
         "delivery": draw(st.sampled_from(["new"] * 6 + ["repeat", "empty", "long", "odd"])),
     }
 
