@@ -9,9 +9,11 @@
   (every variant they match is removed by the spec's dtypes, e.g. a float64-only test under
   ``supported_dtypes: [float16]``);
 * uncovered tests: collectable tests that no entry lists, in files with no explicit
-  ``unlisted_test_mode`` (nobody decided what happens to them) or with no spec file entry at all;
+  ``unlisted_test_mode`` (nobody decided what happens to them); a file no entry names at all is
+  a warning (``uncovered-file``: nothing of it runs on the device, which may be the intent);
 * expired xfails: ``x-relay/v1.expires`` in the past on an xfail / xfail_strict entry;
-* variant names: a generated variant (``test_add_spyre_float16``) where a base name belongs.
+* variant names: a generated variant (``test_add_spyre_float16``) where a base name belongs (a
+  name its test file defines is a base name, whatever its ending: ``test_..._match_cpu``).
 """
 
 from __future__ import annotations
@@ -40,13 +42,13 @@ _VARIANT_RE = re.compile(
 )
 
 
-WARNINGS = frozenset({"restricted", "dtype-filtered"})
+WARNINGS = frozenset({"restricted", "dtype-filtered", "uncovered-file"})
 
 
 @dataclass(frozen=True)
 class Finding:
     # error | duplicate | dead-pattern | uncovered | expired | variant-name | missing-file |
-    # collection-error; warnings: restricted | dtype-filtered
+    # collection-error; warnings: restricted | dtype-filtered | uncovered-file
     kind: str
     loc: SourceLoc
     message: str
@@ -95,8 +97,8 @@ def lint(
     today = today or dt.date.today()
     findings: list[Finding] = []
     findings += _expired(specs, today)
-    findings += _variant_names(specs)
     findings += _duplicates(specs)
+    defined: set[tuple[str, str]] = set()  # (spec path, literal name) its test file defines
     roots: dict[str, Path] = {}
     if tests_root is not None:
         roots["${TORCH_ROOT}"] = tests_root
@@ -112,7 +114,8 @@ def lint(
             )
         except SpecError:  # conflicting entries: the duplicate findings above name them
             compiled = None
-        findings += _against_tests(specs, roots, collector, compiled)
+        findings += _against_tests(specs, roots, collector, compiled, defined)
+    findings += _variant_names(specs, defined)
     return sorted(findings, key=lambda f: (f.loc.file, f.loc.line, f.loc.column, f.kind))
 
 
@@ -141,12 +144,14 @@ def _expired(specs: list[LoadedSpec], today: dt.date) -> list[Finding]:
     return out
 
 
-def _variant_names(specs: list[LoadedSpec]) -> list[Finding]:
+def _variant_names(specs: list[LoadedSpec], defined: set[tuple[str, str]]) -> list[Finding]:
     out = []
     for s in specs:
         for f in s.document.files:
             for t in f.tests:
                 for p in t.patterns:
+                    if (f.path, p.text) in defined:
+                        continue
                     cls_variant = (
                         p.cls is not None
                         and p.cls.kind == "literal"
@@ -251,6 +256,7 @@ def _against_tests(
     roots: dict[str, Path],
     collector: Collector | None = None,
     compiled: CompiledSpec | None = None,
+    defined: set[tuple[str, str]] | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
     covered_files: set[Path] = set()
@@ -270,6 +276,12 @@ def _against_tests(
                 )
             for entry in f.tests:
                 for pat in entry.patterns:
+                    if (
+                        defined is not None
+                        and pat.is_literal
+                        and any(pat.matches(*_split(n)) for p in files for n in tests.names(p))
+                    ):
+                        defined.add((f.path, pat.text))
                     out += _check_pattern(
                         pat, entry, s.file, f.path, files, tests, compiled, listed
                     )
@@ -295,7 +307,7 @@ def _against_tests(
         if p not in covered_files:
             out.append(
                 Finding(
-                    "uncovered",
+                    "uncovered-file",
                     SourceLoc(str(p), min(names.values()), 1),
                     f"{len(names)} device-generic tests and no spec file entry covers this file",
                 )
