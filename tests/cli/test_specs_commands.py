@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from cli import build_app
 
@@ -26,7 +26,7 @@ def in_project(repo_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(repo_root)
 
 
-def specs(*args: str):  # type: ignore[no-untyped-def]
+def specs(*args: str) -> Result:
     return CliRunner().invoke(build_app(), ["specs", *args])
 
 
