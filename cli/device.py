@@ -23,5 +23,9 @@ def ops(status: str = typer.Argument("native", help="native, fallback or unsuppo
     """List the op-table entries with a status."""
     from spyre_stack import optable
 
+    if status not in optable.STATUSES:
+        known = ", ".join(optable.STATUSES)
+        typer.echo(f"error: unknown status {status!r} (one of {known})", err=True)
+        raise typer.Exit(2)
     for entry in optable.load().by_status(status):
         typer.echo(f"{entry.name:32} {entry.kind:10} {','.join(entry.dtypes)}")

@@ -8,10 +8,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
+from backends import BackendError
 from backends.spyre import SPECS_DIR
 from cli.specs_promote import promote
 
@@ -145,12 +146,53 @@ def lint(
 @app.command()
 def new(
     test_file: Path = typer.Argument(..., help="an upstream test file"),
-    tests_root: Path | None = typer.Option(None, help="root the spec path is relative to"),
+    tests_root: Path | None = typer.Option(
+        None, help="the ${TORCH_ROOT} (an upstream checkout) the spec path is relative to"
+    ),
+    device_root: Path | None = typer.Option(
+        None, help="the ${TORCH_DEVICE_ROOT} (a backend's repository) the spec path is relative to"
+    ),
 ) -> None:
-    """Print a skeleton spec listing the file's device-generic tests."""
+    """Print a skeleton spec listing the file's device-generic tests.
+
+    Without a root: a file under a `test` folder is upstream's (${TORCH_ROOT} is the folder
+    above it), any other one a backend's own (${TORCH_DEVICE_ROOT} is the current folder, or
+    the file's own when it lies outside). The second line is the `relay specs lint` command that
+    checks the spec against the same file."""
     from testspecs.authoring import new_skeleton
 
-    _out(new_skeleton(test_file, tests_root=tests_root))
+    if not test_file.exists():
+        _fail(f"{test_file}: no such file")
+    if not test_file.is_file():
+        _fail(f"{test_file}: not a file")
+    if tests_root is None and device_root is None:
+        tests_root, device_root = _roots_of(test_file.resolve())
+    for given in (r for r in (device_root, tests_root) if r is not None):
+        if not test_file.resolve().is_relative_to(given.resolve()):
+            _fail(f"{test_file}: not under {given}")
+    try:
+        text = new_skeleton(test_file, tests_root=tests_root, device_root=device_root)
+    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+        _fail(f"{test_file}: not a Python test file ({str(exc).splitlines()[0]})")
+    flag, root = ("--device-root", device_root) if device_root else ("--tests-root", tests_root)
+    check = f"# Check: relay specs lint SPEC {flag} {Path(root or '.').resolve()}"
+    head, _, rest = text.partition("\n")
+    _out(f"{head}\n{check}\n{rest}")
+
+
+def _roots_of(test_file: Path) -> tuple[Path | None, Path | None]:
+    """(tests_root, device_root) for a file ``specs new`` was given without one."""
+    for parent in test_file.parents:
+        if parent.name == "test":
+            return parent.parent, None
+    cwd = Path.cwd().resolve()
+    return None, cwd if test_file.is_relative_to(cwd) else test_file.parent
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr, then exit ``code``."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -171,29 +213,62 @@ def update(
 @app.command()
 def explain(
     test_id: str = typer.Argument(
-        ..., help="e.g. test/test_ops.py::TestCommonPRIVATEUSE1::test_x_add_spyre_float16"
+        ...,
+        help="e.g. spyre_stack/conformance/test_common.py::TestCommonPRIVATEUSE1::"
+        "test_compare_cpu_add_spyre_float16",
     ),
     spec: list[Path] = typer.Option(
         None, "--spec", help="spec files or folders (default: bundled)"
     ),
-    op: str | None = typer.Option(None),
-    dtype: str | None = typer.Option(None),
-    module: str | None = typer.Option(None),
-    device: str = typer.Option("spyre"),
+    tests_root: Path | None = typer.Option(
+        None, help="the ${TORCH_ROOT} the id's file is relative to (default: the current folder)"
+    ),
+    op: str | None = typer.Option(None, help="instead of the op pytest collects"),
+    dtype: str | None = typer.Option(None, help="instead of the dtype pytest collects"),
+    module: str | None = typer.Option(None, help="instead of the module pytest collects"),
+    device: str = typer.Option("spyre", help="the backend whose collection the id is in"),
 ) -> None:
-    """Which entry and rule decide this test."""
+    """Which entry and rule decide this test, with the op, dtype and module pytest collects for
+    it on the device (what the spec plugin sees). An id pytest does not collect is an error."""
+    from testspecs.collect import CollectionError
     from testspecs.errors import SpecError
     from testspecs.loader import load_files
     from testspecs.merge import merge
     from testspecs.resolve import CompiledSpec, resolve
 
+    file_part, sep, name = test_id.partition("::")
+    if not sep or not name:
+        _fail(f"{test_id!r} is not a test id (FILE::CLASS::TEST)")
+    root = tests_root or Path(".")
+    path = root / file_part
+    if not path.is_file():
+        _fail(
+            f"{file_part}: no such test file (ids are relative to {root.resolve()}; "
+            "--tests-root sets it)"
+        )
     try:
         merged = merge(load_files(list(spec or [BUNDLED])))
     except SpecError as e:
         _out("\n".join(e.messages))
         raise typer.Exit(1) from None
+    try:
+        collected = pytest_collector(device)(path)
+    except (CollectionError, BackendError) as exc:
+        _fail(str(exc))
+    found = next((v for v in collected if v.test_id.split("::", 1)[-1] == name), None)
+    if found is None:
+        _fail(
+            f"pytest collects no test {name!r} from {file_part} for {device} "
+            f"({len(collected)} tests there)",
+            code=1,
+        )
     decision = resolve(
-        CompiledSpec(merged.document, device=device), test_id, op=op, dtype=dtype, module=module
+        CompiledSpec(merged.document, device=device),
+        test_id,
+        op=op or found.op,
+        dtype=dtype or found.dtype,
+        module=module or found.module,
+        base=f"{found.cls}::{found.method}" if found.cls else found.method,
     )
     _out(decision.explain())
 

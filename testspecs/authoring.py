@@ -20,19 +20,28 @@ from testspecs.report import TestRecord, read_report
 from testspecs.resolve import compile_spec
 
 
-def new_skeleton(test_file: str | Path, *, tests_root: str | Path | None = None) -> str:
-    """A spec listing every device-generic test of ``test_file``, each with a mode to fill in."""
+def new_skeleton(
+    test_file: str | Path,
+    *,
+    tests_root: str | Path | None = None,
+    device_root: str | Path | None = None,
+) -> str:
+    """A spec listing every device-generic test of ``test_file``, each with a mode to fill in;
+    its path is relative to ``device_root`` (``${TORCH_DEVICE_ROOT}``, a backend's own tests)
+    or ``tests_root`` (``${TORCH_ROOT}``, an upstream checkout), else ``test/<name>``."""
     p = Path(test_file)
     tests = collect_file(p)
-    if tests_root is not None:
-        rel = p.resolve().relative_to(Path(tests_root).resolve()).as_posix()
+    token = "${TORCH_DEVICE_ROOT}" if device_root is not None else "${TORCH_ROOT}"
+    root = device_root if device_root is not None else tests_root
+    if root is not None:
+        rel = p.resolve().relative_to(Path(root).resolve()).as_posix()
     else:
         rel = f"test/{p.name}"
     lines = [
         f"# Spec for {rel}: set each mode to one of {' | '.join(MODES)}.",
         "test_suite_config:",
         "  files:",
-        f"    - path: ${{TORCH_ROOT}}/{rel}",
+        f"    - path: {token}/{rel}",
         "      unlisted_test_mode: skip",
     ]
     if tests:

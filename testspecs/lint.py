@@ -9,7 +9,8 @@
   (every variant they match is removed by the spec's dtypes, e.g. a float64-only test under
   ``supported_dtypes: [float16]``);
 * uncovered tests: collectable tests that no entry lists, in files with no explicit
-  ``unlisted_test_mode`` (nobody decided what happens to them) or with no spec file entry at all;
+  ``unlisted_test_mode`` (nobody decided what happens to them); a file no entry names at all is
+  a warning (``uncovered-file``: nothing of it runs on the device, which may be the intent);
 * expired xfails: ``x-relay/v1.expires`` in the past on an xfail / xfail_strict entry;
 * variant names: a generated variant (``test_add_spyre_float16``) where a base name belongs.
 """
@@ -41,13 +42,13 @@ _VARIANT_RE = re.compile(
 )
 
 
-WARNINGS = frozenset({"restricted", "dtype-filtered"})
+WARNINGS = frozenset({"restricted", "dtype-filtered", "uncovered-file"})
 
 
 @dataclass(frozen=True)
 class Finding:
     # error | duplicate | dead-pattern | uncovered | expired | variant-name | missing-file |
-    # collection-error; warnings: restricted | dtype-filtered
+    # collection-error; warnings: restricted | dtype-filtered | uncovered-file
     kind: str
     loc: SourceLoc
     message: str
@@ -317,7 +318,7 @@ def _against_tests(
         if p not in covered_files:
             out.append(
                 Finding(
-                    "uncovered",
+                    "uncovered-file",
                     SourceLoc(str(p), min(names.values()), 1),
                     f"{len(names)} device-generic tests and no spec file entry covers this file",
                 )

@@ -98,7 +98,11 @@ def synchronize(device: DeviceLike = None) -> None:
 
 # ------------------------------------------------------------------ streams and events
 class Stream(torch.Stream):
-    """A spyre stream. ``priority < 0`` takes one of the 32 high-priority pool streams."""
+    """A spyre stream. ``priority < 0`` takes one of the 32 high-priority pool streams.
+
+    ``query()`` and ``synchronize()`` are torch's: they reach the runtime's device guard
+    (``queryStream``, ``synchronizeStream`` in ``csrc/runtime.h``; the simulator executes
+    eagerly, so a stream is always complete)."""
 
     def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> Stream:
         if "stream_id" in kwargs:
@@ -109,12 +113,6 @@ class Stream(torch.Stream):
     @property
     def priority(self) -> int:
         return int(_core().stream_priority(self.stream_id))
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        return None
 
     def wait_event(self, event: torch.Event) -> None:
         event.wait(self)

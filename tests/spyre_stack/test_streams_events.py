@@ -61,11 +61,18 @@ def test_event_record_wait_query_synchronize_elapsed(spyre: None) -> None:
 
 
 def test_stream_record_event_and_wait_stream(spyre: None) -> None:
-    a, b = sp().Stream(), sp().Stream()
-    ev = a.record_event()
-    assert isinstance(ev, torch.Event)
+    a, b = sp().Stream(), sp().Stream(device="spyre:0")
+    ev = a.record_event(sp().Event(enable_timing=True))
+    assert isinstance(ev, torch.Event) and ev.device == a.device
     b.wait_stream(a)
-    assert b.query()
+    after = b.record_event(sp().Event(enable_timing=True))
+    # both really recorded (elapsed_time refuses an unrecorded event), in that order
+    assert ev.elapsed_time(after) >= 0.0
+    # query and synchronize go through the runtime's device guard (torch's own methods: a
+    # backend without queryStream/synchronizeStream raises here); eager execution: complete
+    assert type(a).query is torch.Stream.query and type(a).synchronize is torch.Stream.synchronize
+    assert a.query() and b.query()
+    b.synchronize()
 
 
 def test_elapsed_time_needs_recorded_events(spyre: None) -> None:

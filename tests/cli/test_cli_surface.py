@@ -1,0 +1,64 @@
+"""What every `relay` command shares: its help and its standard output.
+
+- Option help names a value's type (`<path>`, `<int>`) only for options that take a value: a flag
+  (`--json`, `--static`, `--help`) shows none.
+- A reader that closes the pipe early (`relay tests list | head`) is not an error: the command
+  exits 0 without a traceback or a message.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import typer
+from typer.testing import CliRunner
+
+from cli import build_app
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every command's path under ``group`` (typer's own click: groups have ``commands``)."""
+    for name, command in sorted(group.commands.items()):
+        yield (*path, name)
+        if hasattr(command, "commands"):
+            yield from _commands(command, (*path, name))
+
+
+def test_help_shows_no_type_for_flags() -> None:
+    app = build_app()
+    paths = list(_commands(typer.main.get_command(app)))
+    assert ("specs", "lint") in paths and ("tests", "list") in paths and ("up",) in paths
+    runner = CliRunner()
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "<bool>" not in result.output, (path, result.output)
+    lint = runner.invoke(app, ["specs", "lint", "--help"]).output
+    assert "--tests-root <path>" in " ".join(lint.split())  # a value still shows its type
+
+
+def _reader_gone(*args: str) -> tuple[int, str]:
+    """Run `relay ARGS` with its reader gone before it writes (exit status, stderr)."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        return proc.wait(timeout=120), err
+
+
+def test_a_reader_closing_the_pipe_is_not_an_error() -> None:
+    """Its first line meets a closed pipe, as the tail of `relay tests list | head` does once
+    head has its ten lines."""
+    assert _reader_gone("device", "ops", "native") == (0, "")
+
+
+def test_a_failing_command_still_fails_when_its_reader_left() -> None:
+    """Only the closed pipe is forgiven: a command that fails keeps its exit status."""
+    assert _reader_gone("device", "ops", "nonsense") == (
+        2, "error: unknown status 'nonsense' (one of native, fallback, unsupported)\n"
+    )  # fmt: skip
