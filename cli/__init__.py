@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "specs": "cli.specs:app",
     "tests": "cli.tests:app",
     "deliveries": "cli.deliveries:app",
+    "dispatch": "cli.relay_role:dispatch_app",
 }
 
 # name -> "module:attribute" of a plain function registered as a top-level command.
@@ -32,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "select": "cli.select:select",
     "replay": "cli.replay:replay",
     "eval": "cli.evaluate:evaluate",
+    "downstreams": "cli.relay_role:downstreams",
 }
 
 

@@ -21,6 +21,7 @@ TASK_SWEEP_DELIVERIES = "workers.sweep_deliveries"
 TASK_SWEEP_JOBS = "workers.sweep_jobs"
 TASK_NIGHTLY = "workers.nightly"
 TASK_REPLAY = "workers.replay"  # a release replay (``relay replay --run``)
+TASK_SEND_DISPATCH = "workers.send_dispatch"  # the relay role: one outbox row to GitHub
 CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
 SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers
 

@@ -1,0 +1,19 @@
+"""The relay role's part of the web service: the downstream registry ingress writes the outbox
+from, and the routers of the CRCR side (callbacks, the outbox and dead-letter API).
+``install(app, settings)`` is the one call the app factory makes."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from fanout.role import RelayRole
+from relay.api.dispatches import router as dispatches_router
+from relay.github.callback import router as callback_router
+from store.settings import Settings
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Raises fanout.registry.RegistryError (with file:line problems) for a broken allowlist."""
+    app.state.relay_role = RelayRole.from_settings(settings)
+    app.include_router(callback_router)
+    app.include_router(dispatches_router)

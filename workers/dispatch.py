@@ -1,0 +1,86 @@
+"""The relay role's sender: outbox rows (written by ingress with their delivery) sent to GitHub's
+``repository_dispatch`` by one task each (:func:`fanout.send.send_one`), retried at the time it
+says; :func:`sweep_outbox` (called by the sweeper) sends what a lost message or a broker outage
+left in the outbox.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+from typing import Any
+
+from fanout.github import GitHubApi
+from fanout.send import send_one
+from store import outbox
+from store.db import session_scope
+from store.models import utcnow
+from store.queue import TASK_SEND_DISPATCH
+from store.settings import Settings, get_settings
+from workers.celery_app import app
+
+log = logging.getLogger("workers.dispatch")
+
+#: the sweeper leaves a due row this long to the task whose countdown is already waiting for it
+SWEEP_GRACE_SECONDS = 30.0
+
+_api_lock = threading.Lock()
+_apis: dict[tuple[str, str | None], GitHubApi] = {}
+
+
+def github_api(settings: Settings) -> GitHubApi:
+    """One client per process and configuration (its installation tokens are cached in it)."""
+    key = (settings.github_api_url, settings.github_app_id)
+    with _api_lock:
+        api = _apis.get(key)
+        if api is None:
+            api = _apis[key] = GitHubApi(
+                base_url=settings.github_api_url,
+                app_id=settings.github_app_id,
+                private_key=(
+                    settings.github_app_private_key.get_secret_value()
+                    if settings.github_app_private_key
+                    else None
+                ),
+                token=settings.github_token.get_secret_value() if settings.github_token else None,
+                timeout=settings.dispatch_timeout_seconds,
+            )
+        return api
+
+
+@app.task(name=TASK_SEND_DISPATCH, acks_late=True)
+def send_dispatch(pk: int) -> str:
+    settings = get_settings()
+    try:
+        api = github_api(settings)
+    except ValueError as exc:  # no credentials: the row stays in the outbox
+        log.error("dispatch %s not sent: %s", pk, exc)
+        return "unconfigured"
+    result = send_one(pk, settings=settings, api=api)
+    if result.retry_in is not None:
+        send_dispatch.apply_async(args=[pk], countdown=result.retry_in)
+    return result.state
+
+
+def enqueue_outbox(delivery_pk: int, settings: Settings | None = None) -> int:
+    """Send the delivery's outbox rows (after ingest processed it)."""
+    settings = settings or get_settings()
+    with session_scope(settings.database_url) as session:
+        pks = outbox.pending_of(session, delivery_pk=delivery_pk)
+        outbox.mark_enqueued(session, pks=pks)
+    for pk in pks:
+        send_dispatch.apply_async(args=[pk])
+    return len(pks)
+
+
+def sweep_outbox(settings: Settings | None = None) -> dict[str, Any]:
+    """Release rows whose sender died and send every row overdue by more than the grace."""
+    settings = settings or get_settings()
+    with session_scope(settings.database_url) as session:
+        released = outbox.release_expired(session)
+        due = outbox.due(session, now=utcnow() - timedelta(seconds=SWEEP_GRACE_SECONDS))
+        outbox.mark_enqueued(session, pks=due)
+    for pk in due:
+        send_dispatch.apply_async(args=[pk])
+    return {"dispatches_released": released, "dispatches_requeued": len(due)}
