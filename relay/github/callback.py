@@ -31,7 +31,9 @@ def verifier(request: Request) -> OidcVerifier:
     if found is None:
         settings = state.settings
         found = state.oidc_verifier = OidcVerifier(
-            issuers=settings.oidc_issuers, audience=settings.oidc_audience
+            issuers=settings.oidc_issuers,
+            audience=settings.oidc_audience,
+            refresh_interval=settings.oidc_jwks_refresh_seconds,
         )
     return found
 

@@ -25,7 +25,17 @@ def fake_github() -> Iterator[FakeGitHub]:
 
 
 @pytest.fixture
+def issuer() -> Iterator[Any]:
+    """A local OIDC issuer (JWKS over HTTP) whose tokens the bench's app accepts."""
+    from tests.support.oidc_issuer import serve_issuer
+
+    with serve_issuer() as running:
+        yield running
+
+
+@pytest.fixture
 def bench(
+    issuer: Any,
     tmp_path: Path,
     fake_github: FakeGitHub,
     fresh_postgres_database: Callable[[], Any],
@@ -71,6 +81,7 @@ def bench(
             "dispatch_backoff_max_seconds": 0.2,
             "dispatch_max_attempts": 4,
             "log_json": False,
+            "oidc_issuers": {issuer.url: issuer.jwks_url},
             **extra,
         }
         settings = Settings(**values)

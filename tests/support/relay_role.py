@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,3 +112,30 @@ class Bench:
                 return
             time.sleep(0.05)
         raise AssertionError(f"the outbox did not settle: {self.states()}")
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """The app under a real uvicorn server on loopback; yields its base URL."""
+    import socket
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
