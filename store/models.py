@@ -5,7 +5,7 @@ strings (validated in code by the enums below) so the schema stays portable acro
 PostgreSQL. Schema changes go through Alembic (``store/migrations/``); ``STORED_DATA_VERSION`` is the
 number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's indexes and a
 result's op and dtype; 4: a selection's variants as rows, SelectionTest; 5: the relay role's
-outbox columns on Dispatch, CallbackNonce and CallbackRate).
+outbox columns on Dispatch, CallbackNonce, CallbackRate and CrcrResult).
 """
 
 from __future__ import annotations
@@ -383,3 +383,42 @@ class CallbackRate(Base):
     repo: Mapped[str] = mapped_column(String(200), primary_key=True)
     minute: Mapped[int] = mapped_column(Integer, primary_key=True)  # epoch seconds // 60
     count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class CrcrResult(Base):
+    """One job's row as the PyTorch HUD stores a CRCR result (``POST /api/crcr/results``), keyed
+    ``repo/delivery_id/workflow/job/check_run_id``; later envelopes fill only non-null fields."""
+
+    __tablename__ = "crcr_result"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    row_key: Mapped[str] = mapped_column(String(700), unique=True)
+    downstream_repo: Mapped[str] = mapped_column(String(200))
+    downstream_level: Mapped[str | None] = mapped_column(String(2))
+    upstream_repo: Mapped[str | None] = mapped_column(String(200))
+    pr_number: Mapped[int] = mapped_column(Integer, default=0)  # 0 for push and nightly
+    head_sha: Mapped[str | None] = mapped_column(String(64))
+    delivery_id: Mapped[str] = mapped_column(String(100))
+    event_type: Mapped[str | None] = mapped_column(String(50))
+    workflow_name: Mapped[str] = mapped_column(String(200))
+    job_name: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str | None] = mapped_column(String(50))
+    run_attempt: Mapped[str | None] = mapped_column(String(20))
+    check_run_id: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str | None] = mapped_column(String(20))
+    conclusion: Mapped[str | None] = mapped_column(String(20))
+    queue_time: Mapped[float | None] = mapped_column(Float)
+    execution_time: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[str | None] = mapped_column(String(40))
+    completed_at: Mapped[str | None] = mapped_column(String(40))
+    tests_passed: Mapped[int | None] = mapped_column(Integer)
+    tests_failed: Mapped[int | None] = mapped_column(Integer)
+    tests_skipped: Mapped[int | None] = mapped_column(Integer)
+    tests_total: Mapped[int | None] = mapped_column(Integer)
+    failed_tests: Mapped[list[Any] | None] = mapped_column()
+    artifact_url: Mapped[str | None] = mapped_column(String(500))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+    __table_args__ = (Index("ix_crcr_result_downstream_repo", "downstream_repo"),)

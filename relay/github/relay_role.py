@@ -1,5 +1,5 @@
 """The relay role's part of the web service: the downstream registry ingress writes the outbox
-from, and the routers of the CRCR side (callbacks, the outbox and dead-letter API).
+from, and the routers of the CRCR side (callbacks, the outbox and dead-letter API, the HUD ingest).
 ``install(app, settings)`` is the one call the app factory makes."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from fanout.role import RelayRole
+from relay.api.crcr_results import router as crcr_results_router
 from relay.api.dispatches import router as dispatches_router
 from relay.github.callback import router as callback_router
 from store.settings import Settings
@@ -17,3 +18,4 @@ def install(app: FastAPI, settings: Settings) -> None:
     app.state.relay_role = RelayRole.from_settings(settings)
     app.include_router(callback_router)
     app.include_router(dispatches_router)
+    app.include_router(crcr_results_router)

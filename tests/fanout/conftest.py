@@ -25,6 +25,23 @@ def fake_github() -> Iterator[FakeGitHub]:
 
 
 @pytest.fixture
+def github_answers() -> Any:
+    """Scripted answers of the fake GitHub: ``server_error(status)``, ``rate_limited(retry_after,
+    reset_in)``, ``slow(seconds)``."""
+    from tests.support import fake_github
+
+    return fake_github
+
+
+@pytest.fixture
+def serve_app() -> Any:
+    """``with serve_app(app) as url``: the app under uvicorn on loopback."""
+    from tests.support.relay_role import serve_app
+
+    return serve_app
+
+
+@pytest.fixture
 def issuer() -> Iterator[Any]:
     """A local OIDC issuer (JWKS over HTTP) whose tokens the bench's app accepts."""
     from tests.support.oidc_issuer import serve_issuer

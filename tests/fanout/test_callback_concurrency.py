@@ -21,13 +21,16 @@ from wire.crcr import callback as crcr
     "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def test_100_concurrent_duplicates_make_one_transition(
-    bench: Callable[..., Any], issuer: Any, example_events: Path, database: str
+    bench: Callable[..., Any],
+    issuer: Any,
+    example_events: Path,
+    database: str,
+    serve_app: Any,
 ) -> None:
     from sqlalchemy import func, select
 
     from store.db import session_scope
     from store.models import Job, JobTransition
-    from tests.support.relay_role import serve_app
 
     b = bench({"L2": ["org/down"]}, database=database, callback_rate_per_minute=1000)
     payload = json.loads((example_events / "pull_request.opened.json").read_text())

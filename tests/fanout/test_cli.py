@@ -53,14 +53,16 @@ def test_relay_downstreams_lists_and_decides(
 
 
 def test_relay_dispatch_list_and_retry(
-    bench: Callable[..., Any], example_events: Path, monkeypatch: pytest.MonkeyPatch
+    bench: Callable[..., Any],
+    example_events: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    github_answers: Any,
 ) -> None:
     from cli import build_app
     from store.settings import reset_settings_cache
-    from tests.support.fake_github import server_error
 
     b = bench({"L2": ["org/a"]})
-    b.github.script("org/a", *[server_error(500)] * 4)
+    b.github.script("org/a", *[github_answers.server_error(500)] * 4)
     payload = json.loads((example_events / "pull_request.opened.json").read_text())
     assert b.post("pull_request", payload, delivery_id="cli-1").status_code == 202
     b.settle()

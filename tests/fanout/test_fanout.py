@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from fanout import dispatch_token
-from tests.support.fake_github import rate_limited, server_error, slow
 
 
 def _pr(example_events: Path) -> dict[str, Any]:
@@ -18,18 +17,19 @@ def _pr(example_events: Path) -> dict[str, Any]:
 
 
 def test_fan_out_to_20_downstreams_some_failing_then_recovering(
-    bench: Callable[..., Any], example_events: Path
+    bench: Callable[..., Any], example_events: Path, github_answers: Any
 ) -> None:
+    answers = github_answers
     repos = [f"org{i % 2}/down{i:02d}" for i in range(20)]
     b = bench({"L2": repos})
     payload = _pr(example_events)
     number = payload["number"]
     b.github.pr_files[("pytorch/pytorch", number)] = ["torch/a.py", "aten/b.cpp"]
     for repo in repos[:5]:
-        b.github.script(repo, server_error(502), server_error(503))
+        b.github.script(repo, answers.server_error(502), answers.server_error(503))
     for repo in repos[5:7]:
-        b.github.script(repo, rate_limited(retry_after=1))
-    b.github.script(repos[7], slow(0.3))
+        b.github.script(repo, answers.rate_limited(retry_after=1))
+    b.github.script(repos[7], answers.slow(0.3))
 
     answer = b.post("pull_request", payload, delivery_id="fan-20")
     assert answer.status_code == 202, answer.text
@@ -81,10 +81,13 @@ def test_a_redelivered_webhook_adds_no_dispatch(
     assert len(b.dispatches()) == 2
 
 
-def test_dead_letters_and_their_retry(bench: Callable[..., Any], example_events: Path) -> None:
+def test_dead_letters_and_their_retry(
+    bench: Callable[..., Any], example_events: Path, github_answers: Any
+) -> None:
+    answers = github_answers
     b = bench({"L2": ["org/flaky", "org/gone"]}, operator_token="op-secret")
-    b.github.script("org/flaky", *[server_error(500)] * 4)
-    b.github.script("org/gone", server_error(404))
+    b.github.script("org/flaky", *[answers.server_error(500)] * 4)
+    b.github.script("org/gone", answers.server_error(404))
     assert b.post("pull_request", _pr(example_events)).status_code == 202
     b.settle()
     dead = b.client.get("/api/v1/dispatches", params={"state": "dead"}).json()["items"]

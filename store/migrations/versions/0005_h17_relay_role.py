@@ -1,4 +1,4 @@
-"""the relay role: outbox columns on dispatch, callback nonces and rates
+"""the relay role: outbox columns on dispatch, callback nonces and rates, CRCR HUD results
 
 Revision ID: 0005_h17_relay_role
 Revises: 0004
@@ -46,9 +46,46 @@ def upgrade() -> None:
         sa.Column("count", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("repo", "minute", name=op.f("pk_callback_rate")),
     )
+    op.create_table(
+        "crcr_result",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("row_key", sa.String(length=700), nullable=False),
+        sa.Column("downstream_repo", sa.String(length=200), nullable=False),
+        sa.Column("downstream_level", sa.String(length=2), nullable=True),
+        sa.Column("upstream_repo", sa.String(length=200), nullable=True),
+        sa.Column("pr_number", sa.Integer(), nullable=False),
+        sa.Column("head_sha", sa.String(length=64), nullable=True),
+        sa.Column("delivery_id", sa.String(length=100), nullable=False),
+        sa.Column("event_type", sa.String(length=50), nullable=True),
+        sa.Column("workflow_name", sa.String(length=200), nullable=False),
+        sa.Column("job_name", sa.String(length=200), nullable=False),
+        sa.Column("run_id", sa.String(length=50), nullable=True),
+        sa.Column("run_attempt", sa.String(length=20), nullable=True),
+        sa.Column("check_run_id", sa.String(length=100), nullable=False),
+        sa.Column("status", sa.String(length=20), nullable=True),
+        sa.Column("conclusion", sa.String(length=20), nullable=True),
+        sa.Column("queue_time", sa.Float(), nullable=True),
+        sa.Column("execution_time", sa.Float(), nullable=True),
+        sa.Column("started_at", sa.String(length=40), nullable=True),
+        sa.Column("completed_at", sa.String(length=40), nullable=True),
+        sa.Column("tests_passed", sa.Integer(), nullable=True),
+        sa.Column("tests_failed", sa.Integer(), nullable=True),
+        sa.Column("tests_skipped", sa.Integer(), nullable=True),
+        sa.Column("tests_total", sa.Integer(), nullable=True),
+        sa.Column("failed_tests", sa.JSON(), nullable=True),
+        sa.Column("artifact_url", sa.String(length=500), nullable=True),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_crcr_result")),
+        sa.UniqueConstraint("row_key", name=op.f("uq_crcr_result_row_key")),
+    )
+    op.create_index(
+        "ix_crcr_result_downstream_repo", "crcr_result", ["downstream_repo"], unique=False
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_crcr_result_downstream_repo", table_name="crcr_result")
+    op.drop_table("crcr_result")
     op.drop_table("callback_rate")
     op.drop_table("callback_nonce")
     with op.batch_alter_table("dispatch", schema=None) as batch_op:
