@@ -31,6 +31,7 @@ SELF_REPORTS = ("nightly", "periodic")
 class Answer:
     status: int
     body: dict[str, Any]
+    job_pk: int | None = None  # set when the callback moved a job (its check run follows)
 
 
 def _error(status: int, message: str) -> Answer:
@@ -158,4 +159,4 @@ def handle(
         return Answer(200, {"ok": True, "status": "duplicate"})
     if outcome is machine.Outcome.STALE:
         return Answer(200, {"ok": True, "status": "completed", "stale": True})
-    return Answer(200, {"ok": True, "status": outcome.value})
+    return Answer(200, {"ok": True, "status": outcome.value}, job_pk=job_pk)

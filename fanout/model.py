@@ -41,6 +41,7 @@ class Policy:
     run_timeout: int = 6 * 3600  # seconds in progress before timed_out
     max_in_flight: int | None = None  # dispatched and not completed; None: unlimited
     target: str = Target.GITHUB
+    workflow: str | None = None  # names the check run crcr/<repo>/<workflow> (L3/L4)
     line: int = 0  # where the downstream's policy is written (0: defaults only)
 
 

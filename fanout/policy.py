@@ -17,6 +17,7 @@
         run_timeout: 21600
         max_in_flight: 4
         target: github              # or runner (this service's in-process runner)
+        workflow: upstream-tests    # L3/L4 check run crcr/<repo>/<workflow>
 
 A repository in the policy must be in the allowlist (the allowlist decides who is served, the
 policy only how). Every problem is reported at once as ``<file>:<line>: <problem>``.
@@ -40,7 +41,7 @@ POLICY_VERSION = 1
 _LISTS = {"events", "actions", "branches", "paths"}
 _BOOLS = {"merged_only", "drafts"}
 _INTS = {"start_timeout", "run_timeout", "max_in_flight"}
-_STRINGS = {"author_trust", "trust_label_prefix", "nightly", "target"}
+_STRINGS = {"author_trust", "trust_label_prefix", "nightly", "target", "workflow"}
 _KEYS = _LISTS | _BOOLS | _INTS | _STRINGS
 
 
@@ -215,6 +216,12 @@ def admit(downstream: Downstream, subject: Subject) -> Decision:
     if not event.actionable:
         return no(event.reason or "the event is not forwarded")
     name = event.event
+    if name in ("check_run", "check_suite"):
+        # a re-run of one downstream's crcr/<repo>[/<workflow>] check goes to that one only
+        check = event.check_name or ""
+        if check == f"crcr/{repo}" or check.startswith(f"crcr/{repo}/"):
+            return Decision(repo=repo, admitted=True, reason=f"re-run of {check}")
+        return no(f"the re-run of {check!r} is not for {repo}")
     if event.event == "pull_request" and event.action == "labeled":
         label = f"ciflow/crcr/{downstream.entry.device}"
         if downstream.level is not Level.L3 or label not in event.labels:

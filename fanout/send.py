@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from fanout import checks
 from fanout import dispatch_token as tokens
 from fanout import payload as payloads
 from fanout import policy as policies
@@ -195,4 +196,15 @@ def send_one(
             return retry_or_dead(str(exc), exc.status, exc.retryable, exc.retry_after)
         finish(DispatchState.SENT, http_status=status)
         log.info("dispatched", extra={"attempts": attempts})
+        if checks.wants_check(level, device, event):
+            name = checks.check_name(repo, policy.workflow)
+            try:
+                created = api.create_check_run(
+                    event.repo, checks.queued_body(name=name, event=event, dispatch_pk=pk)
+                )
+            except GitHubError as exc:  # the dispatch stands; the gate shows no check yet
+                log.error("check run %s not created: %s", name, exc)
+            else:
+                with session_scope(settings.database_url) as session:
+                    outbox.set_check_run(session, pk=pk, check_run_id=int(created["id"]))
         return SendResult(DispatchState.SENT.value)

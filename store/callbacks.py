@@ -18,7 +18,18 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from store.models import CallbackNonce, CallbackRate, Job, JobStatus, JobTransition, utcnow
+from store.models import (
+    CallbackNonce,
+    CallbackRate,
+    Delivery,
+    Dispatch,
+    DispatchState,
+    Downstream,
+    Job,
+    JobStatus,
+    JobTransition,
+    utcnow,
+)
 
 
 class Outcome(enum.StrEnum):
@@ -183,3 +194,74 @@ def count_call(session: Session, *, repo: str, now: datetime | None = None) -> i
         select(CallbackRate.count).where(CallbackRate.repo == repo, CallbackRate.minute == minute)
     )
     return int(count or 0)
+
+
+@dataclass(frozen=True)
+class Overdue:
+    dispatch_pk: int
+    delivery_id: str
+    repo: str
+    policy: dict[str, Any]
+    job_pk: int | None  # None: dispatched, never started
+    since: datetime  # sent_at, or the job's started_at
+
+
+def overdue_candidates(session: Session) -> list[Overdue]:
+    """Relayed dispatches sent and not started, and their jobs in progress (the caller applies
+    each downstream's start and run timeouts)."""
+    started = select(Job.dispatch_pk).where(Job.dispatch_pk.is_not(None)).scalar_subquery()
+    out: list[Overdue] = []
+    unstarted = session.execute(
+        select(Dispatch.id, Delivery.delivery_id, Delivery.upstream_delivery_id, Downstream.repo,
+               Downstream.policy, Dispatch.sent_at)
+        .join(Delivery, Delivery.id == Dispatch.delivery_pk)
+        .join(Downstream, Downstream.id == Dispatch.downstream_pk)
+        .where(Dispatch.state == DispatchState.SENT.value, Dispatch.target != "runner",
+               Dispatch.id.not_in(started))
+    ).all()  # fmt: skip
+    for pk, delivery_id, upstream_id, repo, policy, sent_at in unstarted:
+        if sent_at is not None:
+            out.append(Overdue(pk, upstream_id or delivery_id, repo, policy or {}, None, sent_at))
+    running = session.execute(
+        select(Job.id, Job.dispatch_pk, Job.delivery_id, Job.repo, Downstream.policy,
+               Job.started_at, Job.dispatched_at)
+        .join(Dispatch, Dispatch.id == Job.dispatch_pk)
+        .join(Downstream, Downstream.id == Dispatch.downstream_pk)
+        .where(Job.status == JobStatus.IN_PROGRESS.value, Dispatch.target != "runner")
+    ).all()  # fmt: skip
+    for job_pk, dispatch_pk, delivery_id, repo, policy, started_at, dispatched_at in running:
+        since = started_at or dispatched_at
+        out.append(Overdue(dispatch_pk, delivery_id, repo, policy or {}, job_pk, since))
+    return out
+
+
+def time_out(session: Session, *, overdue: Overdue, now: datetime) -> int | None:
+    """Complete the job as ``timed_out`` (a never-started dispatch gets a job row saying so);
+    returns the job pk, or None when a callback got there first (commits)."""
+    if overdue.job_pk is None:
+        key = JobKey(overdue.delivery_id, overdue.repo, "", "0", "(never started)")
+        report = Report(
+            status=JobStatus.COMPLETED.value, conclusion="timed_out", at=now,
+            event_type="", workflow_name="", url="", check_run_id="", head_sha=None,
+            pr_number=None, dispatch_pk=overdue.dispatch_pk,
+            detail={"reason": "dispatched, never started within the start timeout"},
+        )  # fmt: skip
+        outcome, pk = apply(session, key=key, report=report)
+        return pk if outcome is Outcome.COMPLETED else None
+    result = session.execute(
+        update(Job)
+        .where(Job.id == overdue.job_pk, Job.status == JobStatus.IN_PROGRESS.value)
+        .values(status=JobStatus.COMPLETED.value, conclusion="timed_out", completed_at=now)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        return None
+    session.add(
+        JobTransition(
+            job_pk=overdue.job_pk, from_status=JobStatus.IN_PROGRESS.value,
+            to_status=JobStatus.COMPLETED.value, conclusion="timed_out", source="sweeper",
+            detail={"reason": "in progress past the run timeout"},
+        )
+    )  # fmt: skip
+    session.commit()
+    return overdue.job_pk

@@ -169,6 +169,7 @@ class Dispatch(Base):
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     http_status: Mapped[int | None] = mapped_column(Integer)
     nonce: Mapped[str | None] = mapped_column(String(64), unique=True)  # the dispatch token's
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger)  # L3/L4: queued at dispatch
 
     delivery: Mapped[Delivery] = relationship(back_populates="dispatches")
     downstream: Mapped[Downstream] = relationship()

@@ -11,12 +11,14 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from fanout.github import GitHubApi
+from fanout.checks import update_for_job
+from fanout.github import GitHubApi, GitHubError
 from fanout.send import send_one
+from fanout.sweep import sweep_timeouts
 from store import outbox
 from store.db import session_scope
 from store.models import utcnow
-from store.queue import TASK_SEND_DISPATCH
+from store.queue import TASK_CHECK_RUN, TASK_SEND_DISPATCH
 from store.settings import Settings, get_settings
 from workers.celery_app import app
 
@@ -63,6 +65,19 @@ def send_dispatch(pk: int) -> str:
     return result.state
 
 
+@app.task(name=TASK_CHECK_RUN, acks_late=True, bind=True, max_retries=8)
+def check_run_task(self: Any, job_pk: int) -> bool:
+    """Bring a job's L3/L4 check run up to date (after a callback or a timeout)."""
+    settings = get_settings()
+    try:
+        return update_for_job(settings, github_api(settings), job_pk)
+    except GitHubError as exc:
+        if not exc.retryable:
+            log.error("check run of job %s not updated: %s", job_pk, exc)
+            return False
+        raise self.retry(countdown=exc.retry_after or 2 ** min(self.request.retries, 8)) from exc
+
+
 def enqueue_outbox(delivery_pk: int, settings: Settings | None = None) -> int:
     """Send the delivery's outbox rows (after ingest processed it)."""
     settings = settings or get_settings()
@@ -75,7 +90,8 @@ def enqueue_outbox(delivery_pk: int, settings: Settings | None = None) -> int:
 
 
 def sweep_outbox(settings: Settings | None = None) -> dict[str, Any]:
-    """Release rows whose sender died and send every row overdue by more than the grace."""
+    """Release rows whose sender died, send every row overdue by more than the grace, and time
+    out relayed jobs past their downstream's start or run timeout."""
     settings = settings or get_settings()
     with session_scope(settings.database_url) as session:
         released = outbox.release_expired(session)
@@ -83,4 +99,7 @@ def sweep_outbox(settings: Settings | None = None) -> dict[str, Any]:
         outbox.mark_enqueued(session, pks=due)
     for pk in due:
         send_dispatch.apply_async(args=[pk])
-    return {"dispatches_released": released, "dispatches_requeued": len(due)}
+    timed_out, jobs = sweep_timeouts(settings)
+    for job_pk in jobs:
+        check_run_task.apply_async(args=[job_pk])
+    return {"dispatches_released": released, "dispatches_requeued": len(due), **timed_out}

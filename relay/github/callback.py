@@ -81,4 +81,7 @@ async def github_callback(request: Request) -> JSONResponse:
         downstream=downstream,
         settings=request.app.state.settings,
     )
+    if answer.job_pk is not None:
+        # the L3/L4 check run follows the job, in a worker (no request waits on GitHub)
+        await run_in_threadpool(request.app.state.enqueue_check_run, answer.job_pk)
     return JSONResponse(status_code=answer.status, content=answer.body)

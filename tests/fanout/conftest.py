@@ -109,10 +109,12 @@ def bench(
             return True
 
         client = support.client_class()(create_app(settings, enqueue=record))
+        check_runs: list[int] = []
+        client.app.state.enqueue_check_run = check_runs.append  # the worker's task, recorded
         clients.append(client)
         made = support.Bench(
             settings=settings, github=fake_github, client=client, allowlist=allow,
-            policy=policy_path, enqueued=enqueued,
+            policy=policy_path, enqueued=enqueued, check_run_jobs=check_runs,
         )  # fmt: skip
         benches.append(made)
         return made

@@ -223,7 +223,7 @@ def test_every_policy_problem_with_its_line() -> None:
         "p.yml:8: org/plain.author_trust: expected 'any' or 'trusted'",
         "p.yml:9: org/plain.target: expected 'github' or 'runner'",
         "p.yml:10: org/plain.events: unknown events ['deploy']",
-        "p.yml:11: org/plain.colour: unknown key (expected one of actions, author_trust, branches, drafts, events, max_in_flight, merged_only, nightly, paths, run_timeout, start_timeout, target, trust_label_prefix)",
+        "p.yml:11: org/plain.colour: unknown key (expected one of actions, author_trust, branches, drafts, events, max_in_flight, merged_only, nightly, paths, run_timeout, start_timeout, target, trust_label_prefix, workflow)",
         "p.yml:12: unknown key 'extra' (expected version, defaults, downstreams)",
     ]
 
@@ -243,3 +243,15 @@ def test_every_policy_problem_with_its_line() -> None:
 )
 def test_globs(glob: str, path: str, hit: bool) -> None:
     assert bool(policy.glob_regex(glob).match(path)) is hit
+
+
+def test_a_check_run_rerun_goes_to_its_downstream_only(example_events: Path) -> None:
+    ds = _downstreams("")
+    payload = json.loads((example_events / "check_run.rerequested.json").read_text())
+    event = normalize(event="check_run", payload=payload, delivery_id="r1")
+    event = event.model_copy(update={"check_name": "crcr/org/gate/upstream-tests"})
+    subject = subject_of(event, payload, None)
+    got = {repo: policy.admit(d, subject).reason for repo, d in ds.items()}
+    assert got["org/gate"] == "re-run of crcr/org/gate/upstream-tests"
+    assert got["org/plain"] == "the re-run of 'crcr/org/gate/upstream-tests' is not for org/plain"
+    assert sum(policy.admit(d, subject).admitted for d in ds.values()) == 1

@@ -58,6 +58,7 @@ class Bench:
     allowlist: Path
     policy: Path
     enqueued: list[tuple[int, str]] = field(default_factory=list)
+    check_run_jobs: list[int] = field(default_factory=list)  # jobs whose check run is to update
     api: GitHubApi | None = None
 
     def github_api(self) -> GitHubApi:

@@ -27,6 +27,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("sent_at", sa.DateTime(timezone=True), nullable=True))
         batch_op.add_column(sa.Column("http_status", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("nonce", sa.String(length=64), nullable=True))
+        batch_op.add_column(sa.Column("check_run_id", sa.BigInteger(), nullable=True))
         batch_op.create_unique_constraint(batch_op.f("uq_dispatch_nonce"), ["nonce"])
         batch_op.create_index(
             "ix_dispatch_state_next_attempt_at", ["state", "next_attempt_at"], unique=False
@@ -91,6 +92,7 @@ def downgrade() -> None:
     with op.batch_alter_table("dispatch", schema=None) as batch_op:
         batch_op.drop_index("ix_dispatch_state_next_attempt_at")
         batch_op.drop_constraint(batch_op.f("uq_dispatch_nonce"), type_="unique")
+        batch_op.drop_column("check_run_id")
         batch_op.drop_column("nonce")
         batch_op.drop_column("http_status")
         batch_op.drop_column("sent_at")
