@@ -54,6 +54,12 @@ def _error(status: int, message: str) -> JSONResponse:
 )
 async def github_callback(request: Request) -> JSONResponse:
     """A downstream's job report (in_progress, completed, or a nightly/periodic self-report)."""
+    answer = await _callback(request)
+    request.app.state.callback_counter.labels(str(answer.status_code)).inc()
+    return answer
+
+
+async def _callback(request: Request) -> JSONResponse:
     auth = request.headers.get("authorization", "")
     if not auth.startswith("Bearer ") or not auth.removeprefix("Bearer ").strip():
         return _error(401, "missing Authorization: Bearer <OIDC token>")

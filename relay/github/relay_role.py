@@ -13,6 +13,8 @@ from fastapi import FastAPI
 from fanout.role import RelayRole
 from relay.api.crcr_results import router as crcr_results_router
 from relay.api.dispatches import router as dispatches_router
+from relay.api.metrics import make_registry
+from relay.api.metrics import router as metrics_router
 from relay.github.callback import router as callback_router
 from store.queue import TASK_CHECK_RUN
 from store.settings import Settings
@@ -39,3 +41,7 @@ def install(app: FastAPI, settings: Settings) -> None:
     app.include_router(callback_router)
     app.include_router(dispatches_router)
     app.include_router(crcr_results_router)
+    app.state.metrics_registry, app.state.callback_counter = make_registry(
+        settings, app.state.producer
+    )
+    app.include_router(metrics_router)
