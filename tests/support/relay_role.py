@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -140,3 +142,39 @@ def serve_app(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+class OwnRedis:
+    """A redis-server of the test's own (no persistence) that the test can kill and restart."""
+
+    def __init__(self, tmp: Path, port: int) -> None:
+        self.tmp, self.port = tmp, port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis
+
+        binary = shutil.which("redis-server")
+        assert binary
+        self.proc = subprocess.Popen(
+            [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--dir", str(self.tmp)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if redis.Redis.from_url(self.url).ping():
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        raise AssertionError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # no persistence: whatever was queued is gone
+            self.proc.wait()
