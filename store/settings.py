@@ -130,6 +130,14 @@ class Settings(BaseSettings):
     def _parse_handlers(cls, value: object) -> object:
         return _json_list(value, "RELAY_EVENT_HANDLERS")
 
+    @field_validator(
+        "allowlist_source", "policy_path", "github_app_id", "github_app_private_key",
+        "github_token", "hud_bot_token", "operator_token", mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("oidc_issuers", mode="before")
     @classmethod
     def _parse_issuers(cls, value: object) -> object:

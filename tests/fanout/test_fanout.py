@@ -166,3 +166,35 @@ def test_a_broker_outage_loses_no_dispatch(bench: Callable[..., Any], example_ev
     assert len(b.dispatches()) == 15  # stored with their deliveries, whatever the broker does
     b.settle()  # what the sweeper sends once the broker is back
     assert len(b.github.dispatches()) == 15
+
+
+def test_max_in_flight_holds_dispatches_back_without_spending_attempts(
+    bench: Callable[..., Any], issuer: Any, example_events: Path
+) -> None:
+    from sqlalchemy import update
+
+    from store.db import session_scope
+    from store.models import Dispatch
+
+    b = bench({"L2": ["org/busy"]}, policy="downstreams:\n  org/busy:\n    max_in_flight: 1\n")
+    payload = _pr(example_events)
+    assert b.post("pull_request", payload, delivery_id="busy-1").status_code == 202
+    assert b.post("pull_request", payload, delivery_id="busy-2").status_code == 202
+    b.send_due()
+    rows = {delivery: d for d, _, delivery in b.dispatches()}
+    assert rows["busy-1"].state == "sent"
+    assert (rows["busy-2"].state, rows["busy-2"].attempts) == ("pending", 0)
+    assert rows["busy-2"].last_error == "1 jobs in flight (max 1)"
+    (call,) = b.github.dispatches()
+    body = {
+        **call.body["client_payload"],
+        "workflow": {"status": "completed", "conclusion": "success", "name": "w", "url": "u",
+                     "run_id": "1", "run_attempt": "1", "job_name": "j", "check_run_id": "1-1",
+                     "completed_at": "2026-12-01T00:00:00Z"},
+    }  # fmt: skip
+    token = {"Authorization": f"Bearer {issuer.mint('org/busy')}"}
+    assert b.client.post("/github/callback", json=body, headers=token).status_code == 200
+    with session_scope(b.settings.database_url) as session:  # its wait is over
+        session.execute(update(Dispatch).values(next_attempt_at=None))
+    b.settle()
+    assert {d: r.state for r, _, d in b.dispatches()} == {"busy-1": "sent", "busy-2": "sent"}

@@ -87,6 +87,7 @@ class FakeGitHub:
         self.installations: dict[str, int] = {}  # owner -> installation id
         self.tokens: dict[str, tuple[int, float]] = {}  # token -> (installation, expiry)
         self.check_runs: dict[int, dict[str, Any]] = {}
+        self.dispatch_delay = 0.0  # seconds every accepted repository_dispatch takes
         self.lock = threading.Lock()
 
     # --- what tests read
@@ -99,6 +100,13 @@ class FakeGitHub:
             and c.status == 204
             and (repo is None or c.path == f"/repos/{repo}/dispatches")
         ]
+
+    def dispatch_count(self) -> int:
+        with self.lock:
+            return sum(
+                1 for c in self.calls
+                if c.status == 204 and c.method == "POST" and c.path.endswith("/dispatches")
+            )  # fmt: skip
 
     def token_requests(self) -> list[Call]:
         return [c for c in self.calls if c.path.endswith("/access_tokens")]
@@ -158,7 +166,7 @@ class FakeGitHub:
                 return Scripted(422, body={"message": "Invalid request."})
             if len(json.dumps(body.get("client_payload", {}))) > 65_535:
                 return Scripted(422, body={"message": "client_payload is too large"})
-            return Scripted(204)
+            return Scripted(204, delay=self.dispatch_delay)
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)/files", path):
             files = self.pr_files.get((m.group(1), int(m.group(2))), [])
             page = int(headers.get("x-page", "1"))
