@@ -92,12 +92,16 @@ def _measure(
             allow.write_text("L2:\n" + "".join(f"  - bench/down{i:02d}\n" for i in range(n)))
             time.sleep(2)  # the registry reloads the allowlist
             before = fake.dispatch_count()
-            relay = _load(stack.webhook, body)
-            deadline = time.monotonic() + DRAIN_SECONDS
-            while fake.dispatch_count() - before < n * COUNT and time.monotonic() < deadline:
-                time.sleep(0.5)
-            sent = fake.dispatch_count() - before
-            base = _baseline(fake, n, body)
+            try:
+                relay = _load(stack.webhook, body)
+                deadline = time.monotonic() + DRAIN_SECONDS
+                while fake.dispatch_count() - before < n * COUNT and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                sent = fake.dispatch_count() - before
+                base = _baseline(fake, n, body)
+            except RuntimeError as exc:  # reported in the table, the other rows still run
+                table.rows.append([backend, str(n), f"failed: {str(exc)[-200:]}"] + [""] * 5)
+                continue
             table.rows.append([
                 backend, str(n), f"{relay['p50_ms']:.1f}", f"{relay['p99_ms']:.1f}",
                 f"{base['p50_ms']:.1f}", f"{base['p99_ms']:.1f}",

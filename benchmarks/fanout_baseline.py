@@ -63,7 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     repos = [f"bench/down{i:02d}" for i in range(args.repos)]
     app = build(args.github, repos, args.secret, args.token)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", timeout_keep_alive=60)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ def build(
     upstream_payload: dict[str, Any],
     dispatch_token: str,
     changed_files: list[str] | None,
+    merged: bool | None = None,
     limit: int = MAX_CLIENT_PAYLOAD,
 ) -> dict[str, Any]:
     """The client_payload; raises PayloadTooLarge when even CRCR's part passes ``limit``."""
@@ -38,6 +39,9 @@ def build(
         "changed_files": [],
         "changed_files_count": len(files) if changed_files is not None else None,
         "changed_files_truncated": False,
+        # a pull_request's merged state as the relay read it (closed and merged, or closed with
+        # a Merged label): the relayed payload's own merged field is unreliable
+        "merged": merged,
     }
     body = {
         "event_type": event_type,

@@ -187,6 +187,7 @@ def send_one(
                 upstream_payload=payload,
                 dispatch_token=signed,
                 changed_files=files,
+                merged=event.merged if event.event == "pull_request" else None,
             )
         except payloads.PayloadTooLarge as exc:
             return retry_or_dead(str(exc), None, False, None)

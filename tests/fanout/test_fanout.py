@@ -63,6 +63,7 @@ def test_fan_out_to_20_downstreams_some_failing_then_recovering(
     ours = client_payload["crcr_relay"]
     assert ours["changed_files"] == ["torch/a.py", "aten/b.cpp"]
     assert (ours["changed_files_count"], ours["changed_files_truncated"]) == (2, False)
+    assert ours["merged"] is False
     claims = dispatch_token.verify(
         ours["dispatch_token"], secret=b.settings.dispatch_token_secret.get_secret_value()
     )
