@@ -51,7 +51,8 @@ async def _callbacks(url: str, token: str, client_payload: dict[str, Any]) -> di
             "conclusion": "success" if status == "completed" else None,
             f"{'completed' if status == 'completed' else 'started'}_at": "2026-12-01T00:00:00Z",
         }  # fmt: skip
-        return json.dumps({**client_payload, "workflow": workflow}).encode()
+        echoed = {k: v for k, v in client_payload.items() if k != "crcr_relay"}
+        return json.dumps({**echoed, "workflow": workflow}).encode()
 
     async def worker(client: httpx.AsyncClient) -> None:
         while not queue.empty():

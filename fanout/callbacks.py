@@ -83,6 +83,7 @@ def handle(
     signed = extra.get("dispatch_token") if isinstance(extra, dict) else None
     self_report = body.event_type in SELF_REPORTS
     dispatch_pk: int | None = None
+    has_check_run = False
     pr_number: int | None = None
     head_sha: str | None = None
     if self_report:
@@ -127,6 +128,7 @@ def handle(
                 delivery = dispatch.delivery
                 pr_number, head_sha = delivery.pr_number, delivery.head_sha
             dispatch_pk = dispatch.id
+            has_check_run = dispatch.check_run_id is not None
     key = machine.JobKey(
         delivery_id=body.delivery_id[:100],
         repo=repository,
@@ -159,4 +161,7 @@ def handle(
         return Answer(200, {"ok": True, "status": "duplicate"})
     if outcome is machine.Outcome.STALE:
         return Answer(200, {"ok": True, "status": "completed", "stale": True})
-    return Answer(200, {"ok": True, "status": outcome.value}, job_pk=job_pk)
+    # only a job with a check run has anything for the worker to do (no broker call otherwise)
+    return Answer(
+        200, {"ok": True, "status": outcome.value}, job_pk=job_pk if has_check_run else None
+    )
