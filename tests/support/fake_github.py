@@ -230,7 +230,10 @@ def serve(fake: FakeGitHub) -> Iterator[FakeGitHub]:
         def log_message(self, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 256  # hundreds of concurrent dispatches (benchmarks) are not refused
+
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
