@@ -57,11 +57,20 @@ def _schema_problem(exc: ValidationError) -> str:
 
 
 def handle(
-    raw: Any, *, repository: str, downstream: Downstream | None, settings: Settings
+    raw: Any,
+    *,
+    repository: str,
+    downstream: Downstream | None,
+    settings: Settings,
+    repository_id: Any = None,
 ) -> Answer:
-    """One callback from ``repository`` (the verified OIDC claim)."""
+    """One callback from ``repository`` (the verified OIDC claims ``repository`` and
+    ``repository_id``)."""
     if downstream is None:
         return _error(403, f"repository {repository!r} is not in the allowlist")
+    pinned = downstream.policy.repository_id
+    if pinned is not None and str(repository_id) != str(pinned):
+        return _error(403, f"the token's repository_id is not the one pinned for {repository}")
     if downstream.level is Level.L1:
         # CRCR: callers below L2 are acknowledged and ignored
         return Answer(200, {"ok": True, "status": "ignored"})

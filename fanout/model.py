@@ -42,6 +42,7 @@ class Policy:
     max_in_flight: int | None = None  # dispatched and not completed; None: unlimited
     target: str = Target.GITHUB
     workflow: str | None = None  # names the check run crcr/<repo>/<workflow> (L3/L4)
+    repository_id: int | None = None  # pins callbacks to the OIDC repository_id claim
     line: int = 0  # where the downstream's policy is written (0: defaults only)
 
 

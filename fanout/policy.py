@@ -18,6 +18,8 @@
         max_in_flight: 4
         target: github              # or runner (this service's in-process runner)
         workflow: upstream-tests    # L3/L4 check run crcr/<repo>/<workflow>
+        repository_id: 123456       # callbacks' OIDC repository_id must be this (a renamed or
+                                    # re-created repository under the same name is refused)
 
 A repository in the policy must be in the allowlist (the allowlist decides who is served, the
 policy only how). Every problem is reported at once as ``<file>:<line>: <problem>``.
@@ -40,7 +42,7 @@ from wire.github.events import PR_ACTIONS
 POLICY_VERSION = 1
 _LISTS = {"events", "actions", "branches", "paths"}
 _BOOLS = {"merged_only", "drafts"}
-_INTS = {"start_timeout", "run_timeout", "max_in_flight"}
+_INTS = {"start_timeout", "run_timeout", "max_in_flight", "repository_id"}
 _STRINGS = {"author_trust", "trust_label_prefix", "nightly", "target", "workflow"}
 _KEYS = _LISTS | _BOOLS | _INTS | _STRINGS
 

@@ -86,6 +86,7 @@ async def _callback(request: Request) -> JSONResponse:
         repository=repository,
         downstream=downstream,
         settings=request.app.state.settings,
+        repository_id=claims.get("repository_id"),
     )
     if answer.job_pk is not None:
         # the L3/L4 check run follows the job, in a worker (no request waits on GitHub)

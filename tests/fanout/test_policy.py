@@ -223,7 +223,7 @@ def test_every_policy_problem_with_its_line() -> None:
         "p.yml:8: org/plain.author_trust: expected 'any' or 'trusted'",
         "p.yml:9: org/plain.target: expected 'github' or 'runner'",
         "p.yml:10: org/plain.events: unknown events ['deploy']",
-        "p.yml:11: org/plain.colour: unknown key (expected one of actions, author_trust, branches, drafts, events, max_in_flight, merged_only, nightly, paths, run_timeout, start_timeout, target, trust_label_prefix, workflow)",
+        "p.yml:11: org/plain.colour: unknown key (expected one of actions, author_trust, branches, drafts, events, max_in_flight, merged_only, nightly, paths, repository_id, run_timeout, start_timeout, target, trust_label_prefix, workflow)",
         "p.yml:12: unknown key 'extra' (expected version, defaults, downstreams)",
     ]
 
