@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "specs": "cli.specs:app",
     "tests": "cli.tests:app",
     "deliveries": "cli.deliveries:app",
+    "dispatch": "cli.relay_role:dispatch_app",
 }
 
 # name -> "module:attribute" of a plain function registered as a top-level command.
@@ -34,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "select": "cli.select:select",
     "replay": "cli.replay:replay",
     "eval": "cli.evaluate:evaluate",
+    "downstreams": "cli.relay_role:downstreams",
 }
 
 

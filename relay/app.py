@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from relay.api import router as api_router
 from relay.docs import add_docs
 from relay.github.ingress import router as github_router
+from relay.github.relay_role import install as install_relay_role
 from relay.web import router as web_router
 from store import logs
 from store.db import get_engine
@@ -53,6 +54,7 @@ def create_app(
     app.include_router(github_router)
     app.include_router(api_router)
     app.include_router(web_router)  # the HUD's pages
+    install_relay_role(app, settings)  # outbox, callbacks, dispatches (fanout/)
     app.add_exception_handler(RequestValidationError, _validation_error)
     add_docs(app)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -72,11 +73,18 @@ def fit(data: DeliveryCreate) -> DeliveryCreate:
     return replace(data, **changes, normalized=None, error=error)
 
 
-def store(session: Session, *, data: DeliveryCreate) -> tuple[StoreOutcome, int]:
+def store(
+    session: Session,
+    *,
+    data: DeliveryCreate,
+    outbox: Callable[[Session, int], object] | None = None,
+) -> tuple[StoreOutcome, int]:
     """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
     unique constraint on delivery_id; a failed one is flipped back to RECEIVED atomically so
     exactly one of several concurrent redeliveries re-enqueues it. A delivery with an ``error``
-    is stored REJECTED (never processed); values its columns cannot hold are cleared (:func:`fit`)."""
+    is stored REJECTED (never processed); values its columns cannot hold are cleared (:func:`fit`).
+    ``outbox(session, delivery_pk)`` adds rows in the same transaction as a new delivery (the
+    relay role's dispatches: both are stored, or neither)."""
     data = fit(data)
     rejected = data.error is not None
     row = Delivery(
@@ -99,6 +107,9 @@ def store(session: Session, *, data: DeliveryCreate) -> tuple[StoreOutcome, int]
     )
     session.add(row)
     try:
+        if outbox is not None and not rejected:
+            session.flush()
+            outbox(session, row.id)
         session.commit()
         return StoreOutcome.NEW, row.id
     except IntegrityError:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -491,6 +491,13 @@ def mark_enqueued(session: Session, *, shard_pks: list[int]) -> None:
         session.commit()
 
 
+def _runner_job() -> Any:
+    """Jobs of the in-process runner: not those a downstream reports by callback (the relay
+    role's, whose dispatch went to GitHub; their sweeper is fanout's)."""
+    relayed = select(Dispatch.id).where(Dispatch.target != "runner").scalar_subquery()
+    return or_(Job.dispatch_pk.is_(None), Job.dispatch_pk.not_in(relayed))
+
+
 def overdue_jobs(session: Session, *, older_than: timedelta) -> list[Job]:
     cutoff = utcnow() - older_than
     return list(
@@ -498,6 +505,7 @@ def overdue_jobs(session: Session, *, older_than: timedelta) -> list[Job]:
             select(Job).where(
                 Job.status.in_([JobStatus.DISPATCHED.value, JobStatus.IN_PROGRESS.value]),
                 Job.dispatched_at < cutoff,
+                _runner_job(),
             )
         )
     )
@@ -505,5 +513,7 @@ def overdue_jobs(session: Session, *, older_than: timedelta) -> list[Job]:
 
 def orphaned_jobs(session: Session) -> list[int]:
     """Jobs not completed whose shards are all finished (their report task was lost)."""
-    open_jobs = session.scalars(select(Job.id).where(Job.status != JobStatus.COMPLETED.value))
+    open_jobs = session.scalars(
+        select(Job.id).where(Job.status != JobStatus.COMPLETED.value, _runner_job())
+    )
     return [pk for pk in open_jobs if shards_open(session, job_pk=pk) == 0]

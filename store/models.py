@@ -4,7 +4,8 @@ Designed up front so later features fill rows rather than reshape tables. Status
 strings (validated in code by the enums below) so the schema stays portable across SQLite and
 PostgreSQL. Schema changes go through Alembic (``store/migrations/``); ``STORED_DATA_VERSION`` is the
 number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's indexes and a
-result's op and dtype; 4: a selection's variants as rows, SelectionTest).
+result's op and dtype; 4: a selection's variants as rows, SelectionTest; 5: the relay role's
+outbox columns on Dispatch, CallbackNonce, CallbackRate and CrcrResult).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-STORED_DATA_VERSION = 4
+STORED_DATA_VERSION = 5
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -58,10 +59,12 @@ class DeliveryState(enum.StrEnum):
 
 
 class DispatchState(enum.StrEnum):
-    PENDING = "pending"
-    SENT = "sent"
+    PENDING = "pending"  # in the outbox: to send at next_attempt_at (a retry waits there too)
+    SENDING = "sending"  # claimed by a sender until lease_until
+    SENT = "sent"  # CRCR's DISPATCHED
     FAILED = "failed"
-    SKIPPED = "skipped"
+    SKIPPED = "skipped"  # the policy turned it away at send time (changed paths), with the reason
+    DEAD = "dead"  # attempts exhausted or refused for good: a dead letter, retried by an operator
 
 
 class JobStatus(enum.StrEnum):
@@ -158,10 +161,23 @@ class Dispatch(Base):
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
 
+    # the relay role's outbox (fanout/): where it goes, when it is next tried, what came back
+    target: Mapped[str] = mapped_column(String(20), default="runner")  # or "github"
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    http_status: Mapped[int | None] = mapped_column(Integer)
+    nonce: Mapped[str | None] = mapped_column(String(64), unique=True)  # the dispatch token's
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger)  # L3/L4: queued at dispatch
+
     delivery: Mapped[Delivery] = relationship(back_populates="dispatches")
     downstream: Mapped[Downstream] = relationship()
 
-    __table_args__ = (UniqueConstraint("delivery_pk", "downstream_pk"),)
+    __table_args__ = (
+        UniqueConstraint("delivery_pk", "downstream_pk"),
+        Index("ix_dispatch_state_next_attempt_at", "state", "next_attempt_at"),
+    )
 
 
 class Job(Base):
@@ -345,3 +361,65 @@ class TestStat(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     __table_args__ = (UniqueConstraint("downstream_repo", "test_id"),)
+
+
+class CallbackNonce(Base):
+    """A dispatch token's nonce, bound to the first workflow run that called back with it: a
+    token replayed by another run is refused."""
+
+    __tablename__ = "callback_nonce"
+
+    nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str] = mapped_column(String(50))
+    first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CallbackRate(Base):
+    """Callbacks per downstream repository per minute (the 100/min limit, shared by every
+    process of the service)."""
+
+    __tablename__ = "callback_rate"
+
+    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
+    minute: Mapped[int] = mapped_column(Integer, primary_key=True)  # epoch seconds // 60
+    count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class CrcrResult(Base):
+    """One job's row as the PyTorch HUD stores a CRCR result (``POST /api/crcr/results``), keyed
+    ``repo/delivery_id/workflow/job/check_run_id``; later envelopes fill only non-null fields."""
+
+    __tablename__ = "crcr_result"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    row_key: Mapped[str] = mapped_column(String(700), unique=True)
+    downstream_repo: Mapped[str] = mapped_column(String(200))
+    downstream_level: Mapped[str | None] = mapped_column(String(2))
+    upstream_repo: Mapped[str | None] = mapped_column(String(200))
+    pr_number: Mapped[int] = mapped_column(Integer, default=0)  # 0 for push and nightly
+    head_sha: Mapped[str | None] = mapped_column(String(64))
+    delivery_id: Mapped[str] = mapped_column(String(100))
+    event_type: Mapped[str | None] = mapped_column(String(50))
+    workflow_name: Mapped[str] = mapped_column(String(200))
+    job_name: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str | None] = mapped_column(String(50))
+    run_attempt: Mapped[str | None] = mapped_column(String(20))
+    check_run_id: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str | None] = mapped_column(String(20))
+    conclusion: Mapped[str | None] = mapped_column(String(20))
+    queue_time: Mapped[float | None] = mapped_column(Float)
+    execution_time: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[str | None] = mapped_column(String(40))
+    completed_at: Mapped[str | None] = mapped_column(String(40))
+    tests_passed: Mapped[int | None] = mapped_column(Integer)
+    tests_failed: Mapped[int | None] = mapped_column(Integer)
+    tests_skipped: Mapped[int | None] = mapped_column(Integer)
+    tests_total: Mapped[int | None] = mapped_column(Integer)
+    failed_tests: Mapped[list[Any] | None] = mapped_column()
+    artifact_url: Mapped[str | None] = mapped_column(String(500))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+    __table_args__ = (Index("ix_crcr_result_downstream_repo", "downstream_repo"),)

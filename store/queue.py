@@ -21,6 +21,9 @@ TASK_SWEEP_DELIVERIES = "workers.sweep_deliveries"
 TASK_SWEEP_JOBS = "workers.sweep_jobs"
 TASK_NIGHTLY = "workers.nightly"
 TASK_REPLAY = "workers.replay"  # a release replay (``relay replay --run``)
+TASK_SEND_DISPATCH = "workers.send_dispatch"  # the relay role: one outbox row to GitHub
+TASK_SEND_OUTBOX = "workers.send_outbox"  # the relay role: a delivery's outbox, concurrently
+TASK_CHECK_RUN = "workers.check_run"  # the relay role: a job's check run brought up to date
 CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
 SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers
 

@@ -20,6 +20,15 @@ DEVELOPMENT_WEBHOOK_SECRET = "development-webhook-secret"
 _PLACEHOLDER_SECRETS = {"", DEVELOPMENT_WEBHOOK_SECRET, "changeme", "change-me", "secret"}
 
 DEFAULT_VAR_DIR = Path("var")
+#: the dispatch-token key of a development instance (refused outside development)
+DEVELOPMENT_DISPATCH_SECRET = "development-dispatch-token-secret-not-for-production"
+#: OIDC issuers whose tokens a callback may carry, with their JWKS (CRCR's providers)
+DEFAULT_OIDC_ISSUERS = {
+    "https://token.actions.githubusercontent.com": (
+        "https://token.actions.githubusercontent.com/.well-known/jwks"
+    ),
+    "https://agent.buildkite.com": "https://agent.buildkite.com/.well-known/jwks",
+}
 
 
 class Settings(BaseSettings):
@@ -81,6 +90,34 @@ class Settings(BaseSettings):
     # crontab (UTC, "minute hour day month weekday") of the nightly run; empty: none
     nightly_cron: str = "0 2 * * *"
 
+    # --- the relay role (fanout/): CRCR's allowlist (a file or an http(s) URL) and our policy
+    # file; unset allowlist: no downstream but the in-process runner
+    allowlist_source: str | None = None
+    policy_path: Path | None = None
+    allowlist_reload_seconds: float = Field(default=5.0, ge=0)
+    github_api_url: str = "https://api.github.com"
+    # GitHub App (installation tokens minted from the app id and its private key, PEM) or a token
+    github_app_id: str | None = None
+    github_app_private_key: SecretStr | None = None
+    github_token: SecretStr | None = None
+    # signs the dispatch token in every client_payload (HS256); refused as a placeholder in production
+    dispatch_token_secret: SecretStr = SecretStr(DEVELOPMENT_DISPATCH_SECRET)
+    dispatch_max_attempts: int = Field(default=8, ge=1)
+    dispatch_backoff_seconds: float = Field(default=2.0, ge=0)
+    dispatch_backoff_max_seconds: float = Field(default=600.0, ge=0)
+    dispatch_timeout_seconds: float = Field(default=10.0, gt=0)
+    # callbacks: OIDC issuers accepted (issuer -> JWKS URL, a JSON object) and the audience
+    oidc_issuers: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=lambda: dict(DEFAULT_OIDC_ISSUERS)
+    )
+    oidc_audience: str = "pytorch-cross-repo-ci-relay"
+    # a token with an unknown key id fetches the issuer's JWKS again, at most this often
+    oidc_jwks_refresh_seconds: float = Field(default=30.0, ge=0)
+    callback_rate_per_minute: int = Field(default=100, ge=1)
+    # the HUD ingest's bot token and the operator token (retries over HTTP); unset: refused
+    hud_bot_token: SecretStr | None = None
+    operator_token: SecretStr | None = None
+
     @field_validator("webhook_secrets", mode="before")
     @classmethod
     def _parse_secrets(cls, value: object) -> object:
@@ -95,6 +132,29 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_handlers(cls, value: object) -> object:
         return _json_list(value, "RELAY_EVENT_HANDLERS")
+
+    @field_validator(
+        "allowlist_source", "policy_path", "github_app_id", "github_app_private_key",
+        "github_token", "hud_bot_token", "operator_token", mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("oidc_issuers", mode="before")
+    @classmethod
+    def _parse_issuers(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"RELAY_OIDC_ISSUERS must be a JSON object: {exc}") from exc
+            if not isinstance(parsed, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
+            ):
+                raise ValueError("RELAY_OIDC_ISSUERS must map issuer URLs to JWKS URLs")
+            return parsed
+        return value
 
     @model_validator(mode="after")
     def _defaults_and_production_rules(self) -> Settings:
@@ -113,9 +173,24 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"RELAY_WEBHOOK_SECRETS entry {bad[0]} is a placeholder; refused in production"
                 )
+            dispatch = self.dispatch_token_secret.get_secret_value().strip().lower()
+            weak = dispatch in _PLACEHOLDER_SECRETS | {DEVELOPMENT_DISPATCH_SECRET}
+            if self.allowlist_location is not None and (weak or len(dispatch) < 32):
+                # the relay role signs dispatch tokens: a known key would let anyone forge them
+                raise ValueError(
+                    "RELAY_DISPATCH_TOKEN_SECRET must be a secret of at least 32 characters "
+                    "in production"
+                )
         elif not self.webhook_secrets:
             self.webhook_secrets = [SecretStr(DEVELOPMENT_WEBHOOK_SECRET)]
         return self
+
+    @property
+    def allowlist_location(self) -> str | None:
+        """RELAY_ALLOWLIST_SOURCE (a path or URL), else RELAY_ALLOWLIST_PATH, else None."""
+        if self.allowlist_source:
+            return self.allowlist_source
+        return str(self.allowlist_path) if self.allowlist_path is not None else None
 
     @property
     def is_sqlite(self) -> bool:

@@ -23,6 +23,7 @@ from store.settings import Settings, get_settings
 from wire.crcr.allowlist import Level
 from wire.github.events import EventError, UpstreamEvent, normalize_envelope, stored_envelope
 from workers.celery_app import app
+from workers.dispatch import enqueue_outbox
 from workers.plan import plan
 
 log = logging.getLogger("workers.ingest")
@@ -123,6 +124,7 @@ def process_delivery(self: Any, pk: int) -> str:
                 deliveries.mark_processed(session, pk=pk, normalized=event.model_dump(mode="json"))
             for dispatch_pk in to_plan:
                 plan.apply_async(args=[dispatch_pk])
+            enqueue_outbox(pk, settings)  # the relay role's dispatches to downstream repos
             log.info(
                 "delivery processed",
                 extra={"event_action": event.action, "actionable": event.actionable},

@@ -22,6 +22,7 @@ from store.queue import (
 )
 from store.settings import get_settings
 from workers.celery_app import app
+from workers.dispatch import sweep_outbox
 from workers.ingest import process_delivery
 from workers.report import delivery_of, report, send_callback
 from workers.run import run_shard_task
@@ -93,6 +94,7 @@ def sweep_jobs() -> dict[str, int]:
     for job_pk in orphans:
         report.apply_async(args=[job_pk])
     counts = {
+        **sweep_outbox(settings),
         "deliveries_requeued": deliveries_requeued,
         "shards_requeued": len(stale),
         "jobs_timed_out": len(timed_out),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -122,7 +123,9 @@ async def github_webhook(request: Request) -> JSONResponse:
             log.info("delivery ignored: %s", data_or_ignore)
             return _answer(200, ignored=True, reason=data_or_ignore)
         data = deliveries.fit(data_or_ignore)
-        outcome, pk = await run_in_threadpool(_store, settings.database_url, data)
+        role = getattr(request.app.state, "relay_role", None)
+        outbox = role.outbox_of(data.normalized, payload) if role and data.normalized else None
+        outcome, pk = await run_in_threadpool(_store, settings.database_url, data, outbox)
         if data.error is not None:
             # valid JSON, not the shape of its event: stored (nothing is lost) as rejected
             log.warning("delivery rejected: %s", data.error, extra={"delivery_pk": pk})
@@ -190,9 +193,12 @@ def _one_line(text: str) -> str:
     return flat if len(flat) <= MAX_REASON else flat[: MAX_REASON - 3] + "..."
 
 
-def _store(url: str, data: DeliveryCreate) -> tuple[StoreOutcome, int]:
+def _store(
+    url: str, data: DeliveryCreate, outbox: Callable[[], Any] | None = None
+) -> tuple[StoreOutcome, int]:
+    """Store the delivery; ``outbox()`` (the relay role's) gives what to write with it."""
     with session_scope(url) as session:
-        return deliveries.store(session, data=data)
+        return deliveries.store(session, data=data, outbox=outbox() if outbox else None)
 
 
 def _classify(

@@ -30,8 +30,8 @@ def test_cli_check_and_sync(
     assert "4 downstream repositories" in out.output
     out = runner.invoke(build_app(), ["allowlist", "check", str(bad)])
     assert out.exit_code == 1
-    assert "error: L1: 'nope' is not an owner/name repository" in out.output
-    assert "error: unknown level 'L7'" in out.output
+    assert f"error: {bad}:2: L1: 'nope' is not an owner/name repository" in out.output
+    assert f"error: {bad}:3: unknown level 'L7'" in out.output
     out = runner.invoke(build_app(), ["allowlist", "sync", str(good)])
     assert (out.exit_code, out.output.strip()) == (0, "added 4, updated 0, disabled 0")
     reset_settings_cache()

@@ -70,3 +70,15 @@ def test_importing_the_app_builds_nothing() -> None:
     env = {"RELAY_ENV": "production", "RELAY_WEBHOOK_SECRETS": "[]", "PATH": ""}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_production_relay_role_needs_a_real_dispatch_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RELAY_ENV", "production")
+    monkeypatch.setenv("RELAY_WEBHOOK_SECRETS", '["a-long-random-secret"]')
+    monkeypatch.setenv("RELAY_ALLOWLIST_SOURCE", "/etc/relay/allowlist.yml")
+    with pytest.raises(ValidationError, match="RELAY_DISPATCH_TOKEN_SECRET"):
+        Settings()
+    monkeypatch.setenv("RELAY_DISPATCH_TOKEN_SECRET", "x" * 40)
+    assert Settings().dispatch_token_secret.get_secret_value() == "x" * 40

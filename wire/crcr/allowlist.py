@@ -13,7 +13,8 @@ Accepted shapes per level (see reference/crcr.md):
         org/repo-d: [oncall3]
     L4: []
 
-A repo may appear once across all levels. Every problem in the file is reported at once.
+A repo may appear once across all levels. Every problem in the file is reported at once, each
+as ``<file>:<line>: <problem>``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 
 class Level(enum.StrEnum):
@@ -39,9 +41,12 @@ KNOWN_EVENTS = {"pull_request", "push", "nightly", "periodic", "check_run", "che
 
 
 class AllowlistError(ValueError):
+    """Every problem of one file; each problem reads ``<path>:<line>: <what>``."""
+
     def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
         self.problems = problems
-        super().__init__(f"{path}: " + "; ".join(problems))
+        super().__init__("; ".join(problems))
 
 
 @dataclass(frozen=True)
@@ -51,64 +56,111 @@ class AllowlistEntry:
     oncalls: tuple[str, ...] = ()
     events: tuple[str, ...] | None = None  # None: every event
     device: str | None = None
+    line: int = field(default=0, compare=False)  # where the entry is written (1-based)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
+class _Problems:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.items: list[str] = []
+
+    def add(self, node: Node | None, message: str) -> None:
+        line = node.start_mark.line + 1 if node is not None else 1
+        self.items.append(f"{self.path}:{line}: {message}")
+
+
+def _value(node: Node) -> Any:
+    """The plain Python value of a node (for messages and scalars)."""
+    return yaml.SafeLoader("").construct_document(node) if node is not None else None
+
+
+def _scalar(node: Node) -> Any:
+    return _value(node) if isinstance(node, ScalarNode) else None
+
+
 def parse(text: str, *, path: str = "<allowlist>") -> list[AllowlistEntry]:
+    problems = _Problems(path)
     try:
-        doc = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        raise AllowlistError(path, [f"not valid YAML: {exc}"]) from exc
-    doc = doc or {}
-    problems: list[str] = []
-    if not isinstance(doc, dict):
-        raise AllowlistError(path, ["the top level must be a mapping of levels L1-L4"])
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise AllowlistError(path, [f"{path}:{line}: not valid YAML: {reason}"]) from exc
+    if root is None or (isinstance(root, ScalarNode) and _scalar(root) is None):
+        return []
+    if not isinstance(root, MappingNode):
+        raise AllowlistError(path, [f"{path}:1: the top level must be a mapping of levels L1-L4"])
     entries: list[AllowlistEntry] = []
-    for key, body in doc.items():
+    for key_node, body in root.value:
+        key = _scalar(key_node)
         if key not in Level.__members__:
-            problems.append(f"unknown level {key!r} (expected one of L1, L2, L3, L4)")
+            problems.add(key_node, f"unknown level {key!r} (expected one of L1, L2, L3, L4)")
             continue
         level = Level(key)
-        if body is None:
+        if isinstance(body, ScalarNode) and _scalar(body) is None:
             continue
-        if level is Level.L3 and isinstance(body, dict):
-            for device, repos in body.items():
-                items = [{r: v} for r, v in repos.items()] if isinstance(repos, dict) else repos
-                entries += _entries(items, level, str(device), problems)
-        elif isinstance(body, list):
+        if level is Level.L3 and isinstance(body, MappingNode):
+            for device_node, repos in body.value:
+                device = str(_scalar(device_node))
+                if isinstance(repos, MappingNode):
+                    items: list[tuple[Node, Node, Node | None]] = [
+                        (k, k, v) for k, v in repos.value
+                    ]
+                    entries += _mapping_entries(items, level, device, problems)
+                else:
+                    entries += _entries(repos, level, device, problems)
+        elif isinstance(body, SequenceNode):
             entries += _entries(body, level, None, problems)
         else:
-            problems.append(f"{key}: expected a list of repositories")
-    seen: dict[str, Level] = {}
+            problems.add(body, f"{key}: expected a list of repositories")
+    seen: dict[str, AllowlistEntry] = {}
     for entry in entries:
         if entry.repo in seen:
-            problems.append(
-                f"{entry.repo} appears in {seen[entry.repo].value} and {entry.level.value}"
+            first = seen[entry.repo]
+            problems.items.append(
+                f"{path}:{entry.line}: {entry.repo} appears in {first.level.value} "
+                f"(line {first.line}) and {entry.level.value}"
             )
-        seen[entry.repo] = entry.level
-    if problems:
-        raise AllowlistError(path, problems)
+        else:
+            seen[entry.repo] = entry
+    if problems.items:
+        raise AllowlistError(path, problems.items)
     return entries
 
 
 def _entries(
-    items: Any, level: Level, device: str | None, problems: list[str]
+    node: Node, level: Level, device: str | None, problems: _Problems
+) -> list[AllowlistEntry]:
+    if not isinstance(node, SequenceNode):
+        problems.add(node, f"{level.value}: expected a list of repositories")
+        return []
+    items: list[tuple[Node, Node, Node | None]] = []
+    for item in node.value:
+        if isinstance(item, ScalarNode):
+            items.append((item, item, None))
+        elif isinstance(item, MappingNode) and len(item.value) == 1:
+            key_node, spec = item.value[0]
+            items.append((item, key_node, spec))
+        else:
+            problems.add(item, f"{level.value}: cannot read entry {_value(item)!r}")
+    return _mapping_entries(items, level, device, problems)
+
+
+def _mapping_entries(
+    items: list[tuple[Node, Node, Node | None]],
+    level: Level,
+    device: str | None,
+    problems: _Problems,
 ) -> list[AllowlistEntry]:
     out: list[AllowlistEntry] = []
-    if not isinstance(items, list):
-        problems.append(f"{level.value}: expected a list of repositories")
-        return out
-    for item in items:
-        if isinstance(item, str):
-            repo, spec = item, None
-        elif isinstance(item, dict) and len(item) == 1:
-            repo, spec = next(iter(item.items()))
-        else:
-            problems.append(f"{level.value}: cannot read entry {item!r}")
-            continue
+    for where, key_node, spec_node in items:
+        repo = _scalar(key_node)
         if not isinstance(repo, str) or not REPO_RE.match(repo):
-            problems.append(f"{level.value}: {repo!r} is not an owner/name repository")
+            problems.add(key_node, f"{level.value}: {repo!r} is not an owner/name repository")
             continue
+        spec = _value(spec_node) if spec_node is not None else None
         oncalls: tuple[str, ...] = ()
         events: tuple[str, ...] | None = None
         if isinstance(spec, str):
@@ -118,21 +170,32 @@ def _entries(
         elif isinstance(spec, dict):
             unknown = set(spec) - {"events", "oncalls"}
             if unknown:
-                problems.append(f"{repo}: unknown keys {sorted(unknown)}")
+                problems.add(spec_node, f"{repo}: unknown keys {sorted(unknown)}")
             raw_oncalls = spec.get("oncalls") or []
             oncalls = tuple(
-                s.strip()
+                str(s).strip()
                 for s in (raw_oncalls.split(",") if isinstance(raw_oncalls, str) else raw_oncalls)
             )
             if "events" in spec:
-                events = tuple(spec["events"] or ())
+                raw_events = spec["events"] or ()
+                if not isinstance(raw_events, list):
+                    problems.add(spec_node, f"{repo}: events must be a list")
+                    raw_events = ()
+                events = tuple(str(e) for e in raw_events)
                 bad = sorted(set(events) - KNOWN_EVENTS)
                 if bad:
-                    problems.append(f"{repo}: unknown events {bad}")
+                    problems.add(spec_node, f"{repo}: unknown events {bad}")
         elif spec is not None:
-            problems.append(f"{repo}: cannot read {spec!r}")
+            problems.add(spec_node, f"{repo}: cannot read {spec!r}")
         out.append(
-            AllowlistEntry(repo=repo, level=level, oncalls=oncalls, events=events, device=device)
+            AllowlistEntry(
+                repo=repo,
+                level=level,
+                oncalls=oncalls,
+                events=events,
+                device=device,
+                line=where.start_mark.line + 1,
+            )
         )
     return out
 
@@ -141,5 +204,5 @@ def load(path: Path) -> list[AllowlistEntry]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise AllowlistError(str(path), [f"cannot read: {exc.strerror}"]) from exc
+        raise AllowlistError(str(path), [f"{path}:1: cannot read: {exc.strerror}"]) from exc
     return parse(text, path=str(path))

@@ -1,0 +1,176 @@
+"""A downstream's callback (``POST /github/callback``), decided: who is calling (the OIDC
+``repository`` claim), whether it may (allowlisted, L2 and up, under the rate limit, with a
+dispatch token that matches when it carries one or when its level requires one), and which
+transition of the job state machine it makes. Returns the HTTP status and body to answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from fanout import dispatch_token as tokens
+from fanout.model import PAYLOAD_KEY, Downstream
+from store import callbacks as machine
+from store import outbox
+from store.db import session_scope
+from store.settings import Settings
+from wire.crcr.allowlist import Level
+from wire.crcr.callback import CallbackBody
+
+log = logging.getLogger("fanout.callbacks")
+
+SELF_REPORTS = ("nightly", "periodic")
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: dict[str, Any]
+    job_pk: int | None = None  # set when the callback moved a job (its check run follows)
+
+
+def _error(status: int, message: str) -> Answer:
+    return Answer(status, {"error": message})
+
+
+def _when(text: str | None) -> datetime:
+    if text:
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        except ValueError:
+            pass
+    return datetime.now(UTC)
+
+
+def _schema_problem(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors()[:5]:
+        where = ".".join(str(p) for p in e.get("loc", ()))
+        parts.append(f"{where}: {e.get('msg')}")
+    return "not a CRCR callback body: " + "; ".join(parts)
+
+
+def handle(
+    raw: Any,
+    *,
+    repository: str,
+    downstream: Downstream | None,
+    settings: Settings,
+    repository_id: Any = None,
+) -> Answer:
+    """One callback from ``repository`` (the verified OIDC claims ``repository`` and
+    ``repository_id``)."""
+    if downstream is None:
+        return _error(403, f"repository {repository!r} is not in the allowlist")
+    pinned = downstream.policy.repository_id
+    if pinned is not None and str(repository_id) != str(pinned):
+        return _error(403, f"the token's repository_id is not the one pinned for {repository}")
+    if downstream.level is Level.L1:
+        # CRCR: callers below L2 are acknowledged and ignored
+        return Answer(200, {"ok": True, "status": "ignored"})
+    try:
+        body = CallbackBody.model_validate(raw)
+    except ValidationError as exc:
+        return _error(400, _schema_problem(exc))
+    workflow = body.workflow
+    if workflow.status == "completed" and workflow.conclusion is None:
+        return _error(400, "a completed callback needs a conclusion")
+    if workflow.status == "in_progress" and workflow.conclusion is not None:
+        return _error(400, "an in_progress callback has no conclusion")
+    url = settings.database_url
+    with session_scope(url) as session:
+        count = machine.count_call(session, repo=repository)
+    if count > settings.callback_rate_per_minute:
+        return _error(429, f"more than {settings.callback_rate_per_minute} callbacks a minute")
+    extra = raw.get(PAYLOAD_KEY) if isinstance(raw, dict) else None
+    signed = extra.get("dispatch_token") if isinstance(extra, dict) else None
+    self_report = body.event_type in SELF_REPORTS
+    dispatch_pk: int | None = None
+    has_check_run = False
+    pr_number: int | None = None
+    head_sha: str | None = None
+    if self_report:
+        if workflow.status != "completed":
+            return _error(400, f"a {body.event_type} self-report can only be completed")
+        head_sha = (
+            body.payload.get("head_sha") if isinstance(body.payload.get("head_sha"), str) else None
+        )
+    else:
+        if signed is None and downstream.level in (Level.L3, Level.L4):
+            return _error(401, f"a dispatch token is required at {downstream.level.value}")
+        with session_scope(url) as session:
+            if signed is not None:
+                if not isinstance(signed, str):
+                    return _error(401, "the dispatch token is not a string")
+                try:
+                    claims = tokens.verify(
+                        signed, secret=settings.dispatch_token_secret.get_secret_value()
+                    )
+                except tokens.DispatchTokenError as exc:
+                    return _error(401, str(exc))
+                if claims.repo != repository:
+                    return _error(
+                        403, f"the dispatch token was issued to {claims.repo}, not {repository}"
+                    )
+                if claims.delivery_id != body.delivery_id:
+                    return _error(403, "the dispatch token is for another delivery")
+                dispatch = outbox.by_nonce(session, nonce=claims.nonce)
+                if dispatch is None:
+                    return _error(400, "no dispatch matches the dispatch token")
+                if not machine.bind_nonce(
+                    session, nonce=claims.nonce, repo=repository, run_id=workflow.run_id
+                ):
+                    return _error(403, "the dispatch token was already used by another run")
+                pr_number, head_sha = claims.pr_number, claims.head_sha
+            else:
+                dispatch = outbox.sent_for(session, delivery_id=body.delivery_id, repo=repository)
+                if dispatch is None:
+                    return _error(
+                        400, f"no dispatch of delivery {body.delivery_id!r} to {repository}"
+                    )
+                delivery = dispatch.delivery
+                pr_number, head_sha = delivery.pr_number, delivery.head_sha
+            dispatch_pk = dispatch.id
+            has_check_run = dispatch.check_run_id is not None
+    key = machine.JobKey(
+        delivery_id=body.delivery_id[:100],
+        repo=repository,
+        run_id=workflow.run_id[:50],
+        run_attempt=workflow.run_attempt[:20],
+        job_name=workflow.job_name[:200],
+    )
+    at = _when(workflow.started_at if workflow.status == "in_progress" else workflow.completed_at)
+    report = machine.Report(
+        status=workflow.status,
+        conclusion=workflow.conclusion,
+        at=at,
+        event_type=body.event_type[:50],
+        workflow_name=workflow.name,
+        url=workflow.url,
+        check_run_id=workflow.check_run_id,
+        head_sha=head_sha[:64] if head_sha else None,
+        pr_number=pr_number,
+        dispatch_pk=dispatch_pk,
+        counts=workflow.test_results.model_dump() if workflow.test_results else None,
+        artifact_url=workflow.artifact_url,
+        detail={"run_url": workflow.url[:500]},
+    )
+    with session_scope(url) as session:
+        outcome, job_pk = machine.apply(session, key=key, report=report)
+    log.info("callback", extra={"repo": repository, "outcome": outcome.value, "job_pk": job_pk})
+    if outcome is machine.Outcome.CONFLICT:
+        return _error(409, "the job already completed with another conclusion")
+    if outcome is machine.Outcome.DUPLICATE:
+        return Answer(200, {"ok": True, "status": "duplicate"})
+    if outcome is machine.Outcome.STALE:
+        return Answer(200, {"ok": True, "status": "completed", "stale": True})
+    # only a job with a check run has anything for the worker to do (no broker call otherwise)
+    return Answer(
+        200, {"ok": True, "status": outcome.value}, job_pk=job_pk if has_check_run else None
+    )

@@ -1,0 +1,90 @@
+"""The relay role's outbox over HTTP: dispatches to downstream repositories with their state,
+attempts and last error (dead letters are ``?state=dead``), and an operator's retry of a dead
+letter (``Authorization: Bearer <RELAY_OPERATOR_TOKEN>``)."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from store import outbox
+from store.db import session_scope
+from store.models import Dispatch, DispatchState
+
+router = APIRouter(prefix="/api/v1", tags=["relay"])
+
+
+def _public(row: Dispatch, repo: str, delivery_id: str) -> dict[str, Any]:
+    def iso(value: Any) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    return {
+        "id": row.id,
+        "delivery_id": delivery_id,
+        "downstream": repo,
+        "target": row.target,
+        "state": row.state,
+        "attempts": row.attempts,
+        "http_status": row.http_status,
+        "last_error": row.last_error,
+        "created_at": iso(row.created_at),
+        "next_attempt_at": iso(row.next_attempt_at),
+        "sent_at": iso(row.sent_at),
+    }
+
+
+@router.get("/dispatches")
+def list_dispatches(
+    request: Request,
+    state: DispatchState | None = None,
+    repo: str | None = Query(None, max_length=200),
+    limit: int = Query(100, ge=1, le=1000),
+) -> dict[str, Any]:
+    """Dispatches newest first; ``?state=dead`` lists the dead letters."""
+    with session_scope(request.app.state.settings.database_url) as session:
+        rows = outbox.listing(session, state=state.value if state else None, repo=repo, limit=limit)
+        return {"items": [_public(*r) for r in rows]}
+
+
+def operator_refusal(request: Request) -> JSONResponse | None:
+    """401 without credentials, 403 with wrong ones (or none configured), else None."""
+    configured = request.app.state.settings.operator_token
+    given = request.headers.get("authorization", "")
+    if not given.startswith("Bearer ") or not given.removeprefix("Bearer ").strip():
+        return JSONResponse(status_code=401, content={"error": "operator token required"})
+    if configured is None:
+        return JSONResponse(
+            status_code=403, content={"error": "no RELAY_OPERATOR_TOKEN is configured"}
+        )
+    if not hmac.compare_digest(
+        given.removeprefix("Bearer ").encode(), configured.get_secret_value().encode()
+    ):
+        return JSONResponse(status_code=403, content={"error": "operator token does not match"})
+    return None
+
+
+@router.post(
+    "/dispatches/{dispatch_id}/retry",
+    responses={401: {}, 403: {}, 409: {"description": "not a dead letter"}},
+)
+async def retry_dispatch(dispatch_id: int, request: Request) -> JSONResponse:
+    """Put a dead letter back into the outbox (sent by the next sweep)."""
+    refusal = operator_refusal(request)
+    if refusal is not None:
+        return refusal
+
+    def retry() -> bool:
+        with session_scope(request.app.state.settings.database_url) as session:
+            return outbox.retry_dead(session, pk=dispatch_id)
+
+    if not await run_in_threadpool(retry):
+        return JSONResponse(
+            status_code=409, content={"error": f"dispatch {dispatch_id} is not a dead letter"}
+        )
+    return JSONResponse(
+        status_code=200, content={"ok": True, "id": dispatch_id, "state": "pending"}
+    )

@@ -1,0 +1,142 @@
+"""`GET /metrics`: Prometheus text for the relay role. What the database knows is read at scrape
+time (so every process's work counts, whichever process answers): deliveries by state,
+dispatches by downstream and state, failed dispatch attempts, dispatch latency (created ->
+sent), jobs by downstream, status and conclusion, overdue relayed jobs, the sweeper's
+timeouts, the broker's queue depths. Callbacks by answer status are counted by this process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from starlette.concurrency import run_in_threadpool
+
+from fanout.sweep import count_overdue
+from store.db import session_scope
+from store.models import Delivery, Dispatch, Downstream, Job, JobTransition, utcnow
+from store.queue import CONTROL_QUEUE, SHARD_QUEUE, queue_depth
+from store.settings import Settings
+
+router = APIRouter(tags=["ops"])
+
+LATENCY_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
+
+
+class StoreCollector(Collector):
+    def __init__(self, settings: Settings, producer: Any) -> None:
+        self.settings = settings
+        self.producer = producer
+
+    def collect(self) -> Iterator[Any]:
+        with session_scope(self.settings.database_url) as session:
+            deliveries = GaugeMetricFamily(
+                "relay_deliveries", "Stored webhook deliveries by state", labels=["state"]
+            )
+            for state, count in session.execute(
+                select(Delivery.state, func.count()).group_by(Delivery.state)
+            ):
+                deliveries.add_metric([state], count)
+            yield deliveries
+
+            dispatches = GaugeMetricFamily(
+                "relay_dispatches", "Dispatches by downstream and state",
+                labels=["downstream", "state"],
+            )  # fmt: skip
+            failures = GaugeMetricFamily(
+                "relay_dispatch_failed_attempts", "Failed send attempts by downstream",
+                labels=["downstream"],
+            )  # fmt: skip
+            failed: dict[str, int] = {}
+            for repo, state, count, attempts in session.execute(
+                select(Downstream.repo, Dispatch.state, func.count(), func.sum(Dispatch.attempts))
+                .join(Downstream, Downstream.id == Dispatch.downstream_pk)
+                .group_by(Downstream.repo, Dispatch.state)
+            ):
+                dispatches.add_metric([repo, state], count)
+                spent = int(attempts or 0) - (count if state == "sent" else 0)
+                failed[repo] = failed.get(repo, 0) + max(0, spent)
+            for repo, count in failed.items():
+                failures.add_metric([repo], count)
+            yield dispatches
+            yield failures
+
+            latency: dict[str, list[float]] = {}
+            since = utcnow() - timedelta(days=1)
+            for repo, created, sent in session.execute(
+                select(Downstream.repo, Dispatch.created_at, Dispatch.sent_at)
+                .join(Downstream, Downstream.id == Dispatch.downstream_pk)
+                .where(Dispatch.sent_at.is_not(None), Dispatch.created_at >= since)
+                .limit(100_000)
+            ):
+                if sent is not None and created is not None:
+                    seconds = (sent - created).total_seconds()
+                    latency.setdefault(repo, []).append(max(0.0, seconds))
+            histogram = HistogramMetricFamily(
+                "relay_dispatch_latency_seconds", "Delivery stored -> dispatch sent (last 24 h)",
+                labels=["downstream"],
+            )  # fmt: skip
+            for repo, values in latency.items():
+                buckets = [
+                    (str(b), float(sum(1 for v in values if v <= b))) for b in LATENCY_BUCKETS
+                ] + [("+Inf", float(len(values)))]
+                histogram.add_metric([repo], buckets, sum_value=sum(values))
+            yield histogram
+
+            jobs = GaugeMetricFamily(
+                "relay_jobs", "Jobs by downstream, status and conclusion",
+                labels=["downstream", "status", "conclusion"],
+            )  # fmt: skip
+            for repo, status, conclusion, count in session.execute(
+                select(Job.repo, Job.status, Job.conclusion, func.count()).group_by(
+                    Job.repo, Job.status, Job.conclusion
+                )
+            ):
+                jobs.add_metric([repo, status, conclusion or ""], count)
+            yield jobs
+
+            overdue = count_overdue(self.settings)
+            yield GaugeMetricFamily(
+                "relay_jobs_overdue", "Relayed jobs past their start or run timeout", value=overdue
+            )
+            sweeper = GaugeMetricFamily(
+                "relay_sweeper_timeouts", "Jobs the sweepers completed as timed_out",
+                labels=["source"],
+            )  # fmt: skip
+            timeouts = session.scalar(
+                select(func.count())
+                .select_from(JobTransition)
+                .where(JobTransition.source == "sweeper")
+            )
+            sweeper.add_metric(["sweeper"], int(timeouts or 0))
+            yield sweeper
+        depth = GaugeMetricFamily("relay_queue_depth", "Messages waiting", labels=["queue"])
+        for queue in (CONTROL_QUEUE, SHARD_QUEUE):
+            waiting = queue_depth(self.producer, queue)
+            if waiting is not None:
+                depth.add_metric([queue], waiting)
+        yield depth
+
+
+def make_registry(settings: Settings, producer: Any) -> tuple[CollectorRegistry, Counter]:
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(settings, producer))
+    callbacks = Counter(
+        "relay_callbacks", "Callbacks by answer status", ["code"], registry=registry
+    )
+    return registry, callbacks
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Prometheus exposition format."""
+    registry = request.app.state.metrics_registry
+    body = await run_in_threadpool(generate_latest, registry)
+    return Response(content=body, media_type=CONTENT_TYPE_LATEST)

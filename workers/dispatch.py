@@ -1,0 +1,137 @@
+"""The relay role's sender: outbox rows (written by ingress with their delivery) sent to GitHub's
+``repository_dispatch`` by one task each (:func:`fanout.send.send_one`), retried at the time it
+says; :func:`sweep_outbox` (called by the sweeper) sends what a lost message or a broker outage
+left in the outbox.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from fanout.checks import update_for_job
+from fanout.github import GitHubApi, GitHubError
+from fanout.send import send_one
+from fanout.sweep import sweep_timeouts
+from store import outbox
+from store.db import session_scope
+from store.models import utcnow
+from store.queue import TASK_CHECK_RUN, TASK_SEND_DISPATCH, TASK_SEND_OUTBOX
+from store.settings import Settings, get_settings
+from workers.celery_app import app
+
+log = logging.getLogger("workers.dispatch")
+
+#: dispatches of one delivery sent at once by one task
+SEND_THREADS = 16
+#: the sweeper leaves a due row this long to the task whose countdown is already waiting for it
+SWEEP_GRACE_SECONDS = 30.0
+
+_api_lock = threading.Lock()
+_apis: dict[tuple[str, str | None], GitHubApi] = {}
+
+
+def github_api(settings: Settings) -> GitHubApi:
+    """One client per process and configuration (its installation tokens are cached in it)."""
+    key = (settings.github_api_url, settings.github_app_id)
+    with _api_lock:
+        api = _apis.get(key)
+        if api is None:
+            api = _apis[key] = GitHubApi(
+                base_url=settings.github_api_url,
+                app_id=settings.github_app_id,
+                private_key=(
+                    settings.github_app_private_key.get_secret_value()
+                    if settings.github_app_private_key
+                    else None
+                ),
+                token=settings.github_token.get_secret_value() if settings.github_token else None,
+                timeout=settings.dispatch_timeout_seconds,
+            )
+        return api
+
+
+@app.task(name=TASK_SEND_DISPATCH, acks_late=True)
+def send_dispatch(pk: int) -> str:
+    settings = get_settings()
+    try:
+        api = github_api(settings)
+    except ValueError as exc:  # no credentials: the row stays in the outbox
+        log.error("dispatch %s not sent: %s", pk, exc)
+        return "unconfigured"
+    result = send_one(pk, settings=settings, api=api)
+    if result.retry_in is not None:
+        send_dispatch.apply_async(args=[pk], countdown=result.retry_in)
+    return result.state
+
+
+@app.task(name=TASK_CHECK_RUN, acks_late=True, bind=True, max_retries=8)
+def check_run_task(self: Any, job_pk: int) -> bool:
+    """Bring a job's L3/L4 check run up to date (after a callback or a timeout)."""
+    settings = get_settings()
+    try:
+        return update_for_job(settings, github_api(settings), job_pk)
+    except GitHubError as exc:
+        if not exc.retryable:
+            log.error("check run of job %s not updated: %s", job_pk, exc)
+            return False
+        raise self.retry(countdown=exc.retry_after or 2 ** min(self.request.retries, 8)) from exc
+
+
+def send_many(pks: list[int], settings: Settings) -> dict[str, int]:
+    """Send outbox rows concurrently (GitHub answers in a few hundred ms: one at a time would
+    make fifty downstreams wait on each other); retries are scheduled one task each."""
+    if not pks:
+        return {}
+    try:
+        api = github_api(settings)
+    except ValueError as exc:  # no credentials: the rows stay in the outbox
+        log.error("%d dispatches not sent: %s", len(pks), exc)
+        return {"unconfigured": len(pks)}
+    with ThreadPoolExecutor(max_workers=min(SEND_THREADS, len(pks))) as pool:
+        results = list(pool.map(lambda pk: send_one(pk, settings=settings, api=api), pks))
+    states: dict[str, int] = {}
+    for pk, result in zip(pks, results, strict=True):
+        states[result.state] = states.get(result.state, 0) + 1
+        if result.retry_in is not None:
+            send_dispatch.apply_async(args=[pk], countdown=result.retry_in)
+    return states
+
+
+@app.task(name=TASK_SEND_OUTBOX, acks_late=True)
+def send_outbox(delivery_pk: int) -> dict[str, int]:
+    """Send one delivery's pending outbox rows."""
+    settings = get_settings()
+    with session_scope(settings.database_url) as session:
+        pks = outbox.pending_of(session, delivery_pk=delivery_pk)
+    return send_many(pks, settings)
+
+
+def enqueue_outbox(delivery_pk: int, settings: Settings | None = None) -> int:
+    """Send the delivery's outbox rows (after ingest processed it): one message."""
+    settings = settings or get_settings()
+    with session_scope(settings.database_url) as session:
+        pks = outbox.pending_of(session, delivery_pk=delivery_pk)
+        outbox.mark_enqueued(session, pks=pks)
+    if pks:
+        send_outbox.apply_async(args=[delivery_pk])
+    return len(pks)
+
+
+def sweep_outbox(settings: Settings | None = None) -> dict[str, Any]:
+    """Release rows whose sender died, send every row overdue by more than the grace, and time
+    out relayed jobs past their downstream's start or run timeout."""
+    settings = settings or get_settings()
+    with session_scope(settings.database_url) as session:
+        released = outbox.release_expired(session)
+        due = outbox.due(session, now=utcnow() - timedelta(seconds=SWEEP_GRACE_SECONDS))
+        outbox.mark_enqueued(session, pks=due)
+    for pk in due:
+        send_dispatch.apply_async(args=[pk])
+    timed_out, jobs = sweep_timeouts(settings)
+    for job_pk in jobs:
+        check_run_task.apply_async(args=[job_pk])
+    return {"dispatches_released": released, "dispatches_requeued": len(due), **timed_out}
