@@ -105,7 +105,7 @@ def test_every_selector_is_priced_in_runner_seconds_over_the_applicable_universe
     truth = _truth(small_upstream)
     plans = {
         e.name: select(event_facts(e), universe, config=SignalConfig(profiling_map=None),
-                       estimator=est)  # fmt: skip
+                       estimator=est)
         for e in truth.events
     }
     scores = {s.selector: s for s in evaluate(truth, universe, plans, estimator=est)}
