@@ -103,9 +103,9 @@ def test_every_selector_is_priced_in_runner_seconds_over_the_applicable_universe
     measured = {v.test_id: 1.0 + i for i, v in enumerate(universe.variants)}
     est = RunnerSeconds(universe, measured=measured, prior=RunnerPrior())
     truth = _truth(small_upstream)
+    config = SignalConfig(profiling_map=None)
     plans = {
-        e.name: select(event_facts(e), universe, config=SignalConfig(profiling_map=None),
-                       estimator=est)
+        e.name: select(event_facts(e), universe, config=config, estimator=est)
         for e in truth.events
     }
     scores = {s.selector: s for s in evaluate(truth, universe, plans, estimator=est)}
