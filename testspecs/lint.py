@@ -12,12 +12,12 @@
   ``unlisted_test_mode`` (nobody decided what happens to them); a file no entry names at all is
   a warning (``uncovered-file``: nothing of it runs on the device, which may be the intent);
 * expired xfails: ``x-relay/v1.expires`` in the past on an xfail / xfail_strict entry;
-* variant names: a generated variant (``test_add_spyre_float16``) where a base name belongs (a
-  name its test file defines is a base name, whatever its ending: ``test_..._match_cpu``).
+* variant names: a generated variant (``test_add_spyre_float16``) where a base name belongs.
 """
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -96,14 +96,14 @@ def lint(
         ]
     today = today or dt.date.today()
     findings: list[Finding] = []
-    findings += _expired(specs, today)
-    findings += _duplicates(specs)
-    defined: set[tuple[str, str]] = set()  # (spec path, literal name) its test file defines
     roots: dict[str, Path] = {}
     if tests_root is not None:
         roots["${TORCH_ROOT}"] = tests_root
     if device_root is not None:
         roots["${TORCH_DEVICE_ROOT}"] = device_root
+    findings += _expired(specs, today)
+    findings += _variant_names(specs, _defined_tests(specs, roots))
+    findings += _duplicates(specs)
     if roots:
         try:
             compiled: CompiledSpec | None = CompiledSpec(
@@ -114,8 +114,7 @@ def lint(
             )
         except SpecError:  # conflicting entries: the duplicate findings above name them
             compiled = None
-        findings += _against_tests(specs, roots, collector, compiled, defined)
-    findings += _variant_names(specs, defined)
+        findings += _against_tests(specs, roots, collector, compiled)
     return sorted(findings, key=lambda f: (f.loc.file, f.loc.line, f.loc.column, f.kind))
 
 
@@ -144,20 +143,39 @@ def _expired(specs: list[LoadedSpec], today: dt.date) -> list[Finding]:
     return out
 
 
-def _variant_names(specs: list[LoadedSpec], defined: set[tuple[str, str]]) -> list[Finding]:
+def _defined_tests(specs: list[LoadedSpec], roots: dict[str, Path]) -> frozenset[str]:
+    """Test functions the spec's test files define: a base name that happens to end like a
+    variant (``test_compare_cpu``) is still a base name."""
+    names: set[str] = set()
+    for s in specs:
+        for f in s.document.files:
+            for path in _resolve_path(f.path, roots) if roots else []:
+                try:
+                    tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+                except SyntaxError:
+                    continue
+                names.update(
+                    n.name
+                    for n in ast.walk(tree)
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and n.name.startswith("test")
+                )
+    return frozenset(names)
+
+
+def _variant_names(specs: list[LoadedSpec], defined: frozenset[str] = frozenset()) -> list[Finding]:
     out = []
     for s in specs:
         for f in s.document.files:
             for t in f.tests:
                 for p in t.patterns:
-                    if (f.path, p.text) in defined:
-                        continue
                     cls_variant = (
                         p.cls is not None
                         and p.cls.kind == "literal"
                         and p.cls.text.endswith("PRIVATEUSE1")
                     )
-                    if (p.is_literal and _VARIANT_RE.search(p.method.text)) or cls_variant:
+                    variant = p.is_literal and p.method.text not in defined
+                    if (variant and _VARIANT_RE.search(p.method.text)) or cls_variant:
                         out.append(
                             Finding(
                                 "variant-name",
@@ -256,7 +274,6 @@ def _against_tests(
     roots: dict[str, Path],
     collector: Collector | None = None,
     compiled: CompiledSpec | None = None,
-    defined: set[tuple[str, str]] | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
     covered_files: set[Path] = set()
@@ -276,12 +293,6 @@ def _against_tests(
                 )
             for entry in f.tests:
                 for pat in entry.patterns:
-                    if (
-                        defined is not None
-                        and pat.is_literal
-                        and any(pat.matches(*_split(n)) for p in files for n in tests.names(p))
-                    ):
-                        defined.add((f.path, pat.text))
                     out += _check_pattern(
                         pat, entry, s.file, f.path, files, tests, compiled, listed
                     )
