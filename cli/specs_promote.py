@@ -45,7 +45,7 @@ def _read_runs(paths: list[Path]) -> list[dict[str, str]]:
     return runs
 
 
-def _summary_from_runs(paths: list[Path], classify: bool) -> dict[str, object]:
+def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dict[str, object]:
     from inventory.build import universe_from_inventory
     from testspecs.collect import generic_class
     from testspecs.promote import BAD, CODES, Record, summarize
@@ -81,7 +81,7 @@ def _summary_from_runs(paths: list[Path], classify: bool) -> dict[str, object]:
             f"{DEVICE_SPEC.name}",
             err=True,
         )
-        reruns = _rerun(failing)
+        reruns = _rerun(failing, processes)
     records = [
         Record(
             file="${TORCH_DEVICE_ROOT}/" + v.file,
@@ -103,9 +103,12 @@ def _summary_from_runs(paths: list[Path], classify: bool) -> dict[str, object]:
     )
 
 
-def _rerun(variants: list[Any]) -> dict[str, tuple[str, str | None]]:
+def _rerun(variants: list[Any], processes: int) -> dict[str, tuple[str, str | None]]:
     """Each variant's outcome code and failure message, run once more on the device under the
-    device spec's tolerances, every conformance test mandatory (so a failure reads as one)."""
+    device spec's tolerances, every conformance test mandatory (so a failure reads as one); the
+    variants of each file are split over ``processes`` pytest runs side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from backends import get_backend
     from backends.base import PROJECT_ROOT, fresh_pytest
     from testspecs.promote import CODES
@@ -114,17 +117,21 @@ def _rerun(variants: list[Any]) -> dict[str, tuple[str, str | None]]:
     by_file: dict[str, list[Any]] = defaultdict(list)
     for v in variants:
         by_file[v.via or v.file].append(v)
-    out: dict[str, tuple[str, str | None]] = {}
+    parts = []
+    for file, group in sorted(by_file.items()):
+        size = -(-len(group) // max(processes, 1))
+        parts += [(file, group[i : i + size]) for i in range(0, len(group), size)]
     with tempfile.TemporaryDirectory(prefix="relay-promote-") as tmp:
         spec = Path(tmp) / "device.yaml"
         text = DEVICE_SPEC.read_text(encoding="utf-8")
         spec.write_text(
             text.replace("unlisted_test_mode: xfail", "unlisted_test_mode: mandatory_success")
         )
-        for file, group in sorted(by_file.items()):
-            ids, result = Path(tmp) / "ids.txt", Path(tmp) / "messages.json"
+
+        def run(index: int) -> dict[str, tuple[str, str | None]]:
+            file, group = parts[index]
+            ids, result = Path(tmp) / f"ids-{index}.txt", Path(tmp) / f"messages-{index}.json"
             ids.write_text("\n".join(v.node_id for v in group) + "\n", encoding="utf-8")
-            result.unlink(missing_ok=True)
             args = be.pytest_args(
                 plugins=["testspecs.messages_plugin"],
                 options=["--messages-out", str(result), "--messages-only", str(ids)],
@@ -137,9 +144,16 @@ def _rerun(variants: list[Any]) -> dict[str, tuple[str, str | None]]:
                 fresh_pytest(args), cwd=PROJECT_ROOT, env=env, capture_output=True, timeout=7200
             )
             seen = json.loads(result.read_text(encoding="utf-8")) if result.is_file() else {}
-            for v in group:
-                outcome, message = seen.get(v.node_id, ["missing", None])
-                out[v.test_id] = (CODES.get(outcome, "m"), message)
+            return {
+                v.test_id: (CODES.get(outcome, "m"), message)
+                for v in group
+                for outcome, message in [seen.get(v.node_id, ["missing", None])]
+            }
+
+        out: dict[str, tuple[str, str | None]] = {}
+        with ThreadPoolExecutor(max_workers=max(processes, 1)) as pool:
+            for found in pool.map(run, range(len(parts))):
+                out.update(found)
     return out
 
 
@@ -155,6 +169,7 @@ def promote(
         True, "--classify/--no-classify", help="rerun failing variants for their messages"
     ),
     write: bool = typer.Option(False, "--write", help="write the spec (default: print a diff)"),
+    processes: int = typer.Option(2, help="pytest runs side by side for the rerun"),
 ) -> None:
     """Promote the spec from run evidence: passed -> mandatory_success, failed -> xfail with the
     failure's class, crashed -> skip, flaky -> xfail tagged flaky; hand-written entries win."""
@@ -163,7 +178,7 @@ def promote(
     from testspecs.promote import PromoteError, check_renders, counts, load_summary, render
 
     if runs:
-        data = _summary_from_runs(runs, classify)
+        data = _summary_from_runs(runs, classify, processes)
         summary.parent.mkdir(parents=True, exist_ok=True)
         summary.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         typer.echo(f"wrote {summary}", err=True)
