@@ -15,7 +15,7 @@ import httpx
 import typer
 
 from store.db import redacted
-from store.queue import CONTROL_QUEUE, SHARD_QUEUE
+from store.queue import CONTROL_QUEUE, PLAN_QUEUE, SHARD_QUEUE
 from store.settings import Settings, get_settings
 from workers.harness.procs import die_with_parent
 
@@ -38,14 +38,16 @@ def up(
     port: int = typer.Option(None, help="HTTP port (default RELAY_PORT, 8000)"),
     host: str = typer.Option(None, help="bind address (default RELAY_HOST, 127.0.0.1)"),
     workers: int = typer.Option(1, min=1, help="test shards run at once"),
+    planners: int = typer.Option(2, min=1, help="plans computed at once"),
     migrate_db: bool = typer.Option(
         True, "--migrate/--no-migrate", help="migrate the database first"
     ),
 ) -> None:
     """Migrate, start the Celery workers and the beat schedule, and serve the API.
 
-    Two worker processes: one for control tasks (delivery processing, planning, reporting,
-    sweeping) and one running test shards, so events never wait behind a long shard."""
+    Three worker processes: one for control tasks (delivery processing, reporting, sweeping),
+    one planning (selection over the universe) and one running test shards, so events never
+    wait behind a plan being computed or a long shard."""
     import uvicorn
 
     from store import migrate
@@ -60,6 +62,17 @@ def up(
     control = subprocess.Popen(
         worker_command(
             concurrency=1, var_dir=settings.var_dir, queues=CONTROL_QUEUE, name="control"
+        ),
+        preexec_fn=die_with_parent,
+        start_new_session=True,
+    )
+    planner = subprocess.Popen(
+        worker_command(
+            concurrency=planners,
+            beat=False,
+            var_dir=settings.var_dir,
+            queues=PLAN_QUEUE,
+            name="planner",
         ),
         preexec_fn=die_with_parent,
         start_new_session=True,
@@ -86,7 +99,8 @@ def up(
                 f"  webhook    POST {base}/github/webhook  (try: relay submit --example pull_request.opened)",
                 f"  database   {redacted(settings.database_url)}",
                 f"  broker     {redacted(settings.broker_url)}",
-                f"  workers    control pid {control.pid}, shards pid {runner.pid} (concurrency {workers})",
+                f"  workers    control pid {control.pid}, planner pid {planner.pid} "
+                f"(concurrency {planners}), shards pid {runner.pid} (concurrency {workers})",
                 f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
             ]
         ),
@@ -99,6 +113,7 @@ def up(
         if not stopped:
             stopped = True
             _stop(runner)
+            _stop(planner)
             _stop(control)
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -138,8 +153,9 @@ def _request_demo_replay(settings: Settings) -> str:
 def worker(
     concurrency: int = typer.Option(1, min=1),
     queues: str = typer.Option(
-        f"{CONTROL_QUEUE},{SHARD_QUEUE}",
-        help=f"comma list: {CONTROL_QUEUE} (control tasks) and/or {SHARD_QUEUE} (test shards)",
+        f"{CONTROL_QUEUE},{PLAN_QUEUE},{SHARD_QUEUE}",
+        help=f"comma list: {CONTROL_QUEUE} (control tasks), {PLAN_QUEUE} (planning) and/or "
+        f"{SHARD_QUEUE} (test shards)",
     ),
     beat: bool = typer.Option(False, help="also run the beat schedule (one per deployment)"),
 ) -> None:

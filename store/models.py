@@ -65,6 +65,7 @@ class DispatchState(enum.StrEnum):
 
 
 class JobStatus(enum.StrEnum):
+    PLANNING = "planning"  # the job exists; its tests are being selected (no shards yet)
     DISPATCHED = "dispatched"
     QUEUED = "queued"
     IN_PROGRESS = "in_progress"
@@ -185,6 +186,7 @@ class Job(Base):
     status: Mapped[str] = mapped_column(String(20), default=JobStatus.DISPATCHED.value)
     conclusion: Mapped[str | None] = mapped_column(String(20))
     dispatched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    planning_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     tests_passed: Mapped[int] = mapped_column(Integer, default=0)

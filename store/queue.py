@@ -23,6 +23,8 @@ TASK_NIGHTLY = "workers.nightly"
 TASK_REPLAY = "workers.replay"  # a release replay (``relay replay --run``)
 CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
 SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers
+PLAN_QUEUE = "plan"  # planning (selection over the universe): on its own worker, so deliveries
+# and reports never wait behind a plan being computed
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -32,7 +34,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,
         "task_default_queue": DEFAULT_QUEUE,
-        "task_routes": {TASK_RUN_SHARD: {"queue": SHARD_QUEUE}},
+        "task_routes": {
+            TASK_RUN_SHARD: {"queue": SHARD_QUEUE},
+            TASK_PLAN: {"queue": PLAN_QUEUE},
+        },
         "task_ignore_result": True,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,

@@ -61,7 +61,10 @@ class Settings(BaseSettings):
     runner_backend: str = "spyre"
     # spec files or folders applied to the tests; default: the backend's own (backends/spyre/specs/)
     runner_specs: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    runner_shards: int = Field(default=2, ge=1)
+    # shards are cut to about this many runner-seconds (a pull request waits at most one shard
+    # for a worker); RELAY_RUNNER_SHARDS is the most shards one job is cut into
+    runner_shard_seconds: float = Field(default=120.0, gt=0)
+    runner_shards: int = Field(default=64, ge=1)
     runner_budget_seconds: float | None = None  # device-seconds; None: no cut
     per_test_timeout: float = Field(default=300.0, gt=0)
     job_timeout_seconds: int = Field(default=6 * 3600, gt=0)

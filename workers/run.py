@@ -15,7 +15,7 @@ from celery import Task
 from sqlalchemy import select
 
 from planner import StoredPlan
-from store import jobs
+from store import jobs, scheduling
 from store.db import session_scope
 from store.logs import bind
 from store.models import Job, JobStatus, Selection, ShardState
@@ -38,18 +38,21 @@ log = logging.getLogger("workers.run")
     max_retries=None,
 )
 def run_shard_task(self: Task, shard_pk: int) -> str:
-    """Run one shard's tests; resumable after a worker died (its results are kept)."""
+    """Run the most urgent claimable shard (see :mod:`store.scheduling`: one task is enqueued
+    per shard, ``shard_pk`` the one it was enqueued for, but a free worker runs a pull
+    request's shard before a replay's); resumable after a worker died (results are kept)."""
     settings = get_settings()
     owner = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
     with session_scope(settings.database_url) as session:
-        claim = jobs.claim_shard(
-            session, shard_pk=shard_pk, owner=owner, lease=settings.shard_lease_seconds
+        claim = scheduling.claim_next(
+            session, owner=owner, task_id=str(self.request.id), lease=settings.shard_lease_seconds
         )
         if claim.shard is None:
             if claim.busy_for:
                 raise self.retry(countdown=claim.busy_for)
             return "nothing to do"
         shard = claim.shard
+        shard_pk = shard.id
         job = session.get(Job, shard.job_pk)
         assert job is not None
         selection = session.scalar(select(Selection).where(Selection.job_pk == job.id))
