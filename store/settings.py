@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     per_test_timeout: float = Field(default=300.0, gt=0)
     job_timeout_seconds: int = Field(default=6 * 3600, gt=0)
     warm_pool: bool = True
+    # test modules a warm pool keeps collected (each shard child forks one); 0: collect per child
+    module_servers: int = Field(default=2, ge=0)
     shard_lease_seconds: int = Field(default=30, ge=2)  # a dead worker's shard is retaken after it
     # PR events that supersede earlier runs of the same PR (cancel their pending shards)
     cancel_superseded: bool = True

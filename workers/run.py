@@ -106,7 +106,9 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
 
         run = run_shard(
             todo,
-            launcher=launcher_for(runner, warm=settings.warm_pool),
+            launcher=launcher_for(
+                runner, warm=settings.warm_pool, module_servers=settings.module_servers
+            ),
             pytest_args=runner.pytest_args,
             per_test_timeout=settings.per_test_timeout,
             device_time_property=runner.device_time_property,
