@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -58,36 +59,38 @@ def up(
         migrate.upgrade(settings.database_url)
     port = port or settings.port
     host = host or settings.host
-    # The workers die with `relay up`, however it ends (even SIGKILL).
-    control = subprocess.Popen(
-        worker_command(
-            concurrency=1, var_dir=settings.var_dir, queues=CONTROL_QUEUE, name="control"
+    workers_up = [
+        _Supervised(
+            "control",
+            worker_command(
+                concurrency=1, var_dir=settings.var_dir, queues=CONTROL_QUEUE, name="control"
+            ),
         ),
-        preexec_fn=die_with_parent,
-        start_new_session=True,
-    )
-    planner = subprocess.Popen(
-        worker_command(
-            concurrency=planners,
-            beat=False,
-            var_dir=settings.var_dir,
-            queues=PLAN_QUEUE,
-            name="planner",
+        _Supervised(
+            "planner",
+            worker_command(
+                concurrency=planners,
+                beat=False,
+                var_dir=settings.var_dir,
+                queues=PLAN_QUEUE,
+                name="planner",
+            ),
         ),
-        preexec_fn=die_with_parent,
-        start_new_session=True,
-    )
-    runner = subprocess.Popen(
-        worker_command(
-            concurrency=workers,
-            beat=False,
-            var_dir=settings.var_dir,
-            queues=SHARD_QUEUE,
-            name="shards",
+        _Supervised(
+            "shards",
+            worker_command(
+                concurrency=workers,
+                beat=False,
+                var_dir=settings.var_dir,
+                queues=SHARD_QUEUE,
+                name="shards",
+            ),
         ),
-        preexec_fn=die_with_parent,
-        start_new_session=True,
-    )
+    ]
+    control, planner, runner = (w.proc for w in workers_up)
+    halt = threading.Event()
+    watcher = threading.Thread(target=_supervise, args=(workers_up, halt), daemon=True)
+    watcher.start()
     demo = _request_demo_replay(settings)
     base = f"http://{host}:{port}"
     typer.echo(
@@ -112,9 +115,10 @@ def up(
         nonlocal stopped
         if not stopped:
             stopped = True
-            _stop(runner)
-            _stop(planner)
-            _stop(control)
+            halt.set()
+            watcher.join(timeout=5)
+            for w in reversed(workers_up):
+                _stop(w.proc)
 
     def on_signal(signum: int, _frame: object) -> None:
         # uvicorn handles SIGINT/SIGTERM while it serves, then re-raises the signal: we get
@@ -128,6 +132,33 @@ def up(
         uvicorn.run("relay.app:app", host=host, port=port, log_level="warning")
     finally:
         stop_workers()
+
+
+class _Supervised:
+    """A worker process `relay up` keeps running: started at once, restarted if it exits."""
+
+    def __init__(self, name: str, command: list[str]) -> None:
+        self.name, self.command = name, command
+        self.proc = _spawn(command)
+
+
+def _spawn(command: list[str]) -> subprocess.Popen[bytes]:
+    # The workers die with `relay up`, however it ends (even SIGKILL).
+    return subprocess.Popen(command, preexec_fn=die_with_parent, start_new_session=True)
+
+
+def _supervise(workers: list[_Supervised], halt: threading.Event) -> None:
+    """Restart a worker that exited while `relay up` runs (e.g. Celery giving up on a broker
+    connection it lost): its queue would otherwise never be consumed again."""
+    while not halt.wait(1.0):
+        for w in workers:
+            code = w.proc.poll()
+            if code is None or halt.is_set():
+                continue
+            typer.echo(f"relay up: the {w.name} worker exited ({code}); restarting it", err=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(w.proc.pid, signal.SIGKILL)  # its pool processes
+            w.proc = _spawn(w.command)
 
 
 def _request_demo_replay(settings: Settings) -> str:
