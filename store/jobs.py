@@ -303,7 +303,33 @@ def store_result(
     session: Session, *, job_pk: int, shard_pk: int | None, outcome: TestOutcome
 ) -> bool:
     """Insert one result; False if it was already stored (a re-run writes nothing)."""
-    row = TestResult(
+    session.add(_result_row(job_pk, shard_pk, outcome))
+    try:
+        session.commit()
+        return True
+    except IntegrityError:
+        session.rollback()
+        return False
+
+
+def store_results(
+    session: Session, *, job_pk: int, shard_pk: int | None, outcomes: list[TestOutcome]
+) -> int:
+    """Insert several results in one transaction (one commit, not one per test); when one of
+    them was already stored, each is inserted alone. The number inserted."""
+    if not outcomes:
+        return 0
+    session.add_all([_result_row(job_pk, shard_pk, o) for o in outcomes])
+    try:
+        session.commit()
+        return len(outcomes)
+    except IntegrityError:
+        session.rollback()
+    return sum(store_result(session, job_pk=job_pk, shard_pk=shard_pk, outcome=o) for o in outcomes)
+
+
+def _result_row(job_pk: int, shard_pk: int | None, outcome: TestOutcome) -> TestResult:
+    return TestResult(
         job_pk=job_pk,
         shard_pk=shard_pk,
         test_id=outcome.test_id,
@@ -317,13 +343,6 @@ def store_result(
         op=outcome.properties.get("spec_op") or None,  # the HUD's op filter
         dtype=outcome.properties.get("spec_dtype") or None,
     )
-    session.add(row)
-    try:
-        session.commit()
-        return True
-    except IntegrityError:
-        session.rollback()
-        return False
 
 
 def finish_shard(
