@@ -3,7 +3,7 @@
 A shard is the unit a worker runs without yielding: a pull request waits at most one shard's
 duration for a worker (see ``store.scheduling``), so shards are cut to a target number of
 runner-seconds (``RELAY_RUNNER_SHARD_SECONDS``, default 120) from each variant's estimated
-duration (history, else the planner's estimate, else a prior), not to a fixed count;
+runner-seconds (a mapping the caller gives, else a prior), not to a fixed count;
 ``RELAY_RUNNER_SHARDS`` is a ceiling (past it shards grow). Tests of one file stay together in
 as few shards as possible (a shard's child pays a file's collection once), and shards are run
 longest first.
@@ -68,21 +68,6 @@ def _cut(
     return shards, loads
 
 
-def plan_durations(plan: RunPlan) -> dict[str, float]:
-    """Each node id's estimated runner-seconds as the plan's selection gives them (history,
-    else the selector's estimate); empty for a plan without a selection."""
-    sel = plan.selection
-    if sel is None:
-        return {}
-    seconds = {t.test_id: t.seconds for t in sel.tests}
-    node = {
-        test_id: node_id
-        for chosen, ran in zip([s for s in sel.shards if s], plan.shards, strict=False)
-        for test_id, node_id in zip(chosen, ran, strict=False)
-    }
-    return {node.get(t, t): s for t, s in seconds.items()}
-
-
 def time_shards(
     plan: RunPlan,
     *,
@@ -91,12 +76,16 @@ def time_shards(
     durations: Mapping[str, float] | None = None,
     prior_seconds: float = PRIOR_SECONDS,
 ) -> tuple[list[list[str]], list[float] | None]:
-    """The shards a job runs: the plan's tests cut in time (``durations`` by node id, default
-    the plan's own estimates). A plan without a selection and without ``durations`` keeps the
-    shards its planner chose (a planner that lays out shards itself), with no estimate."""
+    """The shards a job runs: the plan's tests cut in time, each test's runner-seconds from
+    ``durations`` (by node id), else ``prior_seconds``. A plan without a selection and without
+    ``durations`` keeps the shards its planner chose (a planner that lays out shards itself).
+
+    The selection's own per-variant seconds are simulated device-seconds (the budget's unit),
+    not what a test costs the runner, so they are not used here: ``durations`` is the runner's
+    estimate per variant (measured history, else a prior), given by the caller."""
     if plan.selection is None and durations is None:
         return [list(s) for s in plan.shards if s], None
-    known = plan_durations(plan) if durations is None else durations
+    known = durations or {}
     ids = [t for shard in plan.shards for t in shard]
     return shard_by_time(
         ids, known, target_seconds=target_seconds, max_shards=max_shards,

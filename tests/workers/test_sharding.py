@@ -121,3 +121,18 @@ def test_a_redelivered_task_takes_its_own_shard_back_after_the_lease(db: str) ->
     with session_scope(db) as s:
         claim = scheduling.claim_next(s, owner="h:2:dead", task_id="dead", lease=30)
         assert claim.shard is not None and (claim.shard.index, claim.shard.attempts) == (0, 2)
+
+
+def test_a_plan_is_cut_in_time_unless_its_planner_laid_out_the_shards() -> None:
+    from backends.base import RunnerConfig
+    from planner import RunPlan
+    from workers.sharding import time_shards
+
+    plan = RunPlan(shards=[["a.py::x", "a.py::y"], ["b.py::z"]], runner=RunnerConfig(rootdir="."))
+    assert time_shards(plan, target_seconds=1, max_shards=8) == (
+        [["a.py::x", "a.py::y"], ["b.py::z"]], None)  # fmt: skip
+    shards, seconds = time_shards(
+        plan, target_seconds=2, max_shards=8, durations={"a.py::x": 1.5, "b.py::z": 1.0},
+        prior_seconds=0.25,
+    )  # fmt: skip
+    assert shards == [["a.py::x", "a.py::y"], ["b.py::z"]] and seconds == [1.75, 1.0]
