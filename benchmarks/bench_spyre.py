@@ -17,6 +17,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from benchmarks import spyre_per_test
 from benchmarks.report import Report
 
 SIZES = {"1K": (32, 32), "1M": (1024, 1024)}
@@ -110,3 +111,5 @@ def run(report: Report) -> None:
     mlp.rows.append(
         ["compiled", len(c_k), compiled_trace.sticks_moved, f"{c_us:.2f}", f"{c_us / e_us:.2f}x"]
     )
+
+    spyre_per_test.run(report)

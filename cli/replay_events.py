@@ -83,7 +83,7 @@ class Row:
         if self.outcome in ("ignored", "rejected"):
             return True
         if self.job_id is not None:
-            return True
+            return self.job_status != "planning"  # a job shows while it is being planned
         return self.delivery_state == "failed" or self.not_actionable is not None
 
 
@@ -229,7 +229,7 @@ def follow(
             job_ids = delivery.get("job_ids") or []
             if job_ids:  # the first run of the delivery (the delivery links to its jobs)
                 job_id = int(job_ids[0])
-                if job_id not in details:
+                if details.get(job_id, {}).get("status") in (None, "planning"):
                     details[job_id] = relay.get(f"/api/v1/jobs/{job_id}") or {}
                 _apply_job(row, listed.get(job_id) or details[job_id], details[job_id])
         waited = time.monotonic() - start

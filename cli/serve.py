@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import httpx
 import typer
 
 from store.db import redacted
-from store.queue import CONTROL_QUEUE, SHARD_QUEUE
+from store.queue import CONTROL_QUEUE, PLAN_QUEUE, SHARD_QUEUE
 from store.settings import Settings, get_settings
 from workers.harness.procs import die_with_parent
 
@@ -38,14 +39,16 @@ def up(
     port: int = typer.Option(None, help="HTTP port (default RELAY_PORT, 8000)"),
     host: str = typer.Option(None, help="bind address (default RELAY_HOST, 127.0.0.1)"),
     workers: int = typer.Option(1, min=1, help="test shards run at once"),
+    planners: int = typer.Option(2, min=1, help="plans computed at once"),
     migrate_db: bool = typer.Option(
         True, "--migrate/--no-migrate", help="migrate the database first"
     ),
 ) -> None:
     """Migrate, start the Celery workers and the beat schedule, and serve the API.
 
-    Two worker processes: one for control tasks (delivery processing, planning, reporting,
-    sweeping) and one running test shards, so events never wait behind a long shard."""
+    Three worker processes: one for control tasks (delivery processing, reporting, sweeping),
+    one planning (selection over the universe) and one running test shards, so events never
+    wait behind a plan being computed or a long shard."""
     import uvicorn
 
     from store import migrate
@@ -56,25 +59,38 @@ def up(
         migrate.upgrade(settings.database_url)
     port = port or settings.port
     host = host or settings.host
-    # The workers die with `relay up`, however it ends (even SIGKILL).
-    control = subprocess.Popen(
-        worker_command(
-            concurrency=1, var_dir=settings.var_dir, queues=CONTROL_QUEUE, name="control"
+    workers_up = [
+        _Supervised(
+            "control",
+            worker_command(
+                concurrency=1, var_dir=settings.var_dir, queues=CONTROL_QUEUE, name="control"
+            ),
         ),
-        preexec_fn=die_with_parent,
-        start_new_session=True,
-    )
-    runner = subprocess.Popen(
-        worker_command(
-            concurrency=workers,
-            beat=False,
-            var_dir=settings.var_dir,
-            queues=SHARD_QUEUE,
-            name="shards",
+        _Supervised(
+            "planner",
+            worker_command(
+                concurrency=planners,
+                beat=False,
+                var_dir=settings.var_dir,
+                queues=PLAN_QUEUE,
+                name="planner",
+            ),
         ),
-        preexec_fn=die_with_parent,
-        start_new_session=True,
-    )
+        _Supervised(
+            "shards",
+            worker_command(
+                concurrency=workers,
+                beat=False,
+                var_dir=settings.var_dir,
+                queues=SHARD_QUEUE,
+                name="shards",
+            ),
+        ),
+    ]
+    control, planner, runner = (w.proc for w in workers_up)
+    halt = threading.Event()
+    watcher = threading.Thread(target=_supervise, args=(workers_up, halt), daemon=True)
+    watcher.start()
     demo = _request_demo_replay(settings)
     base = f"http://{host}:{port}"
     typer.echo(
@@ -86,7 +102,8 @@ def up(
                 f"  webhook    POST {base}/github/webhook  (try: relay submit --example pull_request.opened)",
                 f"  database   {redacted(settings.database_url)}",
                 f"  broker     {redacted(settings.broker_url)}",
-                f"  workers    control pid {control.pid}, shards pid {runner.pid} (concurrency {workers})",
+                f"  workers    control pid {control.pid}, planner pid {planner.pid} "
+                f"(concurrency {planners}), shards pid {runner.pid} (concurrency {workers})",
                 f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
             ]
         ),
@@ -98,8 +115,10 @@ def up(
         nonlocal stopped
         if not stopped:
             stopped = True
-            _stop(runner)
-            _stop(control)
+            halt.set()
+            watcher.join(timeout=5)
+            for w in reversed(workers_up):
+                _stop(w.proc)
 
     def on_signal(signum: int, _frame: object) -> None:
         # uvicorn handles SIGINT/SIGTERM while it serves, then re-raises the signal: we get
@@ -113,6 +132,33 @@ def up(
         uvicorn.run("relay.app:app", host=host, port=port, log_level="warning")
     finally:
         stop_workers()
+
+
+class _Supervised:
+    """A worker process `relay up` keeps running: started at once, restarted if it exits."""
+
+    def __init__(self, name: str, command: list[str]) -> None:
+        self.name, self.command = name, command
+        self.proc = _spawn(command)
+
+
+def _spawn(command: list[str]) -> subprocess.Popen[bytes]:
+    # The workers die with `relay up`, however it ends (even SIGKILL).
+    return subprocess.Popen(command, preexec_fn=die_with_parent, start_new_session=True)
+
+
+def _supervise(workers: list[_Supervised], halt: threading.Event) -> None:
+    """Restart a worker that exited while `relay up` runs (e.g. Celery giving up on a broker
+    connection it lost): its queue would otherwise never be consumed again."""
+    while not halt.wait(1.0):
+        for w in workers:
+            code = w.proc.poll()
+            if code is None or halt.is_set():
+                continue
+            typer.echo(f"relay up: the {w.name} worker exited ({code}); restarting it", err=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(w.proc.pid, signal.SIGKILL)  # its pool processes
+            w.proc = _spawn(w.command)
 
 
 def _request_demo_replay(settings: Settings) -> str:
@@ -138,8 +184,9 @@ def _request_demo_replay(settings: Settings) -> str:
 def worker(
     concurrency: int = typer.Option(1, min=1),
     queues: str = typer.Option(
-        f"{CONTROL_QUEUE},{SHARD_QUEUE}",
-        help=f"comma list: {CONTROL_QUEUE} (control tasks) and/or {SHARD_QUEUE} (test shards)",
+        f"{CONTROL_QUEUE},{PLAN_QUEUE},{SHARD_QUEUE}",
+        help=f"comma list: {CONTROL_QUEUE} (control tasks), {PLAN_QUEUE} (planning) and/or "
+        f"{SHARD_QUEUE} (test shards)",
     ),
     beat: bool = typer.Option(False, help="also run the beat schedule (one per deployment)"),
 ) -> None:

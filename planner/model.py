@@ -29,6 +29,20 @@ class RunPlan(BaseModel):
     def total(self) -> int:
         return sum(len(s) for s in self.shards)
 
+    def runner_seconds(self) -> dict[str, float]:
+        """Each selected test's estimated runner-seconds (the selection's ``seconds``, schema 2)
+        by the pytest node id it runs as; empty without a selection."""
+        if self.selection is None:
+            return {}
+        seconds = {t.test_id: t.seconds for t in self.selection.tests}
+        chosen = [s for s in self.selection.shards if s]
+        return {
+            node: seconds[tid]
+            for ids, nodes in zip(chosen, self.shards, strict=False)
+            for tid, node in zip(ids, nodes, strict=False)
+            if tid in seconds
+        }
+
     def stored(self) -> dict[str, Any]:
         """The columns of the job's Selection row, compact: ``plan`` is the SelectionPlan JSON
         without its per-variant lists (with their sizes under ``"counts"`` and the runner

@@ -56,6 +56,8 @@ def transition(
     recorded ``from_status`` is the one the database matched, not a possibly stale read)."""
     now = utcnow()
     values: dict[str, Any] = {"status": to.value}
+    if to is JobStatus.DISPATCHED:
+        values["dispatched_at"] = now
     if to is JobStatus.IN_PROGRESS:
         values["started_at"] = now
     if to is JobStatus.COMPLETED:
@@ -133,22 +135,18 @@ def create_job(
     pr_number: int | None,
     shards: list[list[str]],
     selection: dict[str, Any],
+    shard_seconds: list[float] | None = None,
 ) -> tuple[Job, bool]:
     """The job for ``key`` with its selection and shards; (job, created). Idempotent on the key.
+    A job :func:`begin_planning` made is moved from ``planning`` to ``dispatched`` (created).
 
     ``selection``: the Selection row's columns, and under ``"variants"`` its SelectionTest rows
-    (``planner.RunPlan.stored()``)."""
-    existing = session.scalar(
-        select(Job).where(
-            Job.delivery_id == key.delivery_id,
-            Job.repo == key.repo,
-            Job.run_id == key.run_id,
-            Job.run_attempt == key.run_attempt,
-            Job.job_name == key.job_name,
-        )
-    )
-    if existing is not None:
+    (``planner.RunPlan.stored()``); ``shard_seconds``: each shard's estimated runner-seconds."""
+    existing = session.scalar(select(Job).where(*key_is(key)))
+    if existing is not None and existing.status != JobStatus.PLANNING.value:
         return existing, False
+    if existing is not None:  # planned: the planning job gets its selection and shards
+        return _planned(session, existing, shards, shard_seconds, selection), True
     job = Job(
         delivery_id=key.delivery_id,
         repo=key.repo,
@@ -172,24 +170,71 @@ def create_job(
         return create_job(
             session, key=key, dispatch_pk=dispatch_pk, event_type=event_type,
             workflow_name=workflow_name, url=url, head_sha=head_sha, pr_number=pr_number,
-            shards=shards, selection=selection,
+            shards=shards, selection=selection, shard_seconds=shard_seconds,
         )  # fmt: skip
     session.add(
         JobTransition(
             job_pk=job.id, from_status=None, to_status=JobStatus.DISPATCHED.value, source="plan"
         )
     )
+    _add_plan(session, job, shards, shard_seconds, selection)
+    session.commit()
+    return job, True
+
+
+def _add_plan(
+    session: Session,
+    job: Job,
+    shards: list[list[str]],
+    shard_seconds: list[float] | None,
+    selection: dict[str, Any],
+) -> None:
     columns = dict(selection)
     variants = columns.pop("variants", [])
     session.add(Selection(job_pk=job.id, **columns))
     if variants:  # one multi-row INSERT, in rank order (so the row id orders a page)
         session.execute(insert(SelectionTest), [{**v, "job_pk": job.id} for v in variants])
+    # a job superseded while it was planned never runs: its shards are cancelled at once
+    state = ShardState.CANCELLED if job.superseded_by_pk is not None else ShardState.PENDING
     for index, ids in enumerate(shards):
         session.add(
-            Shard(job_pk=job.id, index=index, test_ids=list(ids), state=ShardState.PENDING.value)
+            Shard(
+                job_pk=job.id,
+                index=index,
+                test_ids=list(ids),
+                state=state.value,
+                estimated_seconds=shard_seconds[index] if shard_seconds else None,
+                finished_at=utcnow() if state is ShardState.CANCELLED else None,
+            )
         )
-    session.commit()
-    return job, True
+
+
+def key_is(key: JobKey) -> list[Any]:
+    return [
+        Job.delivery_id == key.delivery_id,
+        Job.repo == key.repo,
+        Job.run_id == key.run_id,
+        Job.run_attempt == key.run_attempt,
+        Job.job_name == key.job_name,
+    ]
+
+
+def _planned(
+    session: Session,
+    job: Job,
+    shards: list[list[str]],
+    shard_seconds: list[float] | None,
+    selection: dict[str, Any],
+) -> Job:
+    """A planning job gets its plan and moves to ``dispatched`` (dispatched_at: now)."""
+    job.tests_total = sum(len(s) for s in shards)
+    _add_plan(session, job, shards, shard_seconds, selection)
+    session.flush()
+    if not transition(
+        session, job=job, to=JobStatus.DISPATCHED, expect={JobStatus.PLANNING}, source="plan"
+    ):  # another plan task got there first: its plan stands
+        return session.get(Job, job.id) or job
+    return job
 
 
 LEASE_SECONDS = 30
@@ -258,7 +303,33 @@ def store_result(
     session: Session, *, job_pk: int, shard_pk: int | None, outcome: TestOutcome
 ) -> bool:
     """Insert one result; False if it was already stored (a re-run writes nothing)."""
-    row = TestResult(
+    session.add(_result_row(job_pk, shard_pk, outcome))
+    try:
+        session.commit()
+        return True
+    except IntegrityError:
+        session.rollback()
+        return False
+
+
+def store_results(
+    session: Session, *, job_pk: int, shard_pk: int | None, outcomes: list[TestOutcome]
+) -> int:
+    """Insert several results in one transaction (one commit, not one per test); when one of
+    them was already stored, each is inserted alone. The number inserted."""
+    if not outcomes:
+        return 0
+    session.add_all([_result_row(job_pk, shard_pk, o) for o in outcomes])
+    try:
+        session.commit()
+        return len(outcomes)
+    except IntegrityError:
+        session.rollback()
+    return sum(store_result(session, job_pk=job_pk, shard_pk=shard_pk, outcome=o) for o in outcomes)
+
+
+def _result_row(job_pk: int, shard_pk: int | None, outcome: TestOutcome) -> TestResult:
+    return TestResult(
         job_pk=job_pk,
         shard_pk=shard_pk,
         test_id=outcome.test_id,
@@ -272,13 +343,6 @@ def store_result(
         op=outcome.properties.get("spec_op") or None,  # the HUD's op filter
         dtype=outcome.properties.get("spec_dtype") or None,
     )
-    session.add(row)
-    try:
-        session.commit()
-        return True
-    except IntegrityError:
-        session.rollback()
-        return False
 
 
 def finish_shard(
@@ -514,6 +578,9 @@ def overdue_jobs(session: Session, *, older_than: timedelta) -> list[Job]:
 def orphaned_jobs(session: Session) -> list[int]:
     """Jobs not completed whose shards are all finished (their report task was lost)."""
     open_jobs = session.scalars(
-        select(Job.id).where(Job.status != JobStatus.COMPLETED.value, _runner_job())
+        select(Job.id).where(
+            Job.status.notin_([JobStatus.COMPLETED.value, JobStatus.PLANNING.value]),
+            _runner_job(),
+        )
     )
     return [pk for pk in open_jobs if shards_open(session, job_pk=pk) == 0]

@@ -5,7 +5,8 @@ strings (validated in code by the enums below) so the schema stays portable acro
 PostgreSQL. Schema changes go through Alembic (``store/migrations/``); ``STORED_DATA_VERSION`` is the
 number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's indexes and a
 result's op and dtype; 4: a selection's variants as rows, SelectionTest; 5: the relay role's
-outbox columns on Dispatch, CallbackNonce, CallbackRate and CrcrResult).
+outbox columns on Dispatch, CallbackNonce, CallbackRate and CrcrResult; 6: a job's
+planning_started_at).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-STORED_DATA_VERSION = 5
+STORED_DATA_VERSION = 6
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -68,6 +69,7 @@ class DispatchState(enum.StrEnum):
 
 
 class JobStatus(enum.StrEnum):
+    PLANNING = "planning"  # the job exists; its tests are being selected (no shards yet)
     DISPATCHED = "dispatched"
     QUEUED = "queued"
     IN_PROGRESS = "in_progress"
@@ -201,6 +203,7 @@ class Job(Base):
     status: Mapped[str] = mapped_column(String(20), default=JobStatus.DISPATCHED.value)
     conclusion: Mapped[str | None] = mapped_column(String(20))
     dispatched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    planning_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     tests_passed: Mapped[int] = mapped_column(Integer, default=0)

@@ -26,6 +26,8 @@ TASK_SEND_OUTBOX = "workers.send_outbox"  # the relay role: a delivery's outbox,
 TASK_CHECK_RUN = "workers.check_run"  # the relay role: a job's check run brought up to date
 CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
 SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers
+PLAN_QUEUE = "plan"  # planning (selection over the universe): on its own worker, so deliveries
+# and reports never wait behind a plan being computed
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -35,7 +37,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,
         "task_default_queue": DEFAULT_QUEUE,
-        "task_routes": {TASK_RUN_SHARD: {"queue": SHARD_QUEUE}},
+        "task_routes": {
+            TASK_RUN_SHARD: {"queue": SHARD_QUEUE},
+            TASK_PLAN: {"queue": PLAN_QUEUE},
+        },
         "task_ignore_result": True,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,

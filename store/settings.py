@@ -70,7 +70,10 @@ class Settings(BaseSettings):
     runner_backend: str = "spyre"
     # spec files or folders applied to the tests; default: the backend's own (backends/spyre/specs/)
     runner_specs: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    runner_shards: int = Field(default=2, ge=1)
+    # shards are cut to about this many runner-seconds (a pull request waits at most one shard
+    # for a worker); RELAY_RUNNER_SHARDS is the most shards one job is cut into
+    runner_shard_seconds: float = Field(default=120.0, gt=0)
+    runner_shards: int = Field(default=64, ge=1)
     runner_budget_seconds: float | None = None  # runner-seconds; None: no cut
     # runner-minutes for an event the selector cannot analyse (no checkout to read its SHAs);
     # 0 or None: no cut (the whole universe)
@@ -78,6 +81,8 @@ class Settings(BaseSettings):
     per_test_timeout: float = Field(default=300.0, gt=0)
     job_timeout_seconds: int = Field(default=6 * 3600, gt=0)
     warm_pool: bool = True
+    # test modules a warm pool keeps collected (each shard child forks one); 0: collect per child
+    module_servers: int = Field(default=2, ge=0)
     shard_lease_seconds: int = Field(default=30, ge=2)  # a dead worker's shard is retaken after it
     # PR events that supersede earlier runs of the same PR (cancel their pending shards)
     cancel_superseded: bool = True

@@ -20,16 +20,17 @@ from sqlalchemy import select
 from backends import get_backend
 from planner import RunPlan, plan_event
 from planner.durations import history_for
-from store import jobs
+from store import jobs, scheduling
 from store.db import session_scope
 from store.logs import bind
-from store.models import Conclusion, Dispatch, DispatchState, Shard, ShardState, TestStat
+from store.models import Conclusion, Dispatch, DispatchState, Job, Shard, ShardState, TestStat
 from store.queue import TASK_PLAN
 from store.settings import Settings, get_settings
 from wire.github.events import UpstreamEvent
 from workers.celery_app import app
 from workers.report import report
 from workers.run import run_shard_task
+from workers.sharding import time_shards
 
 log = logging.getLogger("workers.plan")
 
@@ -97,20 +98,32 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
                 settings, dispatch_pk, DispatchState.SKIPPED, "pull request closed without merge"
             )
             return None
-        try:
-            planned = load_planner(settings.planner)(event, settings)
-        except Exception as exc:
-            log.exception("planning failed")
-            _set_dispatch(
-                settings, dispatch_pk, DispatchState.FAILED, f"{type(exc).__name__}: {exc}"
-            )
-            raise
         key = jobs.JobKey(
             delivery_id=event.upstream_delivery_id or event.delivery_id,
             repo=settings.runner_repo,
             run_id=str(dispatch_pk),
             run_attempt="1",
             job_name=settings.runner_job_name,
+        )
+        # the job shows (status "planning", with its start time) while its tests are selected,
+        # and the runs it supersedes free their workers now, not once it is planned
+        planning_pk = _begin_planning(settings, event, key, dispatch_pk)
+        try:
+            planned = load_planner(settings.planner)(event, settings)
+        except Exception as exc:
+            log.exception("planning failed")
+            error = f"{type(exc).__name__}: {exc}"
+            _set_dispatch(settings, dispatch_pk, DispatchState.FAILED, error)
+            with session_scope(settings.database_url) as session:
+                job = session.get(Job, planning_pk)
+                if job is not None:
+                    scheduling.fail_planning(session, job=job, error=error)
+            raise
+        shards, shard_seconds = time_shards(
+            planned,
+            target_seconds=settings.runner_shard_seconds,
+            max_shards=settings.runner_shards,
+            durations=planned.runner_seconds() or None,
         )
         with session_scope(settings.database_url) as session:
             job, created = jobs.create_job(
@@ -122,7 +135,8 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
                 url="",
                 head_sha=event.head_sha or event.after_sha,
                 pr_number=event.pr_number,
-                shards=planned.shards,
+                shards=shards,
+                shard_seconds=shard_seconds,
                 selection=planned.stored(),
             )
             if created:
@@ -130,19 +144,32 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
                 session.commit()
             job_pk = job.id
         _set_dispatch(settings, dispatch_pk, DispatchState.SENT, None)
-        if (
-            event.event == "pull_request"
-            and event.pr_number is not None
-            and settings.cancel_superseded
-        ):
-            _cancel_pr(settings, event, newer_job_pk=job_pk)
         if created:
             _enqueue_job(settings, job_pk)
         log.info(
             "planned",
-            extra={"job_pk": job_pk, "tests": planned.total, "shards": len(planned.shards)},
+            extra={"job_pk": job_pk, "tests": planned.total, "shards": len(shards)},
         )
         return job_pk
+
+
+def _begin_planning(
+    settings: Settings, event: UpstreamEvent, key: jobs.JobKey, dispatch_pk: int
+) -> int:
+    with session_scope(settings.database_url) as session:
+        job = scheduling.begin_planning(
+            session,
+            key=key,
+            dispatch_pk=dispatch_pk,
+            event_type=event.event,
+            workflow_name=settings.runner_workflow,
+            head_sha=event.head_sha or event.after_sha,
+            pr_number=event.pr_number,
+        )
+        job_pk = job.id
+    if event.event == "pull_request" and event.pr_number is not None and settings.cancel_superseded:
+        _cancel_pr(settings, event, newer_job_pk=job_pk)
+    return job_pk
 
 
 def _enqueue_job(settings: Settings, job_pk: int) -> None:

@@ -15,7 +15,7 @@ from celery import Task
 from sqlalchemy import select
 
 from planner import StoredPlan
-from store import jobs
+from store import jobs, scheduling
 from store.db import session_scope
 from store.logs import bind
 from store.models import Job, JobStatus, Selection, ShardState
@@ -24,7 +24,7 @@ from store.queue import TASK_RUN_SHARD
 from store.settings import get_settings
 from workers.celery_app import app
 from workers.harness.pools import launcher_for
-from workers.harness.runner import run_shard
+from workers.harness.runner import finished_in, run_shard
 from workers.report import delivery_of, report, send_callback
 
 log = logging.getLogger("workers.run")
@@ -38,18 +38,21 @@ log = logging.getLogger("workers.run")
     max_retries=None,
 )
 def run_shard_task(self: Task, shard_pk: int) -> str:
-    """Run one shard's tests; resumable after a worker died (its results are kept)."""
+    """Run the most urgent claimable shard (see :mod:`store.scheduling`: one task is enqueued
+    per shard, ``shard_pk`` the one it was enqueued for, but a free worker runs a pull
+    request's shard before a replay's); resumable after a worker died (results are kept)."""
     settings = get_settings()
     owner = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
     with session_scope(settings.database_url) as session:
-        claim = jobs.claim_shard(
-            session, shard_pk=shard_pk, owner=owner, lease=settings.shard_lease_seconds
+        claim = scheduling.claim_next(
+            session, owner=owner, task_id=str(self.request.id), lease=settings.shard_lease_seconds
         )
         if claim.shard is None:
             if claim.busy_for:
                 raise self.retry(countdown=claim.busy_for)
             return "nothing to do"
         shard = claim.shard
+        shard_pk = shard.id
         job = session.get(Job, shard.job_pk)
         assert job is not None
         selection = session.scalar(select(Selection).where(Selection.job_pk == job.id))
@@ -72,21 +75,27 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         )
         if started:
             send_callback(settings, job, delivery, "in_progress")
-        done = jobs.finished_test_ids(session, job_pk=job.id)
-        todo = [t for t in shard.test_ids if t not in done]
         job_pk, index, attempt = job.id, shard.index, shard.attempts
+        runs = settings.var_dir / "runs" / f"job-{job_pk}"
+        if attempt > 1:  # results an earlier attempt finished but had not stored yet
+            earlier = [runs / f"shard-{index}-attempt-{n}" for n in range(1, attempt)]
+            jobs.store_results(
+                session, job_pk=job_pk, shard_pk=shard_pk,
+                outcomes=[o for o in finished_in(earlier) if o.test_id in set(shard.test_ids)],
+            )  # fmt: skip
+        done = jobs.finished_test_ids(session, job_pk=job_pk)
+        todo = [t for t in shard.test_ids if t not in done]
     with bind(delivery_id=delivery_id, job_pk=job_pk, shard=index):
         log.info(
             "shard starting",
             extra={"tests": len(todo), "already_done": len(shard.test_ids) - len(todo)},
         )
-        workdir = settings.var_dir / "runs" / f"job-{job_pk}" / f"shard-{index}-attempt-{attempt}"
+        workdir = runs / f"shard-{index}-attempt-{attempt}"
 
-        def store(outcome: TestOutcome) -> None:
-            with session_scope(settings.database_url) as s:
-                jobs.store_result(s, job_pk=job_pk, shard_pk=shard_pk, outcome=outcome)
+        results = _ResultBatch(settings.database_url, job_pk=job_pk, shard_pk=shard_pk)
 
         def heartbeat() -> None:
+            results.flush()
             with session_scope(settings.database_url) as s:
                 jobs.renew_lease(
                     s, shard_pk=shard_pk, owner=owner, lease=settings.shard_lease_seconds
@@ -101,17 +110,22 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
                     or j.status == JobStatus.COMPLETED.value
                 )
 
-        run = run_shard(
-            todo,
-            launcher=launcher_for(runner, warm=settings.warm_pool),
-            pytest_args=runner.pytest_args,
-            per_test_timeout=settings.per_test_timeout,
-            device_time_property=runner.device_time_property,
-            workdir=workdir,
-            on_result=store,
-            heartbeat=heartbeat,
-            should_stop=cancelled,
-        )
+        try:
+            run = run_shard(
+                todo,
+                launcher=launcher_for(
+                    runner, warm=settings.warm_pool, module_servers=settings.module_servers
+                ),
+                pytest_args=runner.pytest_args,
+                per_test_timeout=settings.per_test_timeout,
+                device_time_property=runner.device_time_property,
+                workdir=workdir,
+                on_result=results.add,
+                heartbeat=heartbeat,
+                should_stop=cancelled,
+            )
+        finally:
+            results.flush()  # what finished is stored, whatever happened
         with session_scope(settings.database_url) as session:
             state = ShardState.CANCELLED if cancelled() else ShardState.DONE
             jobs.finish_shard(session, shard_pk=shard_pk, state=state)
@@ -127,3 +141,28 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         if open_left == 0:
             report.apply_async(args=[job_pk])
         return state.value
+
+
+class _ResultBatch:
+    """Results stored as they finish, a transaction per batch instead of a commit per test:
+    the first one at once, then at least once a second (the heartbeat) or every 50."""
+
+    def __init__(self, database_url: str, *, job_pk: int, shard_pk: int, size: int = 50) -> None:
+        self.database_url, self.job_pk, self.shard_pk, self.size = (
+            database_url, job_pk, shard_pk, size,
+        )  # fmt: skip
+        self.pending: list[TestOutcome] = []
+        self.stored = 0
+
+    def add(self, outcome: TestOutcome) -> None:
+        self.pending.append(outcome)
+        if self.stored == 0 or len(self.pending) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        with session_scope(self.database_url) as s:
+            jobs.store_results(s, job_pk=self.job_pk, shard_pk=self.shard_pk, outcomes=self.pending)
+        self.stored += len(self.pending)
+        self.pending = []

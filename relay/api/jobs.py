@@ -85,6 +85,7 @@ class JobPublic(BaseModel):
     pr_number: int | None
     status: str
     conclusion: str | None
+    planning_started_at: datetime | None  # status "planning": its tests are being selected
     dispatched_at: datetime
     started_at: datetime | None
     completed_at: datetime | None

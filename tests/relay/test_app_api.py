@@ -19,7 +19,8 @@ DELIVERY_FIELDS = {
 }  # fmt: skip
 JOB_FIELDS = {
     "id", "delivery_id", "repo", "run_id", "run_attempt", "job_name", "workflow_name",
-    "event_type", "head_sha", "pr_number", "status", "conclusion", "dispatched_at", "started_at",
+    "event_type", "head_sha", "pr_number", "status", "conclusion", "planning_started_at",
+    "dispatched_at", "started_at",
     "completed_at", "url", "superseded", "planned", "test_results", "crcr_delivery_id", "links",
 }  # fmt: skip
 COST_FIELDS = (

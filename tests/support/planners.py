@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.support.services import REPO_ROOT
 from wire.github.events import UpstreamEvent
 
 LABELLED = "tests.support.planners:labelled_planner"
+REPLAY_OR_LABELLED = "tests.support.planners:replay_or_labelled_planner"
 SMALL_SELECTOR = "tests.support.planners:small_selector_planner"
 
 #: the sample suite the runner tests run (node ids relative to the project root)
@@ -47,6 +49,39 @@ def labelled_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
             device_time_property=chosen.get("device_time_property"),
         ),
         head_rev=event.head_sha,
+    )
+
+
+#: the many quick tests a replay stands in with (``replay_or_labelled_planner``)
+MANY = "tests/support/sample_suite/sample_many.py"
+
+
+def replay_or_labelled_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
+    """A release replay ("periodic" event ``base -> head``) plans RELAY_TEST_REPLAY_TESTS of
+    the many quick tests in shards of RELAY_TEST_REPLAY_SHARD; its planning lasts until the
+    file ``<RELAY_TEST_PLAN_GATE>/<base>-<head>.open`` exists (when that folder is set; a
+    number in it replaces RELAY_TEST_REPLAY_TESTS), so a test holds a replay in planning as
+    long as it likes. Other events: ``labelled_planner``."""
+    if event.event != "periodic":
+        return labelled_planner(event, settings)
+    gate = os.environ.get("RELAY_TEST_PLAN_GATE")
+    count = int(os.environ.get("RELAY_TEST_REPLAY_TESTS", "2400"))
+    if gate:
+        opened = Path(gate) / f"{event.base_ref}-{event.head_ref}.open"
+        deadline = time.monotonic() + 600
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if opened.exists() and opened.read_text().strip():  # the gate may say how many tests
+            count = int(opened.read_text())
+    size = int(os.environ.get("RELAY_TEST_REPLAY_SHARD", "240"))
+    ids = [f"{MANY}::test_many[{i}]" for i in range(count)]
+    return RunPlan(
+        shards=[ids[i : i + size] for i in range(0, count, size)],
+        runner=RunnerConfig(
+            rootdir=str(REPO_ROOT),
+            env={"SAMPLE_MANY_SECONDS": os.environ.get("SAMPLE_MANY_SECONDS", "0.02")},
+        ),
+        head_rev=event.head_ref,
     )
 
 

@@ -247,9 +247,9 @@ def start_stack(
         stack.wait_for(ready, timeout=90, what="relay up to become ready")
         # The worker logs "ready" once it consumes from the broker.
         stack.wait_for(
-            lambda: log_path.read_bytes().count(b"ready.") >= 2,
+            lambda: log_path.read_bytes().count(b"ready.") >= 3,
             timeout=90,
-            what="both Celery workers",
+            what="the three Celery workers (control, planner, shards)",
         )
     except BaseException:
         stack.stop()

@@ -91,11 +91,13 @@ def test_broker_restart_loses_nothing(
             lambda: (j := stack.job_for(long_run)) is not None and j.status == "in_progress",
             what="the long job running",
         )
-        # Two more runs: planned at once by the control worker, their shards queued behind
+        # Two more runs: planned at once by the planner worker, their shards queued behind
         # the long one on the single shard worker.
         queued = [stack.submit(sample_runs.pr_body("ok")), stack.submit(sample_runs.pr_body("fail"))]
         stack.wait_for(
-            lambda: all(stack.job_for(d) is not None for d in queued),
+            lambda: all(
+                (j := stack.job_for(d)) is not None and j.status != "planning" for d in queued
+            ),
             what="queued jobs planned",
         )
         own_redis.stop()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from workers.harness.collecting import CollectingLauncher
 from workers.harness.launchers import FreshProcessLauncher, Launcher, WarmPool
 from workers.harness.runner import TestOutcome, run_shard
 
@@ -20,6 +21,8 @@ MODULE = textwrap.dedent(
     import pytest
 
     COUNTER = os.environ["HARNESS_COUNTER"]
+    with open(os.environ["HARNESS_COUNTER"] + ".imports", "a") as f:
+        f.write("imported\\n")  # once per collection of this module
 
     def _count(name):
         with open(COUNTER, "a") as f:
@@ -92,7 +95,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture(params=["fresh", "warm"])
+@pytest.fixture(params=["fresh", "warm", "collecting"])
 def launcher(request: pytest.FixtureRequest, project: Path) -> Iterator[Launcher]:
     env = {
         **os.environ,
@@ -103,8 +106,10 @@ def launcher(request: pytest.FixtureRequest, project: Path) -> Iterator[Launcher
     made: Launcher
     if request.param == "fresh":
         made = FreshProcessLauncher(cwd=project, env=env)
-    else:
+    elif request.param == "warm":
         made = WarmPool(cwd=project, env=env, preload=["json", "pytest"])
+    else:  # the warm pool behind module servers: each module collected once
+        made = CollectingLauncher(WarmPool(cwd=project, env=env, preload=["json", "pytest"]))
     try:
         yield made
     finally:
@@ -129,6 +134,9 @@ def test_crash_and_hang_do_not_lose_results(project: Path, launcher: Launcher) -
     # every test body ran exactly once: nothing finished was re-run after a crash
     ran = (project / "counter.txt").read_text().split()
     assert sorted(ran) == sorted(["a", "b", "c", "d", "e", "f", "i", "j"])
+    # the module was collected by every child, or once for all of them by its module server
+    imports = (project / "counter.txt.imports").read_text().split()
+    assert len(imports) == (1 if isinstance(launcher, CollectingLauncher) else 4)
     # results were streamed as they finished, each exactly once
     assert sorted(r.test_id for r in seen) == sorted(ids)
     by_name = {r.test_id.split("::", 1)[1]: r for r in run.results}

@@ -56,11 +56,15 @@ def test_signed_webhook_to_reported_job(loop: Any, receiver: Any, sample_runs: A
     assert (mine["status"], mine["conclusion"], mine["planned"]) == ("completed", "success", 4)
     detail = httpx.get(f"{loop.base_url}/api/v1/jobs/{job.id}").json()
     assert [t["to_status"] for t in detail["transitions"]] == [
+        "planning",
         "dispatched",
         "in_progress",
         "completed",
     ]
-    assert [t["from_status"] for t in detail["transitions"]] == [None, "dispatched", "in_progress"]
+    assert [t["from_status"] for t in detail["transitions"]] == [
+        None, "planning", "dispatched", "in_progress"]  # fmt: skip
+    assert detail["planning_started_at"] is not None
+    assert detail["planning_started_at"] <= detail["dispatched_at"] <= detail["started_at"]
     assert [s["state"] for s in detail["shards"]] == ["done", "done"]
 
     calls = loop.wait_for(

@@ -112,11 +112,17 @@ class WarmPool:
     _reader: threading.Thread | None = None
     ready_seconds: float | None = None
 
+    def _command(self) -> list[str]:
+        return [sys.executable, "-m", "workers.harness.warm_server", *self.preload]
+
+    def _request(self, args: list[str], log: Path) -> dict[str, object]:
+        return {"args": args, "log": str(log)}
+
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._server is not None and self._server.poll() is None:
             return self._server
         self._server = subprocess.Popen(
-            [sys.executable, "-m", "workers.harness.warm_server", *self.preload],
+            self._command(),
             cwd=self.cwd,
             env=self.env,
             stdin=subprocess.PIPE,
@@ -153,7 +159,7 @@ class WarmPool:
         assert server.stdin is not None
         with self._cond:
             before = len(self._pids)
-            server.stdin.write(json.dumps({"args": args, "log": str(log)}).encode() + b"\n")
+            server.stdin.write(json.dumps(self._request(args, log)).encode() + b"\n")
             server.stdin.flush()
             if not self._cond.wait_for(lambda: len(self._pids) > before, timeout=60):
                 raise RuntimeError("warm server did not fork a child within 60 s")

@@ -53,6 +53,13 @@ class _Writer:
         self._device_time = device_time
         self._reports: dict[str, list[pytest.TestReport]] = {}
 
+    def reopen(self, path: str, artifacts: str | None, device_time: str | None) -> None:
+        """Write to ``path`` from now on (a module server's child, forked after collection)."""
+        self._file.close()
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the session
+        self._artifacts = Path(artifacts) if artifacts else None
+        self._device_time = device_time
+
     def emit(self, **record: Any) -> None:
         self._file.write(json.dumps(record, default=str) + "\n")
         self._file.flush()

@@ -62,6 +62,31 @@ class _EventTail:
         return [json.loads(line) for line in lines if line.strip()]
 
 
+def outcome_of(ev: dict[str, Any]) -> TestOutcome:
+    """The outcome a ``result`` event of the report plugin carries."""
+    return TestOutcome(
+        test_id=ev["nodeid"],
+        outcome=ev["outcome"],
+        duration_s=float(ev.get("duration") or 0.0),
+        device_time_us=ev.get("device_us"),
+        message=ev.get("message"),
+        artifact_path=ev.get("artifact"),
+        properties=ev.get("properties") or {},
+    )
+
+
+def finished_in(workdirs: Iterable[Path]) -> list[TestOutcome]:
+    """The results earlier runs of a shard left in their event files (a worker killed before
+    it stored them), each test once."""
+    found: dict[str, TestOutcome] = {}
+    for workdir in workdirs:
+        for events in sorted(workdir.glob("events-*.jsonl")):
+            for ev in _EventTail(events).read():
+                if ev.get("kind") == "result":
+                    found.setdefault(ev["nodeid"], outcome_of(ev))
+    return list(found.values())
+
+
 def run_shard(
     test_ids: Iterable[str],
     *,
@@ -168,17 +193,7 @@ def _supervise(
             if ev["kind"] == "start":
                 current, started = ev["nodeid"], time.monotonic()
             elif ev["kind"] == "result":
-                record(
-                    TestOutcome(
-                        test_id=ev["nodeid"],
-                        outcome=ev["outcome"],
-                        duration_s=float(ev.get("duration") or 0.0),
-                        device_time_us=ev.get("device_us"),
-                        message=ev.get("message"),
-                        artifact_path=ev.get("artifact"),
-                        properties=ev.get("properties") or {},
-                    )
-                )
+                record(outcome_of(ev))
                 if ev["nodeid"] == current:
                     current = None
             elif ev["kind"] == "collect_error":

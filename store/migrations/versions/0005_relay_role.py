@@ -1,6 +1,6 @@
 """the relay role: outbox columns on dispatch, callback nonces and rates, CRCR HUD results
 
-Revision ID: 0005_h17_relay_role
+Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-01 20:50:00
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_h17_relay_role"
+revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None

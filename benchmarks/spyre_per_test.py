@@ -1,0 +1,114 @@
+"""What a test costs on the simulated device against the same test on the CPU, per bundled
+suite and for an upstream-style unary ufunc test (used by ``bench_spyre``).
+
+The same device-generic tests run twice in one pytest process each: instantiated for spyre
+(with the backend's plugins and specs, as the runner runs them) and for the CPU. A sample of
+BENCH_SPYRE_TESTS_PER_SUITE (default 30) runnable variants per conformance suite, drawn with a
+fixed seed, and every test of ``benchmarks/suites/unary_ufunc_style.py``. Per-test cost is the
+mean of pytest's setup + call + teardown times (JUnit XML) over the tests both runs ran, so
+neither interpreter start nor collection is in it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+from backends import get_backend
+from backends.base import PROJECT_ROOT, fresh_pytest
+from benchmarks.report import Report
+
+PER_SUITE = int(os.environ.get("BENCH_SPYRE_TESTS_PER_SUITE", "30"))
+UNARY = "benchmarks/suites/unary_ufunc_style.py"
+SELECT = ["-p", "benchmarks.suites.select_plugin"]
+
+
+def _neutral(nodeid: str) -> str:
+    """One key for a test's spyre and CPU variants."""
+    path, _, rest = nodeid.partition("::")
+    rest = re.sub(r"(PRIVATEUSE1|CPU)(?=::)", "DEV", rest)
+    rest = re.sub(r"_(spyre|cpu)(?=_|$)", "_dev", rest)
+    return f"{path}::{rest}"
+
+
+def _cpu_id(nodeid: str) -> str:
+    path, _, rest = nodeid.partition("::")
+    rest = re.sub(r"PRIVATEUSE1(?=::)", "CPU", rest)
+    rest = re.sub(r"_spyre(?=_|$)", "_cpu", rest)
+    return f"{path}::{rest}"
+
+
+def _run(ids: list[str], files: list[str], args: list[str], env: dict[str, str], tmp: Path,
+         name: str) -> dict[str, float]:  # fmt: skip
+    """{neutral id: seconds} of the tests pytest ran (not skipped)."""
+    listing = tmp / f"{name}.ids"
+    listing.write_text("\n".join(ids) + "\n")
+    junit = tmp / f"{name}.xml"
+    subprocess.run(
+        fresh_pytest([*args, *SELECT, f"--junitxml={junit}", *files]),
+        cwd=PROJECT_ROOT,
+        env={**env, "BENCH_SELECT_IDS": str(listing), "PYTHONPATH": str(PROJECT_ROOT),
+             "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600, check=False,
+    )  # fmt: skip
+    out: dict[str, float] = {}
+    if not junit.exists():
+        return out
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if case.find("skipped") is not None:
+            continue
+        module = (case.get("classname") or "").rsplit(".", 1)
+        if len(module) != 2:
+            continue
+        nodeid = f"{module[0].replace('.', '/')}.py::{module[1]}::{case.get('name')}"
+        out[_neutral(nodeid)] = float(case.get("time") or 0.0)
+    return out
+
+
+def run(report: Report) -> None:
+    from inventory.build import universe_from_inventory
+
+    spyre = get_backend("spyre")
+    runner = spyre.runner_config(spyre.default_specs)
+    universe = universe_from_inventory(backend="spyre", specs=spyre.default_specs)
+    by_suite: dict[str, list[str]] = defaultdict(list)
+    for v in universe.variants:
+        if v.decision != "skip" and not v.via:
+            by_suite[v.node_id.split("::", 1)[0]].append(v.node_id)
+    rng = random.Random(1234)
+    chosen = {s: sorted(rng.sample(sorted(ids), min(PER_SUITE, len(ids))))
+              for s, ids in sorted(by_suite.items())}  # fmt: skip
+    spyre_ids = [t for ids in chosen.values() for t in ids] + [UNARY]
+    cpu_ids = [_cpu_id(t) for ids in chosen.values() for t in ids] + [UNARY]
+    files = [*chosen, UNARY]
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        dev = _run(spyre_ids, files, runner.pytest_args, {**os.environ, **runner.env}, tmp, "spyre")
+        cpu_env = {**os.environ, "PYTORCH_TESTING_DEVICE_ONLY_FOR": "cpu"}
+        host = _run(cpu_ids, files, ["-q", "-p", "no:cacheprovider", "-p", "no:warnings",
+                                     "--rootdir", str(PROJECT_ROOT)], cpu_env, tmp, "cpu")  # fmt: skip
+    table = report.table(
+        "Per-test cost on the spyre device against the same test on the CPU",
+        ["suite", "tests", "cpu ms/test", "spyre ms/test", "spyre / cpu"],
+        note=f"{PER_SUITE} runnable variants per bundled suite (fixed seed) and every test of "
+        f"{UNARY} (an upstream-style reference-numerics test, our own), each run in one pytest "
+        "process instantiated for spyre (plugins and specs as the runner runs them) and for the "
+        "CPU; mean setup + call + teardown of the tests both runs ran (no start-up, no "
+        "collection). The device runs on the host here: the ratio is the simulator's and "
+        "dispatch's cost. Goals: <= 1.5x per suite, <= 60 ms per unary ufunc test on spyre. "
+        f"Load average when done: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (shared).",
+    )
+    for suite in [*chosen, UNARY]:
+        keys = [k for k in dev if k.startswith(suite + "::") and k in host]
+        if not keys:
+            table.rows.append([suite, "0", "-", "-", "-"])
+            continue
+        c = sum(host[k] for k in keys) / len(keys) * 1000
+        s = sum(dev[k] for k in keys) / len(keys) * 1000
+        table.rows.append([suite, str(len(keys)), f"{c:.1f}", f"{s:.1f}", f"{s / c:.2f}x"])

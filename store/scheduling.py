@@ -1,0 +1,166 @@
+"""Data access for scheduling: jobs in ``planning`` and which shard a free worker runs next.
+
+Events are scheduled by class (pull request > push > nightly, periodic and replay), and within
+a class shards of different jobs interleave (the job that has had the fewest shards so far goes
+first, then the oldest). A shard task message is a token: whichever shard task a worker takes,
+it runs the best claimable shard at that moment, so a pull request's first shard starts as soon
+as a worker finishes the shard it runs (at most one shard's duration), however many shards of a
+replay were enqueued before it. One token is enqueued per shard, so every shard runs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, aliased
+
+from store.jobs import LEASE_SECONDS, Claim, JobKey, key_is, seconds_between, transition
+from store.models import Conclusion, Job, JobStatus, JobTransition, Shard, ShardState, utcnow
+
+#: scheduling classes, most urgent first
+PULL_REQUEST, PUSH, BULK = 0, 1, 2
+CLASS_NAMES = {PULL_REQUEST: "pull_request", PUSH: "push", BULK: "nightly/periodic/replay"}
+
+
+def event_class(event_type: str | None, pr_number: int | None) -> int:
+    """The scheduling class of a job's event (the SQL of :func:`claim_next` says the same)."""
+    if event_type == "pull_request" or pr_number is not None:
+        return PULL_REQUEST
+    return PUSH if event_type == "push" else BULK
+
+
+def _class_sql() -> Any:
+    return case(
+        (or_(Job.event_type == "pull_request", Job.pr_number.is_not(None)), PULL_REQUEST),
+        (Job.event_type == "push", PUSH),
+        else_=BULK,
+    )
+
+
+def claim_next(
+    session: Session, *, owner: str, task_id: str, lease: float = LEASE_SECONDS
+) -> Claim:
+    """The shard a worker runs next, claimed for ``owner`` (PENDING -> RUNNING with a lease).
+
+    A task redelivered after its worker died (``task_id`` in the owner of a RUNNING shard) takes
+    its shard back once the dead owner's lease expired (``busy_for`` until then). Otherwise the
+    best claimable shard: pending, or running under an expired lease, of a job neither
+    superseded nor completed, ordered by class, shards the job already had, job age, index."""
+    now = utcnow()
+    mine = session.scalar(
+        select(Shard).where(
+            Shard.state == ShardState.RUNNING.value, Shard.owner.like(f"%:{task_id}")
+        )
+    )
+    if mine is not None:
+        left = seconds_between(now, mine.lease_until) or 0.0
+        if left > 0:
+            return Claim(None, busy_for=max(1.0, left))
+        if _take(session, mine.id, owner=owner, lease=lease, now=now):
+            return Claim(session.get(Shard, mine.id, populate_existing=True))
+    other = aliased(Shard)
+    had = (
+        select(func.count())
+        .select_from(other)
+        .where(other.job_pk == Shard.job_pk, other.state != ShardState.PENDING.value)
+        .scalar_subquery()
+    )
+    candidates = list(
+        session.scalars(
+            select(Shard.id)
+            .join(Job, Job.id == Shard.job_pk)
+            .where(
+                _claimable(now),
+                Job.superseded_by_pk.is_(None),
+                Job.status.in_([JobStatus.DISPATCHED.value, JobStatus.IN_PROGRESS.value]),
+            )
+            .order_by(_class_sql(), had, Job.id, Shard.index)
+            .limit(8)
+        )
+    )
+    session.rollback()  # end the read; each take is its own conditional update
+    for shard_pk in candidates:
+        if _take(session, shard_pk, owner=owner, lease=lease, now=utcnow()):
+            return Claim(session.get(Shard, shard_pk, populate_existing=True))
+    return Claim(None)
+
+
+def _claimable(now: Any) -> Any:
+    return or_(
+        Shard.state == ShardState.PENDING.value,
+        and_(
+            Shard.state == ShardState.RUNNING.value,
+            or_(Shard.lease_until.is_(None), Shard.lease_until < now),
+        ),
+    )
+
+
+def _take(session: Session, shard_pk: int, *, owner: str, lease: float, now: Any) -> bool:
+    result = session.execute(
+        update(Shard)
+        .where(Shard.id == shard_pk, _claimable(now))
+        .values(
+            state=ShardState.RUNNING.value,
+            attempts=Shard.attempts + 1,
+            started_at=now,
+            lease_until=now + timedelta(seconds=lease),
+            owner=owner,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def begin_planning(
+    session: Session,
+    *,
+    key: JobKey,
+    dispatch_pk: int | None,
+    event_type: str,
+    workflow_name: str,
+    head_sha: str | None,
+    pr_number: int | None,
+) -> Job:
+    """The job for ``key`` in status ``planning`` (its start time in ``planning_started_at``),
+    made before its tests are selected so it shows while the planner works; idempotent on the
+    key (a job already planned is returned as it is). ``store.jobs.create_job`` completes it."""
+    existing = session.scalar(select(Job).where(*key_is(key)))
+    if existing is not None:
+        return existing
+    now = utcnow()
+    job = Job(
+        delivery_id=key.delivery_id, repo=key.repo, run_id=key.run_id,
+        run_attempt=key.run_attempt, job_name=key.job_name, dispatch_pk=dispatch_pk,
+        event_type=event_type, workflow_name=workflow_name, url="", head_sha=head_sha,
+        pr_number=pr_number, status=JobStatus.PLANNING.value, planning_started_at=now,
+        dispatched_at=now,
+    )  # fmt: skip
+    session.add(job)
+    try:
+        session.flush()
+    except IntegrityError:
+        session.rollback()
+        return begin_planning(
+            session, key=key, dispatch_pk=dispatch_pk, event_type=event_type,
+            workflow_name=workflow_name, head_sha=head_sha, pr_number=pr_number,
+        )  # fmt: skip
+    session.add(
+        JobTransition(
+            job_pk=job.id, from_status=None, to_status=JobStatus.PLANNING.value, at=now,
+            source="plan",
+        )
+    )  # fmt: skip
+    session.commit()
+    return job
+
+
+def fail_planning(session: Session, *, job: Job, error: str) -> bool:
+    """A job whose planning failed completes as a failure with the error in its history."""
+    return transition(
+        session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.PLANNING}, source="plan",
+        conclusion=Conclusion.FAILURE, detail={"error": error[:2000]},
+    )  # fmt: skip

@@ -1,0 +1,138 @@
+"""Shards sized in time (workers.sharding) and which shard a free worker claims next
+(store.scheduling), in process on a migrated SQLite database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import update
+
+from store import jobs, scheduling
+from store.db import session_scope
+from store.migrate import upgrade
+from store.models import Job, JobStatus, Shard, ShardState, utcnow
+from workers.sharding import shard_by_time
+
+
+def test_shards_are_cut_to_the_target_duration_longest_first() -> None:
+    ids = [f"a.py::t{i}" for i in range(10)] + [f"b.py::t{i}" for i in range(5)]
+    durations = {f"a.py::t{i}": 10.0 for i in range(10)} | {"b.py::t0": 45.0}
+    shards, seconds = shard_by_time(
+        ids, durations, target_seconds=30, max_shards=64, prior_seconds=1.0
+    )
+    assert sorted(t for s in shards for t in s) == sorted(ids)  # nothing lost or doubled
+    assert all(s <= 30 or len(shard) == 1 for s, shard in zip(seconds, shards, strict=True))
+    assert seconds == sorted(seconds, reverse=True)  # longest first
+    assert seconds[0] == 45.0 and shards[0] == ["b.py::t0"]  # longer than the target: alone
+    assert sum(seconds) == pytest.approx(100 + 45 + 4 * 1.0)  # unknown tests: the prior
+    # tests of one file stay together: each file in as few consecutive shards as it needs
+    assert {s[0].split("::")[0] for s in shards if len(s) == 3} == {"a.py"}
+
+
+def test_the_shard_ceiling_makes_shards_longer() -> None:
+    ids = [f"a.py::t{i}" for i in range(100)]
+    shards, seconds = shard_by_time(ids, {}, target_seconds=1, max_shards=4, prior_seconds=1)
+    assert len(shards) == 4 and sum(len(s) for s in shards) == 100
+    assert max(seconds) <= 26
+
+
+def test_an_empty_plan_has_no_shard() -> None:
+    assert shard_by_time([], {}, target_seconds=1, max_shards=4) == ([], [])
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'relay.sqlite'}"
+    upgrade(url)
+    yield url
+
+
+def _job(url: str, name: str, event: str, shards: int, pr: int | None = None) -> int:
+    with session_scope(url) as s:
+        job, _ = jobs.create_job(
+            s,
+            key=jobs.JobKey(name, "local/spyre", name, "1", "spyre"),
+            dispatch_pk=None, event_type=event, workflow_name="w", url="", head_sha=None,
+            pr_number=pr, shards=[[f"{name}::t{i}"] for i in range(shards)], selection={},
+        )  # fmt: skip
+        return job.id
+
+
+def _claim(url: str, task: str = "t") -> tuple[int, int] | None:
+    with session_scope(url) as s:
+        claim = scheduling.claim_next(s, owner=f"h:1:{task}", task_id=task, lease=30)
+        return None if claim.shard is None else (claim.shard.job_pk, claim.shard.index)
+
+
+def _finish(url: str, job_pk: int, index: int) -> None:
+    with session_scope(url) as s:
+        s.execute(
+            update(Shard)
+            .where(Shard.job_pk == job_pk, Shard.index == index)
+            .values(state=ShardState.DONE.value)
+        )
+
+
+def test_a_free_worker_takes_the_most_urgent_class_then_interleaves_jobs(db: str) -> None:
+    replay = _job(db, "replay", "periodic", 3)
+    nightly = _job(db, "nightly", "nightly", 2)
+    push = _job(db, "push", "push", 1)
+    pr = _job(db, "pr", "pull_request", 2, pr=7)
+    order = []
+    for n in range(8):
+        got = _claim(db, task=f"t{n}")
+        assert got is not None
+        order.append(got)
+        _finish(db, *got)
+    assert _claim(db) is None
+    # pull request, push, then the bulk class with its two jobs alternating
+    assert order == [
+        (pr, 0), (pr, 1), (push, 0),
+        (replay, 0), (nightly, 0), (replay, 1), (nightly, 1), (replay, 2),
+    ]  # fmt: skip
+
+
+def test_superseded_and_planning_jobs_are_not_claimed(db: str) -> None:
+    old = _job(db, "old", "pull_request", 1, pr=9)
+    with session_scope(db) as s:
+        s.execute(update(Job).where(Job.id == old).values(superseded_by_pk=old))
+        planning = scheduling.begin_planning(
+            s, key=jobs.JobKey("p", "local/spyre", "p", "1", "spyre"), dispatch_pk=None,
+            event_type="pull_request", workflow_name="w", head_sha=None, pr_number=10,
+        )  # fmt: skip
+        assert planning.status == JobStatus.PLANNING.value and planning.planning_started_at
+    assert _claim(db) is None
+
+
+def test_a_redelivered_task_takes_its_own_shard_back_after_the_lease(db: str) -> None:
+    job = _job(db, "j", "push", 2)
+    assert _claim(db, task="dead") == (job, 0)
+    with session_scope(db) as s:  # its worker died: the lease runs out, nobody renews it
+        claim = scheduling.claim_next(s, owner="h:2:dead", task_id="dead", lease=30)
+        assert claim.shard is None and 1 <= claim.busy_for <= 30
+        s.execute(
+            update(Shard)
+            .where(Shard.job_pk == job, Shard.index == 0)
+            .values(lease_until=utcnow() - timedelta(seconds=1))
+        )
+    with session_scope(db) as s:
+        claim = scheduling.claim_next(s, owner="h:2:dead", task_id="dead", lease=30)
+        assert claim.shard is not None and (claim.shard.index, claim.shard.attempts) == (0, 2)
+
+
+def test_a_plan_is_cut_in_time_unless_its_planner_laid_out_the_shards() -> None:
+    from backends.base import RunnerConfig
+    from planner import RunPlan
+    from workers.sharding import time_shards
+
+    plan = RunPlan(shards=[["a.py::x", "a.py::y"], ["b.py::z"]], runner=RunnerConfig(rootdir="."))
+    assert time_shards(plan, target_seconds=1, max_shards=8) == (
+        [["a.py::x", "a.py::y"], ["b.py::z"]], None)  # fmt: skip
+    shards, seconds = time_shards(
+        plan, target_seconds=2, max_shards=8, durations={"a.py::x": 1.5, "b.py::z": 1.0},
+        prior_seconds=0.25,
+    )  # fmt: skip
+    assert shards == [["a.py::x", "a.py::y"], ["b.py::z"]] and seconds == [1.75, 1.0]
