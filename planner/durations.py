@@ -10,8 +10,8 @@ the budget and of every plan's cost.
 3. ``shipped-template-prior``: the same medians as shipped with the project
    (``planner/data/runner_prior.json``, measured on our full runs, :func:`derive_prior`);
 4. ``pytorch-ci-file-prior``: PyTorch's CI seconds of the file (the default job and config of
-   its public ``test-times.json``, shipped in the same file) spread over the file's variants,
-   for test files of a PyTorch checkout;
+   its public ``test-times.json``, read when one is at hand: it is PyTorch's data and is not
+   shipped) spread over the file's variants, for test files of a PyTorch checkout;
 5. ``flat-prior``: the shipped per-test seconds.
 
 :func:`history_for` makes the selector's :class:`~selector.History` from stored results (runs,
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inventory.build import DEFAULT_TEST_TIMES
 from inventory.runs import run_key
 from selector import History, TestHistory, Universe, Variant
 from testspecs.outcomes import FAILURES
@@ -57,7 +58,8 @@ def ci_file_key(file: str) -> str:
 
 @dataclass(frozen=True)
 class RunnerPrior:
-    """The runner-seconds prior shipped with the project (no ``../shared`` needed)."""
+    """The runner-seconds prior: ours shipped with the project (no ``../shared`` needed), PyTorch's
+    per-file CI seconds only when its ``test-times.json`` is at hand."""
 
     per_test: float = 0.2
     templates: Mapping[str, float] = field(default_factory=dict)
@@ -65,16 +67,23 @@ class RunnerPrior:
     sources: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path = PRIOR_PATH) -> RunnerPrior:
-        if not path.is_file():
-            return cls()
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("version") != PRIOR_VERSION:
-            raise ValueError(f"{path}: prior version {data.get('version')}, not {PRIOR_VERSION}")
+    def load(
+        cls, path: Path = PRIOR_PATH, *, test_times: Path | None = DEFAULT_TEST_TIMES
+    ) -> RunnerPrior:
+        """The shipped prior (ours: the flat value and the template medians of our runs), with
+        PyTorch's per-file CI seconds read from ``test_times`` when that file exists."""
+        data: dict[str, Any] = {}
+        if path.is_file():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("version") != PRIOR_VERSION:
+                raise ValueError(
+                    f"{path}: prior version {data.get('version')}, not {PRIOR_VERSION}"
+                )
+        ci = derive_prior(test_times=test_times)["ci_files"] if test_times is not None else {}
         return cls(
-            per_test=float(data["per_test"]),
+            per_test=float(data.get("per_test", 0.2)),
             templates={str(k): float(v) for k, v in data.get("templates", {}).items()},
-            ci_files={str(k): float(v) for k, v in data.get("ci_files", {}).items()},
+            ci_files=ci,
             sources=dict(data.get("sources", {})),
         )
 
