@@ -6,10 +6,6 @@ row per admitted downstream with the delivery, :mod:`fanout.send` sends it to Gi
 :mod:`fanout.callbacks`) driving the job state machine of ``store.callbacks``.
 
 Its vocabulary lives in :mod:`fanout.model`; :class:`fanout.role.RelayRole` is what a process
-builds from its settings.
+builds from its settings. The package imports nothing itself, so importing one of its modules
+never imports the others.
 """
-
-from fanout.model import Decision, Downstream, Policy, Subject
-from fanout.role import RelayRole
-
-__all__ = ["Decision", "Downstream", "Policy", "RelayRole", "Subject"]

@@ -17,7 +17,7 @@ from relay.api import router as api_router
 from relay.docs import add_docs
 from relay.github.ingress import router as github_router
 from relay.github.relay_role import install as install_relay_role
-from relay.web import router as web_router
+from relay.web.routes import router as web_router
 from store import logs
 from store.db import get_engine
 from store.logs import bind

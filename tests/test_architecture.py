@@ -1,9 +1,11 @@
 """The architecture is a checked contract: the import-linter contracts in pyproject.toml (layers,
-no cycles, a pure selector, the workers' stages in order) hold, and no module of ours grows past
-600 lines."""
+no cycles, a pure selector, the workers' stages in order) hold, no module of ours imports itself
+back through others (counting imports inside functions and the package ``__init__`` that
+``from pkg import mod`` runs), and no module of ours grows past 600 lines."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import tomllib
@@ -54,3 +56,81 @@ def test_no_module_is_over_600_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     ]
     assert long == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Our modules and the modules of ours each imports anywhere in its body (imports inside
+    functions count): ``import a.b`` imports ``a.b``; ``from a.b import c`` imports ``a.b`` (its
+    ``__init__`` runs) and ``a.b.c`` when that is a module."""
+    paths: dict[str, Path] = {}
+    for package in _packages():
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            paths[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {m: set() for m in paths}
+
+    def module_of(dotted: str) -> set[str]:
+        while dotted and dotted not in paths:
+            dotted = dotted.rpartition(".")[0]
+        return {dotted} if dotted else set()
+
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    graph[module] |= module_of(alias.name)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                graph[module] |= module_of(base)
+                for alias in node.names:
+                    graph[module] |= module_of(f"{base}.{alias.name}")
+        graph[module].discard(module)
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph[node])
+    return seen
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module, except a package and one of
+    its own modules alone (an ``__init__`` re-exporting its module is not a design cycle)."""
+    reach = {m: _reachable(graph, m) for m in graph}
+    found: list[list[str]] = []
+    done: set[str] = set()
+    for m in sorted(graph):
+        if m in done:
+            continue
+        component = sorted({m} | {w for w in reach[m] if m in reach[w]})
+        done.update(component)
+        if len(component) < 2:
+            continue
+        if len(component) == 2:
+            a, b = component
+            if a == b.rpartition(".")[0] or b == a.rpartition(".")[0]:
+                continue
+        found.append(component)
+    return found
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    assert _cycles({"a": {"a.b"}, "a.b": {"a"}}) == []  # a package re-exporting its module
+    assert _cycles({"a": {"a.b"}, "a.b": {"a.c"}, "a.c": {"a"}}) == [["a", "a.b", "a.c"]]
+    assert _cycles({"x": {"y"}, "y": {"x"}, "z": set()}) == [["x", "y"]]
+
+
+def test_no_import_cycle_among_our_modules() -> None:
+    graph = _module_graph()
+    assert "relay.web.routes" in graph["relay.app"]  # the graph sees our imports
+    assert _cycles(graph) == []

@@ -3,15 +3,6 @@ with a little hand-written JavaScript for live progress and keyboard navigation 
 without it). Charts are inline SVG drawn on the server; every asset is in this package, nothing
 is fetched from elsewhere.
 
-``router`` is included by :func:`relay.app.create_app`.
+:data:`relay.web.routes.router` (every page) is included by :func:`relay.app.create_app`; the
+package imports nothing itself, so its modules can import each other without a cycle.
 """
-
-from __future__ import annotations
-
-from fastapi import APIRouter
-
-from relay.web import authoring, pages
-
-router = APIRouter(include_in_schema=False)
-router.include_router(pages.router)
-router.include_router(authoring.router)
