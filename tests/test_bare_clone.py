@@ -116,7 +116,13 @@ def test_the_readme_path_from_a_bare_clone(clone: Clone) -> None:
         JOB_SECONDS,
         clone.log,
     )
-    detail = clone.get(f"/api/v1/jobs/{job}")
+    # the job exists from the moment its planning starts (status "planning"); wait for its plan
+    detail = _wait(
+        "planned job",
+        lambda: (d := clone.get(f"/api/v1/jobs/{job}"))["status"] != "planning" and d,
+        JOB_SECONDS,
+        clone.log,
+    )
     assert (detail["delivery_id"], detail["event_type"], detail["pr_number"]) == (
         delivery_id, "pull_request", 170001)  # fmt: skip
     assert detail["planned"] > 0 and detail["selection"]["universe_variants"] > 20_000
