@@ -48,7 +48,7 @@ SPECS = typer.Option(
 PROFILING = typer.Option(
     DEFAULT_PROFILING_MAP,
     "--profiling-map",
-    help="PyTorch's td_heuristic_profiling.json (coverage prior)",
+    help="PyTorch's td_heuristic_profiling.json (coverage prior; optional; the folder is RELAY_CI_STATS)",
 )
 COVERAGE = typer.Option(None, "--coverage-map", help="our coverage map JSON {source: [tests]}")
 OFFLINE = typer.Option(

@@ -32,15 +32,15 @@ from backends import Backend, get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest, hash_files, torch_build
 from inventory.sources import BundledSuites, CheckoutTests, InventoryError, ci_file_key
 from selector.model import Universe, Variant
+from store.settings import ci_stats_dir
 
 log = logging.getLogger(__name__)
 
 # Bump when the stored shape or the collection method changes: old cache entries are ignored.
 INVENTORY_VERSION = 3
 DEFAULT_CACHE_DIR = Path("var/inventory")
-DEFAULT_TEST_TIMES = (
-    PROJECT_ROOT.parent / "shared" / "data" / "pytorch-ci-stats" / "test-times.json"
-)
+# PyTorch's test-times.json in the CI-statistics folder (RELAY_CI_STATS); optional
+DEFAULT_TEST_TIMES = ci_stats_dir() / "test-times.json"
 
 Source = BundledSuites | CheckoutTests
 

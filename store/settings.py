@@ -7,6 +7,7 @@ in library code: pass settings (or values taken from them) down instead.
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -64,6 +65,11 @@ class Settings(BaseSettings):
     upstream_path: Path | None = None
     # released wheels and change facts (unset: ~/.cache/crcr-relay/upstream)
     upstream_cache: Path | None = None
+    # PyTorch's public CI statistics (test-times.json, td_heuristic_profiling.json from
+    # pytorch/test-infra's generated-stats branch); optional, used when its files exist (unset:
+    # ~/.cache/crcr-relay/pytorch-ci-stats). Read at import by the commands' defaults: see
+    # ci_stats_dir()
+    ci_stats: Path | None = None
     # "module:function" (event, settings) -> RunPlan; unset: the selector's four stages over the
     # bundled universe on runner_backend (the default planner of the workers)
     planner: str | None = None
@@ -221,6 +227,19 @@ def _json_list(value: object, name: str) -> object:
 
 
 @lru_cache(maxsize=1)
+def ci_stats_dir() -> Path:
+    """The folder of PyTorch's public CI statistics: ``RELAY_CI_STATS``, else the user's cache.
+
+    Read from the environment (not through :func:`get_settings`) because the commands' option
+    defaults and the selector's defaults are computed when they are imported, before any setting is
+    validated. Nothing needs the folder: a missing file means no per-file prior and no coverage
+    prior, and the commands say so in ``--help``.
+    """
+    configured = os.environ.get("RELAY_CI_STATS", "").strip()
+    folder = Path(configured) if configured else Path.home() / ".cache" / "crcr-relay" / "pytorch-ci-stats"
+    return folder.expanduser()
+
+
 def get_settings() -> Settings:
     """The process-wide settings, built on first use."""
     return Settings()

@@ -21,12 +21,20 @@ subprocesses (the sample suites, the mutation suite) load this file too, and sta
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+# PyTorch's public CI statistics are ../shared's here (a user's clone has none: RELAY_CI_STATS
+# then defaults to the user's cache, and the commands go without those priors). Set before any
+# test imports the commands, whose option defaults read it.
+_SHARED_CI_STATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "pytorch-ci-stats"
+if _SHARED_CI_STATS.is_dir():
+    os.environ.setdefault("RELAY_CI_STATS", str(_SHARED_CI_STATS))
 
 if TYPE_CHECKING:
     from tests.support.receiver import Receiver

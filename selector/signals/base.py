@@ -16,16 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from backends.base import PROJECT_ROOT
 from selector.model import ChangeUnit, Universe
+from store.settings import ci_stats_dir
 from upstream.changes import ChangeFacts
 from upstream.changes import python as py
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PROFILING_MAP = (
-    PROJECT_ROOT.parent / "shared" / "data" / "pytorch-ci-stats" / "td_heuristic_profiling.json"
-)
+# PyTorch's td_heuristic_profiling.json in the CI-statistics folder (RELAY_CI_STATS); optional
+DEFAULT_PROFILING_MAP = ci_stats_dir() / "td_heuristic_profiling.json"
 
 
 @dataclass
