@@ -100,6 +100,7 @@ def clone(
             make.wait()
 
 
+@pytest.mark.clone
 @pytest.mark.timeout(SETUP_SECONDS + JOB_SECONDS + 300)
 def test_the_readme_path_from_a_bare_clone(clone: Clone) -> None:
     assert (clone.root / ".venv" / ".installed").exists()  # make run's setup made the venv
