@@ -226,7 +226,6 @@ def _json_list(value: object, name: str) -> object:
     return value
 
 
-@lru_cache(maxsize=1)
 def ci_stats_dir() -> Path:
     """The folder of PyTorch's public CI statistics: ``RELAY_CI_STATS``, else the user's cache.
 
@@ -236,10 +235,12 @@ def ci_stats_dir() -> Path:
     prior, and the commands say so in ``--help``.
     """
     configured = os.environ.get("RELAY_CI_STATS", "").strip()
-    folder = Path(configured) if configured else Path.home() / ".cache" / "crcr-relay" / "pytorch-ci-stats"
-    return folder.expanduser()
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "crcr-relay" / "pytorch-ci-stats"
 
 
+@lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide settings, built on first use."""
     return Settings()
