@@ -3,6 +3,11 @@
 the workflow): created ``queued`` when the dispatch is sent, so a merge gate cannot pass before
 the job starts, then updated in place from the job the callbacks drive.
 
+The creation is retried like the dispatch (backoff with jitter, ``Retry-After``), then dead
+(``check_state`` and ``check_error`` on the dispatch). An L3 downstream whose
+``crcr-demotion/<repo>`` pull request is open upstream gets no new check run (CRCR's freeze:
+:mod:`fanout.demotion` records it); its dispatches still go out.
+
 A green run proves nothing unless tests ran: ``success`` with no test counted is reported as
 ``neutral``; ``success`` with failed tests as ``failure``.
 """
@@ -10,11 +15,16 @@ A green run proves nothing unless tests ran: ``success`` with no test counted is
 from __future__ import annotations
 
 import logging
+import random
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from fanout.github import GitHubApi
+from fanout.github import GitHubApi, GitHubError
+from fanout.role import policy_from_json
+from store import outbox
 from store.db import session_scope
-from store.models import Dispatch, Downstream, Job
+from store.models import CheckState, Dispatch, Downstream, Job, utcnow
 from store.settings import Settings
 from wire.crcr.allowlist import Level
 from wire.github.events import CIFLOW_LABEL_PREFIX, UpstreamEvent
@@ -91,3 +101,69 @@ def update_for_job(settings: Settings, api: GitHubApi, job_pk: int) -> bool:
     assert downstream is not None
     api.update_check_run(upstream or settings.upstream_repo, check_run_id, body)
     return True
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    state: str  # a CheckState value, or "not-due" when another sender has it
+    detail: str = ""
+    retry_in: float | None = None  # seconds until the next attempt (state pending)
+
+
+def backoff(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
+    """Exponential backoff with full jitter in its upper half: ``[d/2, d]``, d = base * 2^(n-1)."""
+    delay = min(cap, base * (2 ** max(0, attempt - 1)))
+    return delay / 2 + rng.random() * delay / 2
+
+
+def create_for_dispatch(
+    settings: Settings, api: GitHubApi, pk: int, *, rng: random.Random | None = None
+) -> CheckResult:
+    """One attempt at creating dispatch ``pk``'s queued check run."""
+    rng = rng or random.Random()
+    lease = settings.dispatch_timeout_seconds * 3 + 30
+    with session_scope(settings.database_url) as session:
+        if not outbox.claim_check(session, pk=pk, lease_seconds=lease):
+            return CheckResult("not-due")
+        dispatch = session.get(Dispatch, pk)
+        assert dispatch is not None
+        row, delivery = dispatch.downstream, dispatch.delivery
+        attempts, repo, level = dispatch.check_attempts, row.repo, row.level
+        frozen = level == Level.L3.value and row.demoted_since is not None
+        workflow = policy_from_json(row.policy or {}).workflow
+        event = UpstreamEvent.model_validate(delivery.normalized)
+
+    def finish(state: CheckState, **kw: Any) -> None:
+        with session_scope(settings.database_url) as session:
+            outbox.finish_check(session, pk=pk, state=state, **kw)
+
+    name = check_name(repo, workflow)
+    if frozen:
+        finish(CheckState.SUPPRESSED, error=f"crcr-demotion/{repo} is open: no new check run")
+        log.info("check run %s held back: the demotion PR is open", name)
+        return CheckResult(CheckState.SUPPRESSED.value)
+    try:
+        created = api.create_check_run(
+            event.repo, queued_body(name=name, event=event, dispatch_pk=pk)
+        )
+    except GitHubError as exc:
+        if not exc.retryable or attempts >= settings.dispatch_max_attempts:
+            why = "refused" if not exc.retryable else f"{attempts} attempts spent"
+            finish(CheckState.DEAD, error=f"{why}: {exc}")
+            log.warning("check run %s dead-lettered: %s", name, exc)
+            return CheckResult(CheckState.DEAD.value, str(exc))
+        wait = backoff(
+            attempts,
+            base=settings.dispatch_backoff_seconds,
+            cap=settings.dispatch_backoff_max_seconds,
+            rng=rng,
+        )
+        if exc.retry_after is not None:
+            wait = exc.retry_after + rng.random() * min(1.0, exc.retry_after / 10 + 0.1)
+        finish(
+            CheckState.PENDING, error=str(exc), next_attempt_at=utcnow() + timedelta(seconds=wait)
+        )
+        log.info("check run %s will be retried in %.1f s: %s", name, wait, exc)
+        return CheckResult(CheckState.PENDING.value, str(exc), retry_in=wait)
+    finish(CheckState.CREATED, check_run_id=int(created["id"]))
+    return CheckResult(CheckState.CREATED.value)

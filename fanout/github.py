@@ -212,3 +212,21 @@ class GitHubApi:
             "PATCH", f"/repos/{repo}/check-runs/{check_run_id}", f"check run {check_run_id}",
             auth, json=body,
         )  # fmt: skip
+
+    def has_open_pull(self, repo: str, *, head: str) -> bool:
+        """Whether ``repo`` has an open pull request from ``head`` (``owner:branch``)."""
+        auth = self.auth_for(repo)
+        response = self._request(
+            "GET", f"/repos/{repo}/pulls", f"pull requests of {repo} from {head}", auth,
+            params={"head": head, "state": "open", "per_page": 1},
+        )  # fmt: skip
+        pulls = response.json()
+        return isinstance(pulls, list) and len(pulls) > 0
+
+    def branch_head(self, repo: str, branch: str) -> str:
+        """The commit SHA at the head of ``repo``'s ``branch``."""
+        auth = self.auth_for(repo)
+        response = self._request(
+            "GET", f"/repos/{repo}/commits/{branch}", f"head of {repo}@{branch}", auth
+        )
+        return str(response.json()["sha"])

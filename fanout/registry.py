@@ -2,7 +2,9 @@
 loaded once and reloaded when either changes.
 
 A reload that finds a broken file keeps serving the last good set and says why
-(:attr:`Snapshot.error`); a broken file at start is an error the caller reports.
+(:attr:`Snapshot.error`); a broken file at start is an error the caller reports. With
+``background=True`` (the web service) an allowlist URL is re-fetched by a thread of its own:
+``current()`` never waits on the network, it answers the last set and starts the fetch.
 """
 
 from __future__ import annotations
@@ -52,12 +54,20 @@ class Registry:
     """``current()`` is the snapshot in force, re-read at most every ``interval`` seconds."""
 
     def __init__(
-        self, *, allowlist_source: str, policy_path: Path | None = None, interval: float = 5.0
+        self,
+        *,
+        allowlist_source: str,
+        policy_path: Path | None = None,
+        interval: float = 5.0,
+        background: bool = False,
     ) -> None:
         self.allowlist_source = allowlist_source
         self.policy_path = policy_path
         self.interval = interval
+        self.background = background and _is_url(allowlist_source)
+        self._reloading: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._reload_lock = threading.Lock()
         self._checked = 0.0
         self._etag: str | None = None
         self._url_text: str | None = None
@@ -116,10 +126,25 @@ class Registry:
         now = time.monotonic()
         if now - self._checked < self.interval:
             return self._snapshot
+        if self.background:
+            with self._lock:
+                running = self._reloading is not None and self._reloading.is_alive()
+                if not running and now - self._checked >= self.interval:
+                    self._checked = now
+                    self._reloading = threading.Thread(
+                        target=self.reload, name="allowlist-reload", daemon=True
+                    )
+                    self._reloading.start()
+            return self._snapshot
         with self._lock:
             if now - self._checked < self.interval:
                 return self._snapshot
             self._checked = now
+            return self.reload()
+
+    def reload(self) -> Snapshot:
+        """Read the allowlist and policy now (a broken one keeps the last good set)."""
+        with self._reload_lock:
             try:
                 self._snapshot = self._load()
             except RegistryError as exc:

@@ -92,6 +92,7 @@ class RelayRole:
             allowlist_source=location,
             policy_path=settings.policy_path,
             interval=settings.allowlist_reload_seconds,
+            background=True,  # a URL is re-fetched off the request path
         )
         return cls(settings, registry)
 

@@ -41,12 +41,7 @@ class SendResult:
     state: str  # a DispatchState value, or "not-due" when another sender has it
     detail: str = ""
     retry_in: float | None = None  # seconds until the next attempt (state pending)
-
-
-def backoff(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
-    """Exponential backoff with full jitter in its upper half: ``[d/2, d]``, d = base * 2^(n-1)."""
-    delay = min(cap, base * (2 ** max(0, attempt - 1)))
-    return delay / 2 + rng.random() * delay / 2
+    check_retry_in: float | None = None  # the check run's next attempt (its creation failed)
 
 
 class _FilesCache:
@@ -129,7 +124,7 @@ def send_one(
             finish(DispatchState.DEAD, error=f"{why}: {error}", http_status=status)
             log.warning("dispatch dead-lettered: %s", error)
             return SendResult(DispatchState.DEAD.value, error)
-        wait = backoff(
+        wait = checks.backoff(
             attempts,
             base=settings.dispatch_backoff_seconds,
             cap=settings.dispatch_backoff_max_seconds,
@@ -198,14 +193,9 @@ def send_one(
         finish(DispatchState.SENT, http_status=status)
         log.info("dispatched", extra={"attempts": attempts})
         if checks.wants_check(level, device, event):
-            name = checks.check_name(repo, policy.workflow)
-            try:
-                created = api.create_check_run(
-                    event.repo, checks.queued_body(name=name, event=event, dispatch_pk=pk)
-                )
-            except GitHubError as exc:  # the dispatch stands; the gate shows no check yet
-                log.error("check run %s not created: %s", name, exc)
-            else:
-                with session_scope(settings.database_url) as session:
-                    outbox.set_check_run(session, pk=pk, check_run_id=int(created["id"]))
+            # the dispatch stands whatever happens to its check run, retried on its own
+            with session_scope(settings.database_url) as session:
+                outbox.want_check(session, pk=pk)
+            check = checks.create_for_dispatch(settings, api, pk, rng=rng)
+            return SendResult(DispatchState.SENT.value, check_retry_in=check.retry_in)
         return SendResult(DispatchState.SENT.value)

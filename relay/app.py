@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,8 +20,7 @@ from relay.github.relay_role import install as install_relay_role
 from relay.web.routes import router as web_router
 from store import logs
 from store.db import get_engine
-from store.logs import bind
-from store.queue import TASK_PROCESS_DELIVERY, broker_reachable, make_producer
+from store.queue import broker_reachable, make_producer
 from store.settings import Settings, get_settings
 
 log = logging.getLogger("relay.app")
@@ -29,12 +28,9 @@ log = logging.getLogger("relay.app")
 VERSION = "0.1.0"
 
 
-def create_app(
-    settings: Settings | None = None,
-    *,
-    enqueue: Callable[[int, str], bool] | None = None,
-) -> FastAPI:
-    """Build the API. ``enqueue(delivery_pk, delivery_id) -> bool`` defaults to a Celery send."""
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the API. A webhook is stored, never sent to the broker here: the outbox publisher
+    of the control worker (workers.publish) does that."""
     settings = settings or get_settings()
     logs.configure(settings.log_level, settings.log_json)
     app = FastAPI(
@@ -50,7 +46,6 @@ def create_app(
     app.state.settings = settings
     producer = make_producer(settings)
     app.state.producer = producer
-    app.state.enqueue = enqueue or _celery_enqueue(producer)
     app.include_router(github_router)
     app.include_router(api_router)
     app.include_router(web_router)  # the HUD's pages
@@ -107,26 +102,6 @@ def _database_reachable(url: str) -> tuple[bool, str]:
         return True, "ok"
     except Exception as exc:
         return False, f"{type(exc).__name__}: {exc}"
-
-
-def _celery_enqueue(producer: Any) -> Callable[[int, str], bool]:
-    def enqueue(pk: int, delivery_id: str) -> bool:
-        with bind(delivery_id=delivery_id):
-            try:
-                producer.send_task(
-                    TASK_PROCESS_DELIVERY,
-                    args=[pk],
-                    headers={"delivery_id": delivery_id},
-                    retry=True,
-                    retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
-                )
-                return True
-            except Exception:
-                # The delivery is stored; the sweeper re-enqueues it when the broker is back.
-                log.exception("enqueue failed; the sweeper will retry")
-                return False
-
-    return enqueue
 
 
 def __getattr__(name: str) -> Any:

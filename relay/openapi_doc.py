@@ -10,5 +10,5 @@ from store.settings import Settings
 def render() -> str:
     from relay.app import create_app
 
-    app = create_app(Settings(env="development"), enqueue=lambda pk, delivery_id: False)
+    app = create_app(Settings(env="development"))
     return json.dumps(app.openapi(), indent=2, sort_keys=True) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +57,19 @@ def get_engine(url: str) -> Engine:
         if engine is None:
             engine = _engines[url] = make_engine(url)
         return engine
+
+
+def _forget_engines_in_child() -> None:
+    """A forked process (a Celery pool child) opens its own connections: the parent's pooled
+    ones (a thread of the parent may be using them) are left to the parent."""
+    global _lock
+    _lock = threading.Lock()  # the parent's may have been held by another thread at the fork
+    for engine in _engines.values():
+        engine.dispose(close=False)
+    _engines.clear()
+
+
+os.register_at_fork(after_in_child=_forget_engines_in_child)
 
 
 def dispose_engines() -> None:

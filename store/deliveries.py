@@ -13,11 +13,20 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from store.models import Delivery, DeliveryState, utcnow
+
+#: PostgreSQL channel a new or re-queued delivery is announced on (the outbox publisher listens)
+NOTIFY_CHANNEL = "relay_delivery"
+
+
+def _announce(session: Session) -> None:
+    """NOTIFY the outbox publisher when the transaction commits (PostgreSQL; SQLite polls)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text(f"NOTIFY {NOTIFY_CHANNEL}"))
 
 
 class StoreOutcome(enum.StrEnum):
@@ -110,6 +119,8 @@ def store(
         if outbox is not None and not rejected:
             session.flush()
             outbox(session, row.id)
+        if not rejected:
+            _announce(session)
         session.commit()
         return StoreOutcome.NEW, row.id
     except IntegrityError:
@@ -120,12 +131,42 @@ def store(
     result = session.execute(
         update(Delivery)
         .where(Delivery.id == pk, Delivery.state == DeliveryState.FAILED.value)
-        .values(state=DeliveryState.RECEIVED.value, received_at=utcnow())
+        .values(state=DeliveryState.RECEIVED.value, received_at=utcnow(), published_at=None)
     )
+    if result.rowcount == 1:  # type: ignore[attr-defined]
+        _announce(session)
     session.commit()
     if result.rowcount == 1:  # type: ignore[attr-defined]
         return StoreOutcome.REDELIVERY, pk
     return StoreOutcome.DUPLICATE, pk
+
+
+def pk_of(session: Session, *, delivery_id: str) -> int | None:
+    return session.scalar(select(Delivery.id).where(Delivery.delivery_id == delivery_id))
+
+
+def unpublished(session: Session, *, limit: int = 200) -> list[tuple[int, str]]:
+    """The outbox of deliveries: RECEIVED and not yet handed to the broker, oldest first, as
+    ``(pk, delivery_id)``. On PostgreSQL the rows are locked (``SKIP LOCKED``) until the
+    caller's transaction ends, so two publishers never take the same row."""
+    query = (
+        select(Delivery.id, Delivery.delivery_id)
+        .where(Delivery.state == DeliveryState.RECEIVED.value, Delivery.published_at.is_(None))
+        .order_by(Delivery.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return [(pk, delivery_id) for pk, delivery_id in session.execute(query).all()]
+
+
+def mark_published(session: Session, *, pks: list[int]) -> None:
+    """Handed to the broker (not committed: the caller's transaction, the one that locked them)."""
+    if pks:
+        session.execute(
+            update(Delivery)
+            .where(Delivery.id.in_(pks), Delivery.published_at.is_(None))
+            .values(published_at=utcnow())
+        )
 
 
 def claim(session: Session, *, pk: int) -> bool:
@@ -175,13 +216,18 @@ def mark_rejected(session: Session, *, pk: int, error: str) -> None:
 def stale_received(
     session: Session, *, older_than: timedelta, now: datetime | None = None
 ) -> list[int]:
-    """Deliveries stored but never picked up (e.g. the broker was down when they arrived), and
-    deliveries whose worker died mid-processing."""
+    """Deliveries handed to the broker but never picked up (a message lost with a broker
+    restart), and deliveries whose worker died mid-processing. Rows still to publish are the
+    publisher's (:func:`unpublished`), not stale."""
     cutoff = (now or utcnow()) - older_than
     return list(
         session.scalars(
             select(Delivery.id).where(
-                Delivery.state.in_([DeliveryState.RECEIVED.value, DeliveryState.PROCESSING.value]),
+                (
+                    (Delivery.state == DeliveryState.RECEIVED.value)
+                    & Delivery.published_at.is_not(None)
+                )
+                | (Delivery.state == DeliveryState.PROCESSING.value),
                 Delivery.received_at < cutoff,
             )
         )
@@ -189,11 +235,17 @@ def stale_received(
 
 
 def requeue_stuck(session: Session, *, pk: int) -> bool:
-    """PROCESSING for too long means its worker died: hand it back to RECEIVED (commits)."""
+    """Back into the outbox (RECEIVED, to publish again): its message was lost, or its worker
+    died while PROCESSING (commits)."""
     result = session.execute(
         update(Delivery)
-        .where(Delivery.id == pk, Delivery.state == DeliveryState.PROCESSING.value)
-        .values(state=DeliveryState.RECEIVED.value, received_at=utcnow())
+        .where(
+            Delivery.id == pk,
+            Delivery.state.in_([DeliveryState.RECEIVED.value, DeliveryState.PROCESSING.value]),
+        )
+        .values(state=DeliveryState.RECEIVED.value, received_at=utcnow(), published_at=None)
     )
+    if result.rowcount == 1:  # type: ignore[attr-defined]
+        _announce(session)
     session.commit()
     return result.rowcount == 1  # type: ignore[attr-defined]

@@ -52,11 +52,21 @@ class Base(DeclarativeBase):
 
 
 class DeliveryState(enum.StrEnum):
-    RECEIVED = "received"  # stored, task enqueued (or to be re-enqueued by the sweeper)
+    RECEIVED = "received"  # stored; the outbox publisher enqueues it (published_at)
     PROCESSING = "processing"
     PROCESSED = "processed"
     FAILED = "failed"  # processing raised; a GitHub redelivery processes it again
     REJECTED = "rejected"  # valid JSON, not the shape of its event: stored with the reason, never processed
+
+
+class CheckState(enum.StrEnum):
+    """A dispatch's check run (L3 with the label, L4), created like the dispatch is sent."""
+
+    PENDING = "pending"  # to create at check_next_attempt_at (a retry waits there too)
+    CREATING = "creating"  # claimed by a sender until check_next_attempt_at
+    CREATED = "created"  # check_run_id holds it
+    SUPPRESSED = "suppressed"  # held back: the downstream's crcr-demotion PR is open
+    DEAD = "dead"  # the attempts are spent or GitHub refused: check_error says why
 
 
 class DispatchState(enum.StrEnum):
@@ -114,6 +124,8 @@ class Downstream(Base):
     callback_url: Mapped[str | None] = mapped_column(String(500))
     enabled: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # an L3 repository's crcr-demotion/<repo> PR is open since then: no new check runs
+    demoted_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Delivery(Base):
@@ -141,6 +153,8 @@ class Delivery(Base):
     processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # the normalized upstream event, parsed once from raw_body when the delivery was stored
     normalized: Mapped[dict[str, Any] | None] = mapped_column()
+    # when the outbox publisher handed it to the broker (None: RECEIVED and still to publish)
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     dispatches: Mapped[list[Dispatch]] = relationship(back_populates="delivery")
 
@@ -172,6 +186,11 @@ class Dispatch(Base):
     http_status: Mapped[int | None] = mapped_column(Integer)
     nonce: Mapped[str | None] = mapped_column(String(64), unique=True)  # the dispatch token's
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)  # L3/L4: queued at dispatch
+    # the check run's creation, retried like the dispatch (store.checks.CheckState)
+    check_state: Mapped[str | None] = mapped_column(String(20))
+    check_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    check_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    check_error: Mapped[str | None] = mapped_column(Text)
 
     delivery: Mapped[Delivery] = relationship(back_populates="dispatches")
     downstream: Mapped[Downstream] = relationship()
@@ -179,6 +198,7 @@ class Dispatch(Base):
     __table_args__ = (
         UniqueConstraint("delivery_pk", "downstream_pk"),
         Index("ix_dispatch_state_next_attempt_at", "state", "next_attempt_at"),
+        Index("ix_dispatch_check_state", "check_state", "check_next_attempt_at"),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
-from store.models import Delivery, Dispatch, DispatchState, Downstream, Job, utcnow
+from store.models import CheckState, Delivery, Dispatch, DispatchState, Downstream, Job, utcnow
 
 
 @dataclass(frozen=True)
@@ -174,14 +174,116 @@ def release_expired(session: Session, *, now: datetime | None = None) -> int:
 
 
 def retry_dead(session: Session, *, pk: int) -> bool:
-    """A dead letter back into the outbox with its attempts reset (commits)."""
+    """A dead letter back into the outbox with its attempts reset (commits): a dead dispatch,
+    or a sent dispatch whose check run could not be created."""
     result = session.execute(
         update(Dispatch)
         .where(Dispatch.id == pk, Dispatch.state == DispatchState.DEAD.value)
         .values(state=DispatchState.PENDING.value, attempts=0, next_attempt_at=utcnow())
     )
+    checks = session.execute(
+        update(Dispatch)
+        .where(Dispatch.id == pk, Dispatch.check_state == CheckState.DEAD.value)
+        .values(
+            check_state=CheckState.PENDING.value, check_attempts=0, check_next_attempt_at=utcnow()
+        )
+    )
+    session.commit()
+    return result.rowcount == 1 or checks.rowcount == 1  # type: ignore[attr-defined]
+
+
+# --- a dispatch's check run: created once the dispatch is sent, retried like it
+
+
+def want_check(session: Session, *, pk: int) -> None:
+    """The dispatch needs its check run, now (commits)."""
+    session.execute(
+        update(Dispatch)
+        .where(Dispatch.id == pk, Dispatch.check_state.is_(None))
+        .values(check_state=CheckState.PENDING.value, check_next_attempt_at=utcnow())
+    )
+    session.commit()
+
+
+def claim_check(
+    session: Session, *, pk: int, lease_seconds: float, now: datetime | None = None
+) -> bool:
+    """PENDING and due (or CREATING past its lease: its sender died) -> CREATING (commits)."""
+    now = now or utcnow()
+    result = session.execute(
+        update(Dispatch)
+        .where(
+            Dispatch.id == pk,
+            Dispatch.check_state.in_([CheckState.PENDING.value, CheckState.CREATING.value]),
+            Dispatch.check_next_attempt_at <= now,
+        )
+        .values(
+            check_state=CheckState.CREATING.value,
+            check_next_attempt_at=now + timedelta(seconds=lease_seconds),
+            check_attempts=Dispatch.check_attempts + 1,
+        )
+    )
     session.commit()
     return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def finish_check(
+    session: Session,
+    *,
+    pk: int,
+    state: CheckState,
+    error: str | None = None,
+    next_attempt_at: datetime | None = None,
+    check_run_id: int | None = None,
+) -> None:
+    """Leave CREATING for ``state`` (commits)."""
+    values: dict[str, Any] = {
+        "check_state": state.value,
+        "check_error": error[:4000] if error else None,
+        "check_next_attempt_at": next_attempt_at,
+    }
+    if check_run_id is not None:
+        values["check_run_id"] = check_run_id
+    session.execute(
+        update(Dispatch)
+        .where(Dispatch.id == pk, Dispatch.check_state == CheckState.CREATING.value)
+        .values(**values)
+    )
+    session.commit()
+
+
+def checks_due(session: Session, *, now: datetime | None = None, limit: int = 500) -> list[int]:
+    """Dispatches whose check run is to create now (a retry due, or a sender that died)."""
+    now = now or utcnow()
+    return list(
+        session.scalars(
+            select(Dispatch.id)
+            .where(
+                Dispatch.check_state.in_([CheckState.PENDING.value, CheckState.CREATING.value]),
+                Dispatch.check_next_attempt_at <= now,
+            )
+            .order_by(Dispatch.id)
+            .limit(limit)
+        )
+    )
+
+
+def downstreams_at(session: Session, *, level: str) -> list[Downstream]:
+    return list(
+        session.scalars(
+            select(Downstream).where(Downstream.level == level, Downstream.enabled.is_(True))
+        )
+    )
+
+
+def set_demoted(session: Session, *, pk: int, demoted: bool) -> bool:
+    """Record whether the downstream's demotion PR is open (commits); True when it changed."""
+    row = session.get(Downstream, pk)
+    if row is None or (row.demoted_since is not None) == demoted:
+        return False
+    row.demoted_since = utcnow() if demoted else None
+    session.commit()
+    return True
 
 
 def in_flight(session: Session, *, downstream_pk: int, since: datetime) -> int:

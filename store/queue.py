@@ -20,10 +20,12 @@ TASK_REPORT = "workers.report"
 TASK_SWEEP_DELIVERIES = "workers.sweep_deliveries"
 TASK_SWEEP_JOBS = "workers.sweep_jobs"
 TASK_NIGHTLY = "workers.nightly"
+TASK_DOWNSTREAM_NIGHTLIES = "workers.downstream_nightlies"  # the relay role: policies' nightly
 TASK_REPLAY = "workers.replay"  # a release replay (``relay replay --run``)
 TASK_SEND_DISPATCH = "workers.send_dispatch"  # the relay role: one outbox row to GitHub
 TASK_SEND_OUTBOX = "workers.send_outbox"  # the relay role: a delivery's outbox, concurrently
 TASK_CHECK_RUN = "workers.check_run"  # the relay role: a job's check run brought up to date
+TASK_CREATE_CHECK_RUN = "workers.create_check_run"  # the relay role: a dispatch's queued check run
 CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
 SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers
 PLAN_QUEUE = "plan"  # planning (selection over the universe): on its own worker, so deliveries
@@ -65,6 +67,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "schedule": crontab(
                 minute=minute, hour=hour, day_of_month=day, month_of_year=month, day_of_week=weekday
             ),
+        }
+    if settings.allowlist_location is not None:
+        # each downstream's own nightly (its policy's crontab), looked at every minute
+        conf["beat_schedule"]["downstream-nightlies"] = {
+            "task": TASK_DOWNSTREAM_NIGHTLIES,
+            "schedule": 60.0,
         }
     if settings.broker_url.startswith(("redis://", "rediss://")):
         conf["broker_transport_options"] = {"visibility_timeout": 3600}

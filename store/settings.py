@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     # "module:function" callables run by the worker on every normalized upstream event
     event_handlers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     sweep_after_seconds: int = Field(default=120, gt=0)
+    # how often the outbox publisher looks for new deliveries when it cannot LISTEN (SQLite)
+    publish_poll_seconds: float = Field(default=0.1, gt=0)
     log_level: str = "INFO"
     log_json: bool = True
     host: str = "127.0.0.1"

@@ -19,7 +19,7 @@ from store.settings import get_settings
 from workers.harness.pools import close_pools
 from workers.harness.procs import die_with_parent
 
-STAGES = ["ingest", "dispatch", "plan", "run", "report", "sweep", "schedule"]
+STAGES = ["ingest", "dispatch", "plan", "run", "report", "sweep", "schedule", "publish"]
 
 app = Celery("relay", include=[f"workers.{stage}" for stage in STAGES])
 app.config_from_object("workers.celeryconfig")

@@ -12,14 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
-from fanout.checks import update_for_job
+from fanout.checks import create_for_dispatch, update_for_job
+from fanout.demotion import reconcile
 from fanout.github import GitHubApi, GitHubError
 from fanout.send import send_one
 from fanout.sweep import sweep_timeouts
 from store import outbox
 from store.db import session_scope
 from store.models import utcnow
-from store.queue import TASK_CHECK_RUN, TASK_SEND_DISPATCH, TASK_SEND_OUTBOX
+from store.queue import TASK_CHECK_RUN, TASK_CREATE_CHECK_RUN, TASK_SEND_DISPATCH, TASK_SEND_OUTBOX
 from store.settings import Settings, get_settings
 from workers.celery_app import app
 
@@ -65,6 +66,23 @@ def send_dispatch(pk: int) -> str:
     result = send_one(pk, settings=settings, api=api)
     if result.retry_in is not None:
         send_dispatch.apply_async(args=[pk], countdown=result.retry_in)
+    if result.check_retry_in is not None:
+        create_check_run.apply_async(args=[pk], countdown=result.check_retry_in)
+    return result.state
+
+
+@app.task(name=TASK_CREATE_CHECK_RUN, acks_late=True)
+def create_check_run(pk: int) -> str:
+    """One more attempt at a sent dispatch's queued check run (its creation failed)."""
+    settings = get_settings()
+    try:
+        api = github_api(settings)
+    except ValueError as exc:
+        log.error("check run of dispatch %s not created: %s", pk, exc)
+        return "unconfigured"
+    result = create_for_dispatch(settings, api, pk)
+    if result.retry_in is not None:
+        create_check_run.apply_async(args=[pk], countdown=result.retry_in)
     return result.state
 
 
@@ -98,6 +116,8 @@ def send_many(pks: list[int], settings: Settings) -> dict[str, int]:
         states[result.state] = states.get(result.state, 0) + 1
         if result.retry_in is not None:
             send_dispatch.apply_async(args=[pk], countdown=result.retry_in)
+        if result.check_retry_in is not None:
+            create_check_run.apply_async(args=[pk], countdown=result.check_retry_in)
     return states
 
 
@@ -122,16 +142,34 @@ def enqueue_outbox(delivery_pk: int, settings: Settings | None = None) -> int:
 
 
 def sweep_outbox(settings: Settings | None = None) -> dict[str, Any]:
-    """Release rows whose sender died, send every row overdue by more than the grace, and time
-    out relayed jobs past their downstream's start or run timeout."""
+    """Release rows whose sender died, send every row overdue by more than the grace (and every
+    check run whose creation is), reconcile the L3 demotion freezes, and time out relayed jobs
+    past their downstream's start or run timeout."""
     settings = settings or get_settings()
+    overdue = utcnow() - timedelta(seconds=SWEEP_GRACE_SECONDS)
     with session_scope(settings.database_url) as session:
         released = outbox.release_expired(session)
-        due = outbox.due(session, now=utcnow() - timedelta(seconds=SWEEP_GRACE_SECONDS))
+        due = outbox.due(session, now=overdue)
         outbox.mark_enqueued(session, pks=due)
+        checks_due = outbox.checks_due(session, now=overdue)
     for pk in due:
         send_dispatch.apply_async(args=[pk])
+    for pk in checks_due:
+        create_check_run.apply_async(args=[pk])
+    demotions: dict[str, int] = {}
+    if settings.allowlist_location is not None:
+        try:
+            demotions = reconcile(settings, github_api(settings))
+        except ValueError:  # no GitHub credentials: nothing to look up
+            demotions = {}
     timed_out, jobs = sweep_timeouts(settings)
     for job_pk in jobs:
         check_run_task.apply_async(args=[job_pk])
-    return {"dispatches_released": released, "dispatches_requeued": len(due), **timed_out}
+    return {
+        "dispatches_released": released,
+        "dispatches_requeued": len(due),
+        "check_runs_requeued": len(checks_due),
+        "downstreams_demoted": demotions.get("demoted", 0),
+        "downstreams_restored": demotions.get("restored", 0),
+        **timed_out,
+    }

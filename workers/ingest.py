@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
+from fanout.nightly import SOURCE as NIGHTLY_SOURCE
 from store import deliveries
 from store.db import session_scope
 from store.downstreams import ensure_downstream
@@ -119,7 +120,9 @@ def process_delivery(self: Any, pk: int) -> str:
                 with session_scope(settings.database_url) as session:
                     deliveries.mark_failed(session, pk=pk, error=f"{type(exc).__name__}: {exc}")
                 return "failed"
-            to_plan = fan_out(event, pk, settings) if event.actionable else []
+            # a downstream's own nightly is for that downstream only, not the in-process runner
+            runner = event.actionable and row.source != NIGHTLY_SOURCE
+            to_plan = fan_out(event, pk, settings) if runner else []
             with session_scope(settings.database_url) as session:
                 deliveries.mark_processed(session, pk=pk, normalized=event.model_dump(mode="json"))
             for dispatch_pk in to_plan:

@@ -1,23 +1,26 @@
 """The relay's own events, on a schedule or on request: the nightly run (Celery beat, crontab
 RELAY_NIGHTLY_CRON) and a release replay (``relay replay --run``, and ``relay up``'s first
 start). Each is stored as a delivery the relay makes itself, normalized like a received one, and
-handed to :mod:`workers.ingest`.
+handed to :mod:`workers.ingest` through the outbox (:mod:`workers.publish`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any
 
+from fanout.nightly import request_due
+from fanout.role import RelayRole
 from store.db import session_scope
 from store.deliveries import DeliveryCreate, StoreOutcome, store
 from store.models import utcnow
-from store.queue import TASK_NIGHTLY, TASK_REPLAY
-from store.settings import get_settings
+from store.queue import TASK_DOWNSTREAM_NIGHTLIES, TASK_NIGHTLY, TASK_REPLAY
+from store.settings import Settings, get_settings
 from wire.github.events import Envelope, normalize_envelope
 from workers.celery_app import app
-from workers.ingest import process_delivery
+from workers.dispatch import github_api
 
 log = logging.getLogger("workers.schedule")
 
@@ -59,7 +62,7 @@ def _self_report(
         )
     if outcome is StoreOutcome.DUPLICATE:
         return None
-    process_delivery.apply_async(args=[pk], headers={"delivery_id": delivery_id})
+    # stored in the outbox: the publisher (workers.publish) hands it to workers.ingest
     log.info("%s run requested", source, extra={"delivery_pk": pk, **payload})
     return pk
 
@@ -94,3 +97,39 @@ def release_replay(base_version: str, head_version: str) -> int | None:
             "head_version": head_version,
         },
     )
+
+
+_role_lock = threading.Lock()
+_roles: dict[tuple[str, str], RelayRole] = {}
+
+
+def relay_role(settings: Settings) -> RelayRole | None:
+    """The relay role of this worker process (its downstreams reloaded like the web service's)."""
+    location = settings.allowlist_location
+    if location is None:
+        return None
+    key = (location, str(settings.policy_path))
+    with _role_lock:
+        role = _roles.get(key)
+        if role is None:
+            role = RelayRole.from_settings(settings)
+            assert role is not None
+            _roles[key] = role
+        return role
+
+
+@app.task(name=TASK_DOWNSTREAM_NIGHTLIES)
+def downstream_nightlies() -> list[str]:
+    """Every minute (beat): each downstream whose policy's ``nightly`` slot has come gets a CRCR
+    nightly dispatch, once per slot (fanout.nightly)."""
+    settings = get_settings()
+    role = relay_role(settings)
+    if role is None:
+        return []
+    try:
+        api = github_api(settings)
+    except ValueError as exc:  # no GitHub credentials: nothing can be dispatched
+        log.error("downstream nightlies not requested: %s", exc)
+        return []
+    downstreams, pks = role.downstream_pks()
+    return request_due(settings, api, downstreams, pks)

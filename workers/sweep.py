@@ -1,6 +1,6 @@
 """The sweeper (Celery beat, every RELAY_SWEEP_AFTER_SECONDS / 2): the database is the source of
 truth, so whatever a lost broker message or a killed worker left behind is found here and handed
-back to the stage it belongs to: deliveries to :mod:`workers.ingest`, shards to
+back to the stage it belongs to: deliveries to the outbox :mod:`workers.publish` sends, shards to
 :mod:`workers.run`, finished jobs to :mod:`workers.report`; jobs past RELAY_JOB_TIMEOUT_SECONDS
 complete as ``timed_out``.
 """
@@ -23,7 +23,6 @@ from store.queue import (
 from store.settings import get_settings
 from workers.celery_app import app
 from workers.dispatch import sweep_outbox
-from workers.ingest import process_delivery
 from workers.report import delivery_of, report, send_callback
 from workers.run import run_shard_task
 
@@ -32,8 +31,9 @@ log = logging.getLogger("workers.sweep")
 
 @app.task(name=TASK_SWEEP_DELIVERIES)
 def sweep_deliveries() -> int:
-    """Re-enqueue deliveries that were stored but never processed (broker down at arrival,
-    worker killed mid-processing)."""
+    """Put back into the outbox deliveries whose message was lost (a broker restarted without
+    it) or whose worker was killed mid-processing; the publisher (workers.publish) sends them
+    again. A delivery the broker never took is still in the outbox: nothing to do here."""
     settings = get_settings()
     if queue_depth(app, CONTROL_QUEUE) != 0:
         return 0  # messages are waiting: nothing was lost (see store.queue.queue_depth)
@@ -43,8 +43,6 @@ def sweep_deliveries() -> int:
         )
         for pk in stale:
             deliveries.requeue_stuck(session, pk=pk)
-    for pk in stale:
-        process_delivery.apply_async(args=[pk])
     if stale:
         log.info("re-enqueued stale deliveries", extra={"count": len(stale)})
     return len(stale)

@@ -34,6 +34,11 @@ def _public(row: Dispatch, repo: str, delivery_id: str) -> dict[str, Any]:
         "created_at": iso(row.created_at),
         "next_attempt_at": iso(row.next_attempt_at),
         "sent_at": iso(row.sent_at),
+        # L3/L4: the queued check run's creation (pending, created, suppressed, dead)
+        "check_state": row.check_state,
+        "check_attempts": row.check_attempts,
+        "check_error": row.check_error,
+        "check_run_id": row.check_run_id,
     }
 
 
@@ -72,7 +77,8 @@ def operator_refusal(request: Request) -> JSONResponse | None:
     responses={401: {}, 403: {}, 409: {"description": "not a dead letter"}},
 )
 async def retry_dispatch(dispatch_id: int, request: Request) -> JSONResponse:
-    """Put a dead letter back into the outbox (sent by the next sweep)."""
+    """Put a dead letter back into the outbox (sent by the next sweep): a dead dispatch, or
+    the dead check run of a sent one."""
     refusal = operator_refusal(request)
     if refusal is not None:
         return refusal

@@ -1,9 +1,14 @@
-"""`POST /github/webhook`: verify, store the raw delivery once, enqueue, answer. Nothing else.
+"""`POST /github/webhook`: verify, store the raw delivery once, answer. Nothing else.
+
+One durable write per delivery: the delivery row and, for the relay role, its dispatch rows (the
+outbox), in one transaction. Nothing here talks to the broker or to GitHub: the outbox publisher
+(``workers.publish``) hands the stored delivery to the workers within a fraction of a second, and
+a broker outage only delays that.
 
 Answers (CRCR-compatible, see reference/crcr.md): 400 missing signature / delivery id / bad JSON
 (or JSON nested deeper than 64 levels), 401 bad signature, 413 body over the limit, 200
 ``{"ignored": true}`` for events and repositories we do not serve, 200 ``{"duplicate": true}``
-for a delivery already stored, 202 when stored and enqueued, 422 ``{"rejected": true}`` for valid
+for a delivery already stored, 202 when stored, 422 ``{"rejected": true}`` for valid
 JSON that is not the shape of its event (a push without ``ref``, a PR number past INTEGER, a
 string its column cannot hold): stored, with the reason, as ``rejected`` and never processed.
 Every refusal is one line. The body is parsed once, here: the stored delivery carries its
@@ -139,11 +144,7 @@ async def github_webhook(request: Request) -> JSONResponse:
         if outcome is StoreOutcome.DUPLICATE:
             log.info("duplicate delivery", extra={"delivery_pk": pk})
             return _answer(200, duplicate=True, delivery_id=delivery_id)
-        enqueued = await run_in_threadpool(request.app.state.enqueue, pk, delivery_id)
-        log.info(
-            "delivery stored",
-            extra={"delivery_pk": pk, "outcome": outcome.value, "enqueued": enqueued},
-        )
+        log.info("delivery stored", extra={"delivery_pk": pk, "outcome": outcome.value})
         return _answer(
             202,
             accepted=True,

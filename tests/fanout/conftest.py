@@ -119,19 +119,13 @@ def bench(
             **extra,
         }
         settings = Settings(**values)
-        enqueued: list[tuple[int, str]] = []
-
-        def record(pk: int, delivery_id: str) -> bool:
-            enqueued.append((pk, delivery_id))
-            return True
-
-        client = support.client_class()(create_app(settings, enqueue=record))
+        client = support.client_class()(create_app(settings))
         check_runs: list[int] = []
         client.app.state.enqueue_check_run = check_runs.append  # the worker's task, recorded
         clients.append(client)
         made = support.Bench(
             settings=settings, github=fake_github, client=client, allowlist=allow,
-            policy=policy_path, enqueued=enqueued, check_run_jobs=check_runs,
+            policy=policy_path, check_run_jobs=check_runs,
         )  # fmt: skip
         benches.append(made)
         return made

@@ -110,3 +110,80 @@ def test_sweeper_times_out_never_started_and_overlong_jobs(
     assert sweep_timeouts(b.settings, now=now + timedelta(days=1))[0] == {
         "never_started_timed_out": 0, "running_timed_out": 0,
     }  # fmt: skip
+
+
+def test_a_failed_check_run_creation_is_retried_then_dead_lettered(
+    bench: Callable[..., Any], github_answers: Any, example_events: Path
+) -> None:
+    """GitHub fails the check run twice (502, then rate-limited): the dispatch stands, the check
+    run is created on the third try. A refused one (422) is a dead letter in the API, put back
+    by the operator's retry."""
+    b = bench({"L4": ["org/gate"]}, operator_token="op-token-for-tests")
+    upstream = b.settings.upstream_repo
+    b.github.script(
+        f"check-runs:{upstream}", github_answers.server_error(),
+        github_answers.rate_limited(retry_after=0.1),
+    )  # fmt: skip
+    assert b.post("pull_request", _pr(example_events)).status_code == 202
+    b.settle()
+    assert len(b.github.dispatches()) == 1
+    (run,) = b.github.check_runs.values()
+    assert run["status"] == "queued"
+    (row,) = b.client.get("/api/v1/dispatches").json()["items"]
+    assert (row["state"], row["check_state"], row["check_attempts"]) == ("sent", "created", 3)
+    assert row["check_run_id"] == 1 and row["check_error"] is None
+
+    refused = github_answers.Scripted(status=422, body={"message": "Invalid head_sha"})
+    b.github.script(f"check-runs:{upstream}", refused)
+    assert b.post("pull_request", _pr(example_events)).status_code == 202
+    b.settle()
+    dead = b.client.get("/api/v1/dispatches", params={"limit": 1}).json()["items"][0]
+    assert (dead["state"], dead["check_state"], dead["check_attempts"]) == ("sent", "dead", 1)
+    assert "refused" in dead["check_error"] and "HTTP 422" in dead["check_error"]
+    assert len(b.github.check_runs) == 1
+    retried = b.client.post(
+        f"/api/v1/dispatches/{dead['id']}/retry",
+        headers={"Authorization": "Bearer op-token-for-tests"},
+    )
+    assert retried.status_code == 200, retried.text
+    b.settle()
+    assert len(b.github.check_runs) == 2
+    assert len(b.github.dispatches()) == 2  # the dispatch itself was not sent again
+
+
+def test_an_open_demotion_pr_holds_new_check_runs_back(
+    bench: Callable[..., Any], example_events: Path
+) -> None:
+    """CRCR's freeze: an L3 downstream whose crcr-demotion/<repo> PR is open upstream gets its
+    dispatches but no new check run; once the PR is closed, check runs come back. L4 is not
+    frozen."""
+    from fanout.demotion import reconcile
+
+    b = bench({"L3": ["org/device"], "L4": ["org/gate"]})
+    upstream = b.settings.upstream_repo
+    b.github.open_pulls[upstream].add("crcr-demotion/org/device")
+    labelled = _pr(example_events, ["ciflow/crcr/spyre"])
+    assert b.post("pull_request", labelled).status_code == 202  # registers the downstreams
+    b.settle()
+    assert sorted(r["name"] for r in b.github.check_runs.values()) == [
+        "crcr/org/device", "crcr/org/gate",
+    ]  # fmt: skip
+    assert reconcile(b.settings, b.github_api()) == {"demoted": 1, "restored": 0, "unknown": 0}
+    assert reconcile(b.settings, b.github_api())["demoted"] == 0  # recorded once
+
+    assert b.post("pull_request", labelled).status_code == 202
+    b.settle()
+    assert len(b.github.dispatches("org/device")) == 2  # still dispatched
+    assert sorted(r["name"] for r in b.github.check_runs.values()) == [
+        "crcr/org/device", "crcr/org/gate", "crcr/org/gate",
+    ]  # fmt: skip
+    held = b.client.get("/api/v1/dispatches", params={"repo": "org/device"}).json()["items"][0]
+    assert held["check_state"] == "suppressed"
+    assert "crcr-demotion/org/device is open" in held["check_error"]
+
+    b.github.open_pulls[upstream].clear()
+    assert reconcile(b.settings, b.github_api()) == {"demoted": 0, "restored": 1, "unknown": 0}
+    assert b.post("pull_request", labelled).status_code == 202
+    b.settle()
+    names = [r["name"] for r in b.github.check_runs.values()]
+    assert names.count("crcr/org/device") == 2

@@ -160,7 +160,6 @@ def test_paths_policy_skips_at_send_with_the_reason(
 
 def test_a_broker_outage_loses_no_dispatch(bench: Callable[..., Any], example_events: Path) -> None:
     b = bench({"L2": ["org/a", "org/b", "org/c"]})
-    b.enqueued.clear()
     payload = _pr(example_events)
     for i in range(5):
         assert b.post("pull_request", payload, delivery_id=f"outage-{i}").status_code == 202

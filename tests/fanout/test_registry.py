@@ -60,3 +60,23 @@ def test_allowlist_by_url_with_etag(fake_github: Any) -> None:
     gone = registry.current()
     assert gone.error == f"{url}:1: cannot fetch: HTTP 401"  # no such file, no token
     assert [d.repo for d in gone.downstreams] == ["org/a", "org/gate"]
+
+
+def test_a_url_reload_in_the_background_never_waits_on_the_fetch(fake_github: Any) -> None:
+    """The web service's registry: a slow allowlist URL is fetched by a thread of its own; the
+    request that found the set stale gets the last good set at once."""
+    import time
+
+    path = "/pytorch/pytorch/main/.github/allowlist.yml"
+    fake_github.files[path] = "L1:\n  - org/a\n"
+    url = fake_github.url + path
+    registry = Registry(allowlist_source=url, interval=0, background=True)
+    fake_github.files[path] = "L1:\n  - org/a\nL4:\n  - org/gate\n"
+    fake_github.file_delay[path] = 1.5
+    started = time.monotonic()
+    assert [d.repo for d in registry.current().downstreams] == ["org/a"]  # the last good set
+    assert time.monotonic() - started < 0.5  # not the 1.5 s fetch
+    deadline = time.monotonic() + 10
+    while registry.current().get("org/gate") is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [d.repo for d in registry.current().downstreams] == ["org/a", "org/gate"]

@@ -1,8 +1,8 @@
 """Fixtures of the web service's tests.
 
 In process (fast): ``app_settings`` (a fresh SQLite database migrated in ``tmp_path``, the
-secrets, upstream and a small body limit of the test stacks), ``enqueued`` (the recorder passed
-as the app's ``enqueue``), ``client`` (FastAPI's TestClient on ``create_app``) and ``webhook``
+secrets, upstream and a small body limit of the test stacks), ``enqueued`` (the broker as the
+outbox publisher sees it: what a publisher pass would send), ``client`` (FastAPI's TestClient on ``create_app``) and ``webhook``
 (signed posts to ``/github/webhook`` through that client, and the stored rows).
 
 End to end: ``stack``, `relay up` once on SQLite + the embedded broker and once on PostgreSQL +
@@ -11,6 +11,7 @@ Redis (per module).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator
@@ -50,15 +51,27 @@ def _test_client() -> type:
 
 @dataclass
 class Recorder:
-    """The app's ``enqueue(delivery_pk, delivery_id) -> bool``: records its calls and answers
-    ``result`` (False stands for a broker that cannot take the message)."""
+    """The broker as the outbox publisher sees it: ``calls`` runs one publisher pass
+    (workers.publish.Publisher) over the app's database and lists every message published so
+    far as ``(delivery_pk, delivery_id)``; ``result`` False stands for a broker that cannot
+    take a message (the rows stay in the outbox)."""
 
-    calls: list[tuple[int, str]] = field(default_factory=list)
+    sent: list[tuple[int, str]] = field(default_factory=list)
     result: bool = True
+    settings: Any = None  # the app's, set by Webhook
 
-    def __call__(self, delivery_pk: int, delivery_id: str) -> bool:
-        self.calls.append((delivery_pk, delivery_id))
-        return self.result
+    def send_task(self, name: str, *, args: list[int], headers: dict[str, str], **_: Any) -> None:
+        if not self.result:
+            raise ConnectionError("the broker is down")
+        self.sent.append((args[0], headers["delivery_id"]))
+
+    @property
+    def calls(self) -> list[tuple[int, str]]:
+        from workers.publish import BrokerUnavailable, Publisher
+
+        with contextlib.suppress(BrokerUnavailable):  # a broker that is down: nothing sent
+            Publisher(self.settings, self).publish_once()  # type: ignore[arg-type]
+        return list(self.sent)
 
 
 @pytest.fixture
@@ -88,15 +101,15 @@ def app_settings(tmp_path: Path, relay_up: RelayUp) -> Settings:
 
 @pytest.fixture
 def make_client() -> Iterator[Any]:
-    """``make_client(settings, enqueue=None)``: a TestClient on ``create_app`` (closed after the
+    """``make_client(settings)``: a TestClient on ``create_app`` (closed after the
     test)."""
     from relay.app import create_app
 
     test_client = _test_client()
     opened: list[Any] = []
 
-    def make(settings: Settings, enqueue: Any = None) -> Any:
-        client = test_client(create_app(settings, enqueue=enqueue))
+    def make(settings: Settings) -> Any:
+        client = test_client(create_app(settings))
         opened.append(client)
         return client
 
@@ -107,7 +120,7 @@ def make_client() -> Iterator[Any]:
 
 @pytest.fixture
 def client(make_client: Any, app_settings: Settings, enqueued: Recorder) -> Any:
-    return make_client(app_settings, enqueued)
+    return make_client(app_settings)
 
 
 class Webhook:
@@ -119,6 +132,7 @@ class Webhook:
         self.client = client
         self.settings = settings
         self.enqueued = enqueued
+        enqueued.settings = settings
         self.secrets = secrets
         self.max_body = settings.max_body_bytes
         self.upstream = settings.upstream_repo
@@ -203,6 +217,6 @@ def make_webhook(make_client: Any, enqueued: Recorder, relay_up: RelayUp) -> Any
     limit) recording into ``enqueued``."""
 
     def make(settings: Settings) -> Webhook:
-        return Webhook(make_client(settings, enqueued), settings, enqueued, list(relay_up.SECRETS))
+        return Webhook(make_client(settings), settings, enqueued, list(relay_up.SECRETS))
 
     return make

@@ -138,6 +138,7 @@ def test_same_delivery_after_its_processing_failed_is_a_redelivery(
     assert webhook.post("pull_request", body, delivery_id=delivery_id).status_code == 202
     row = webhook.stored(delivery_id)
     assert row is not None
+    assert webhook.enqueued.calls == [(row.id, delivery_id)]  # published, then its processing fails
     with session_scope(webhook.settings.database_url) as session:
         mark_failed(session, pk=row.id, error="RuntimeError: downstream was down")
     failed = webhook.stored(delivery_id)
@@ -146,28 +147,35 @@ def test_same_delivery_after_its_processing_failed_is_a_redelivery(
     again = webhook.post("pull_request", body, delivery_id=delivery_id)
     assert again.status_code == 202
     assert again.json() == {"accepted": True, "delivery_id": delivery_id, "redelivery": True}
-    # enqueued a second time, the same row: processed again
+    # back in the outbox, published a second time, the same row: processed again
     assert webhook.enqueued.calls == [(row.id, delivery_id), (row.id, delivery_id)]
     back = webhook.stored(delivery_id)
     assert back is not None and back.state == "received" and back.id == row.id
     assert webhook.count() == 1
     # ...and once it is back in the queue, a further copy is only a duplicate
     third = webhook.post("pull_request", body, delivery_id=delivery_id)
-    assert (third.status_code, third.json()) == (200, {"duplicate": True, "delivery_id": delivery_id})
+    assert (third.status_code, third.json()) == (
+        200,
+        {"duplicate": True, "delivery_id": delivery_id},
+    )
     assert len(webhook.enqueued.calls) == 2
 
 
 def test_stored_even_when_the_broker_cannot_take_it(webhook: Any, opened: Any) -> None:
-    """enqueue answering False (the broker is down): the delivery is stored and accepted; the
-    sweeper re-enqueues it later."""
+    """The broker is down: the delivery is stored and accepted (the request never talks to the
+    broker); it waits in the outbox and is published once the broker takes messages again."""
     webhook.enqueued.result = False
     delivery_id = str(uuid.uuid4())
     response = webhook.post("pull_request", opened(), delivery_id=delivery_id)
     assert response.status_code == 202
     assert response.json()["accepted"] is True
     row = webhook.stored(delivery_id)
-    assert row is not None and row.state == "received"
+    assert row is not None and row.state == "received" and row.published_at is None
+    assert webhook.enqueued.calls == []  # the publisher could not send it: still in the outbox
+    webhook.enqueued.result = True
     assert webhook.enqueued.calls == [(row.id, delivery_id)]
+    published = webhook.stored(delivery_id)
+    assert published is not None and published.published_at is not None
 
 
 def test_ping_is_answered_and_stores_nothing(webhook: Any, github_fixtures: Path) -> None:
@@ -253,9 +261,7 @@ def test_github_docs_test_vector(webhook: Any) -> None:
     "signature",
     ["wrong-secret", "sha1=757107ea0eb2509fc211221cce984b8a37570b6d", "sha256=", "garbage"],
 )
-def test_signature_matching_no_secret_is_401(
-    webhook: Any, opened: Any, signature: str
-) -> None:
+def test_signature_matching_no_secret_is_401(webhook: Any, opened: Any, signature: str) -> None:
     body = opened()
     headers = webhook.headers("pull_request", body)
     if signature == "wrong-secret":
@@ -305,9 +311,7 @@ def test_body_over_the_limit_is_413(webhook: Any, opened: Any, chunked: bool) ->
     delivery_id = str(uuid.uuid4())
     response = webhook.post("pull_request", body, delivery_id=delivery_id, chunked=chunked)
     assert response.status_code == 413
-    assert response.json() == {
-        "error": f"body exceeds the limit of {webhook.max_body} bytes"
-    }
+    assert response.json() == {"error": f"body exceeds the limit of {webhook.max_body} bytes"}
     assert str(webhook.max_body) in response.json()["error"]
     assert webhook.stored(delivery_id) is None
     assert webhook.enqueued.calls == []

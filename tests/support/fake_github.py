@@ -14,6 +14,7 @@ import re
 import secrets
 import threading
 import time
+import urllib.parse
 from collections import defaultdict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,6 +84,10 @@ class FakeGitHub:
         self.calls: list[Call] = []
         self.scripts: dict[str, deque[Scripted]] = defaultdict(deque)  # repo -> next answers
         self.files: dict[str, str] = {}  # path -> content of plain files
+        self.file_delay: dict[str, float] = {}  # path -> seconds its GET takes
+        # upstream repo -> branches of its open pull requests (GET /repos/{repo}/pulls?head=)
+        self.open_pulls: dict[str, set[str]] = defaultdict(set)
+        self.heads: dict[str, str] = {}  # "repo@branch" -> head commit SHA
         self.pr_files: dict[tuple[str, int], list[str]] = {}
         self.installations: dict[str, int] = {}  # owner -> installation id
         self.tokens: dict[str, tuple[int, float]] = {}  # token -> (installation, expiry)
@@ -134,10 +139,11 @@ class FakeGitHub:
         auth = headers.get("authorization", "")
         if method == "GET" and path in self.files:
             text = self.files[path]
+            delay = self.file_delay.get(path, 0.0)
             etag = '"' + hashlib.sha256(text.encode()).hexdigest()[:16] + '"'
             if headers.get("if-none-match") == etag:
-                return Scripted(status=304, headers={"etag": etag})
-            return Scripted(status=200, headers={"etag": etag}, body=text)
+                return Scripted(status=304, headers={"etag": etag}, delay=delay)
+            return Scripted(status=200, headers={"etag": etag}, body=text, delay=delay)
         if m := re.fullmatch(r"/repos/([^/]+)/([^/]+)/installation", path):
             if not self._app_jwt_ok(auth):
                 return Scripted(401, body={"message": "A JSON web token could not be decoded"})
@@ -172,7 +178,25 @@ class FakeGitHub:
             page = int(headers.get("x-page", "1"))
             chunk = files[(page - 1) * 100 : page * 100]
             return Scripted(200, body=[{"filename": f, "status": "modified"} for f in chunk])
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/([^/]+)", path):
+            sha = self.heads.get(f"{m.group(1)}@{m.group(2)}")
+            if sha is None:
+                return Scripted(422, body={"message": f"No commit found for SHA: {m.group(2)}"})
+            return Scripted(200, body={"sha": sha, "commit": {"message": "head"}})
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls", path):
+            # GitHub's list filter: head=owner:branch, state=open
+            head = headers.get("x-query-head", "")
+            owner, _, branch = head.partition(":")
+            with self.lock:
+                found = owner == m.group(1).split("/")[0] and branch in self.open_pulls[m.group(1)]
+            pulls = [{"number": 1, "state": "open", "head": {"ref": branch}}] if found else []
+            return Scripted(200, body=pulls)
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/check-runs", path):
+            with self.lock:
+                queue = self.scripts.get(f"check-runs:{m.group(1)}")
+                scripted = queue.popleft() if queue else None
+            if scripted is not None:
+                return scripted
             with self.lock:
                 run_id = len(self.check_runs) + 1
                 self.check_runs[run_id] = {"repo": m.group(1), **(body or {})}
@@ -204,6 +228,9 @@ def serve(fake: FakeGitHub) -> Iterator[FakeGitHub]:
             page = re.search(r"(?:^|&)page=(\d+)", query)
             if page:
                 headers["x-page"] = page.group(1)
+            head = re.search(r"(?:^|&)head=([^&]*)", query)
+            if head:
+                headers["x-query-head"] = urllib.parse.unquote(head.group(1))
             answer = fake.handle(self.command, path, headers, body)
             if answer.delay:
                 time.sleep(answer.delay)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fanout.checks import create_for_dispatch
 from fanout.github import GitHubApi
 from fanout.send import SendResult, send_one
 from store import outbox
@@ -59,7 +60,6 @@ class Bench:
     client: Any
     allowlist: Path
     policy: Path
-    enqueued: list[tuple[int, str]] = field(default_factory=list)
     check_run_jobs: list[int] = field(default_factory=list)  # jobs whose check run is to update
     api: GitHubApi | None = None
 
@@ -96,10 +96,16 @@ class Bench:
         return {repo: d.state for d, repo, _ in self.dispatches()}
 
     def send_due(self, rng: random.Random | None = None) -> list[SendResult]:
+        """Send the due outbox rows, and create the check runs whose (re)try is due."""
         with session_scope(self.settings.database_url) as session:
             outbox.release_expired(session)
             due = outbox.due(session)
-        return [send_one(pk, settings=self.settings, api=self.github_api(), rng=rng) for pk in due]
+        sent = [send_one(pk, settings=self.settings, api=self.github_api(), rng=rng) for pk in due]
+        with session_scope(self.settings.database_url) as session:
+            checks_due = outbox.checks_due(session)
+        for pk in checks_due:
+            create_for_dispatch(self.settings, self.github_api(), pk, rng=rng)
+        return sent
 
     def settle(self, timeout: float = 30.0) -> None:
         """Send until no outbox row is pending or being sent (retries included)."""
@@ -108,7 +114,8 @@ class Bench:
             self.send_due(random.Random(7))
             busy = [
                 d for d, _, _ in self.dispatches()
-                if d.state in (DispatchState.PENDING.value, DispatchState.SENDING.value)
+                if (d.state in (DispatchState.PENDING.value, DispatchState.SENDING.value)
+                    or d.check_state in ("pending", "creating"))
                 and d.target != "runner"
             ]  # fmt: skip
             if not busy:

@@ -81,7 +81,7 @@ def hud(
             broker_url=f"sqla+sqlite:///{tmp}/broker.sqlite", webhook_secrets=relay_up.SECRETS,
             upstream_repo=relay_up.UPSTREAM, log_json=False,
         )  # fmt: skip
-        client = _test_client()(create_app(settings, enqueue=lambda pk, delivery_id: True))
+        client = _test_client()(create_app(settings))
         try:
             yield Hud(client=client, settings=settings, runs=runs, health=health,
                       cases=HEALTH_CASES)  # fmt: skip
@@ -105,7 +105,7 @@ def empty_hud(tmp_path: Path, relay_up: Any) -> Iterator[Any]:
         broker_url=f"sqla+sqlite:///{tmp_path}/broker.sqlite", webhook_secrets=relay_up.SECRETS,
         upstream_repo=relay_up.UPSTREAM, log_json=False,
     )  # fmt: skip
-    client = _test_client()(create_app(settings, enqueue=lambda pk, delivery_id: True))
+    client = _test_client()(create_app(settings))
     try:
         yield client
     finally:
@@ -218,15 +218,21 @@ def open_tab(browser: Any, origin: str, viewport: dict[str, int]) -> tuple[Any, 
     # a resource that fails is recorded with its URL below (the console repeats it without one)
     page.on(
         "console",
-        lambda m: tab.console_errors.append(m.text)
-        if m.type == "error" and not m.text.startswith("Failed to load resource") else None,
+        lambda m: (
+            tab.console_errors.append(m.text)
+            if m.type == "error" and not m.text.startswith("Failed to load resource")
+            else None
+        ),
     )
     page.on("pageerror", lambda e: tab.console_errors.append(str(e)))
     page.on("requestfailed", lambda r: tab.failed.append(f"{r.url}: {r.failure}"))
     page.on(
         "response",
-        lambda r: tab.failed.append(f"{r.url}: {r.status}")
-        if r.status >= 400 and r.request.resource_type != "document" else None,
+        lambda r: (
+            tab.failed.append(f"{r.url}: {r.status}")
+            if r.status >= 400 and r.request.resource_type != "document"
+            else None
+        ),
     )
     page.on(
         "request",
