@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from cli import options as opt
+from cli.progress import ProgressBar
 from cli.replay import make_env, make_head_env
 from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
@@ -112,7 +113,10 @@ def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
     from evaluation.mutations import MUTANTS
 
     names = list(MUTANTS)[: limit or None]
-    truth = mutation_ground_truth(universe, names, run=run, traced=not full, log=typer.echo)
+    with ProgressBar("ground-truth runs") as bar:
+        truth = mutation_ground_truth(
+            universe, names, run=run, traced=not full, log=typer.echo, progress=bar.update
+        )
     if not truth.events:
         typer.echo("no ground truth yet: add --run (runs the full universe, then each mutant)",
                    err=True)  # fmt: skip
@@ -175,10 +179,11 @@ def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profi
         installed = universe_from_inventory()
     env = make_head_env(facts, offline)
     head = collected_universe(env)
-    truth = release_truth(
-        facts, installed=installed, env=env, head=head, run=run, base_env=base_env,
-        log=typer.echo,
-    )  # fmt: skip
+    with ProgressBar("ground-truth runs (base and head)") as bar:
+        truth = release_truth(
+            facts, installed=installed, env=env, head=head, run=run, base_env=base_env,
+            log=typer.echo, progress=bar.update,
+        )  # fmt: skip
     if not truth.events:
         typer.echo("no ground truth yet: add --run (the full universe under both torches)",
                    err=True)  # fmt: skip

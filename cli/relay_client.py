@@ -113,10 +113,12 @@ def run_release_replay(
     send: Callable[[str, str], str],
     echo: Echo,
     poll: float = 1.0,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Send the release step to the workers (``send(base, head) -> task id``, through the
-    broker), then follow its job through the API. Returns what was learned; raises ReplayError
-    when the relay is unreachable, processing failed, or no job appeared in time."""
+    broker), then follow its job through the API (``progress("run", results, planned)`` at each
+    poll once it is planned). Returns what was learned; raises ReplayError when the relay is
+    unreachable, processing failed, or no job appeared in time."""
     relay = Relay(url)
     try:
         relay.check_reachable()
@@ -168,6 +170,9 @@ def run_release_replay(
         while wait > 0 and job["status"] != "completed" and time.monotonic() < deadline:
             time.sleep(poll)
             job = relay.get(f"/api/v1/jobs/{job['id']}") or job
+            if progress is not None and job.get("planned"):
+                done = (job.get("test_results") or {}).get("total") or 0
+                progress("run", int(done), int(job["planned"]))
         result["status"] = job["status"]
         result["conclusion"] = job.get("conclusion")
         result["test_results"] = job.get("test_results")

@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from cli.progress import ProgressBar
 from cli.recorded import RecordedEvent, load_events
 from cli.relay_client import (
     Relay,
@@ -449,14 +450,16 @@ def run_command(base: str, head: str, *, url: str | None, wait: float | None, er
         typer.echo(line, err=err)
 
     try:
-        result = run_release_replay(
-            base,
-            head,
-            url=url or default_url(settings),
-            wait=wait or 0.0,
-            send=broker_send(settings),
-            echo=echo,
-        )
+        with ProgressBar(f"replay {base} -> {head}") as bar:
+            result = run_release_replay(
+                base,
+                head,
+                url=url or default_url(settings),
+                wait=wait or 0.0,
+                send=broker_send(settings),
+                echo=echo,
+                progress=bar.update,
+            )
     except ReplayError as exc:
         for line in exc.errors:
             typer.echo(f"error: {line}", err=True)

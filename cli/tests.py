@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from backends import BackendError, get_backend
+from cli.progress import ProgressBar
 from inventory.build import DEFAULT_CACHE_DIR, DEFAULT_TEST_TIMES, Inventory, build_inventory
 from inventory.sources import BundledSuites, CheckoutTests, InventoryError
 
@@ -63,15 +64,17 @@ def _inventory(
             BundledSuites(tuple(suites)).files()  # unknown suite names fail here
             # --suite filters the full inventory: one cache entry serves every suite selection
             source = BundledSuites()
-        return build_inventory(
-            source,
-            backend=backend,
-            specs=specs,
-            history=history,
-            test_times=test_times,
-            cache_dir=cache_dir,
-            refresh=refresh,
-        )
+        with ProgressBar("collecting the test files", unit="files") as bar:
+            return build_inventory(
+                source,
+                backend=backend,
+                specs=specs,
+                history=history,
+                test_times=test_times,
+                cache_dir=cache_dir,
+                refresh=refresh,
+                progress=bar.update,
+            )
     except (InventoryError, BackendError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

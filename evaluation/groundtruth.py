@@ -21,6 +21,7 @@ from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest, package_dir
 from evaluation.mutations import MUTANTS, module_path
 from evaluation.scores import GroundTruth, GroundTruthEvent
+from inventory.build import Progress
 from inventory.runs import run_key
 from selector.model import Universe
 from testspecs.outcomes import FAILURES
@@ -53,12 +54,16 @@ def run_outcomes(
     cache_dir: Path = DEFAULT_EVAL_DIR,
     timeout: float = 4 * 3600,
     log: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
+    label: str | None = None,
 ) -> dict[str, str]:
     """{test id: outcome} for every variant of the universe, or of ``tests`` (cached).
 
     The ids are split over ``processes`` pytest runs side by side (each a fresh interpreter,
     ``python`` or this one, with ``extra_env``). With ``trace``, the run also writes the mutant trace (which tests
-    call each catalogued function on the device) beside the cached outcomes.
+    call each catalogued function on the device) beside the cached outcomes. While it runs,
+    ``progress(label or mutant or "baseline", tests finished, tests)`` is called about once a
+    second.
     """
     ids = _ids(universe, tests)
     path = run_path(universe, mutant, tests, cache_dir)
@@ -83,6 +88,7 @@ def run_outcomes(
             args.write_text("\n".join(part) + "\n", encoding="utf-8")
             options = ["--outcomes-out", f"{tmp}/outcomes-{i}.json", "--only-ids", str(args)]
             options += ["--durations-out", f"{tmp}/durations-{i}.json"]
+            options += ["--progress-out", f"{tmp}/progress-{i}.txt"]
             if trace:
                 options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
             files = list(dict.fromkeys(universe.by_id[t].file for t in part))
@@ -100,6 +106,8 @@ def run_outcomes(
                     ),
                 )
             )
+        label = label or mutant or "baseline"
+        _follow([p for _, _, p in procs], Path(tmp), label, len(ids), start, timeout, progress)
         for i, log_file, proc in procs:
             try:
                 proc.wait(timeout=max(timeout - (time.perf_counter() - start), 1))
@@ -130,6 +138,29 @@ def run_outcomes(
         body = {name: sorted(node_ids) for name, node_ids in sorted(traced.items())}
         trace_path.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
     return outcomes
+
+
+def _follow(
+    procs: Sequence[subprocess.Popen[bytes]],
+    tmp: Path,
+    part: str,
+    total: int,
+    start: float,
+    timeout: float,
+    progress: Progress | None,
+) -> None:
+    """Tell ``progress`` how many tests the runs finished (their --progress-out lines), about
+    once a second, until they exit or the time is up (the caller deals with either)."""
+    if progress is None:
+        return
+    progress(part, 0, total)
+    while time.perf_counter() - start < timeout:
+        running = any(p.poll() is None for p in procs)
+        done = sum(f.read_bytes().count(b"\n") for f in tmp.glob("progress-*.txt"))
+        progress(part, min(done, total), total)
+        if not running:
+            return
+        time.sleep(1.0)
 
 
 def _ids(universe: Universe, tests: Sequence[str] | None) -> list[str]:
@@ -179,8 +210,10 @@ def mutation_ground_truth(
     traced: bool = True,
     cache_dir: Path = DEFAULT_EVAL_DIR,
     log: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
 ) -> GroundTruth:
-    """Events for the mutants whose runs exist (or are run now with ``run``).
+    """Events for the mutants whose runs exist (or are run now with ``run``); ``progress``
+    hears how far the runs are (the baseline, then every mutant still to run, together).
 
     The baseline is one run of the whole universe. With ``traced`` (the default) that run also
     records which tests call each catalogued function on the device, and each mutant then runs
@@ -195,13 +228,18 @@ def mutation_ground_truth(
         baseline_path.is_file() and (not traced or trace_file(universe, cache_dir).is_file())
     ):
         return empty
-    baseline = run_outcomes(universe, mutant=None, trace=traced, cache_dir=cache_dir, log=log)
+    baseline = run_outcomes(
+        universe, mutant=None, trace=traced, cache_dir=cache_dir, log=log, progress=progress
+    )
     trace = load_trace(universe, cache_dir) if traced else {}
     todo = []
     for name in mutants:
         tests = trace.get(name, []) if traced else None
         if run or tests == [] or run_path(universe, name, tests, cache_dir).is_file():
             todo.append((name, tests))
+            count = len(_ids(universe, tests))
+            if progress and count and not run_path(universe, name, tests, cache_dir).is_file():
+                progress(name, 0, count)  # the whole bar's total up front
 
     def outcomes_of(item: tuple[str, list[str] | None]) -> dict[str, str]:
         name, tests = item
@@ -214,6 +252,7 @@ def mutation_ground_truth(
             processes=processes,
             cache_dir=cache_dir,
             log=log,
+            progress=progress,
         )
 
     with ThreadPoolExecutor(max_workers=2 if traced else 1) as pool:
@@ -278,6 +317,7 @@ def release_ground_truth(
     base_env: Mapping[str, str] | None = None,
     cache_dir: Path = DEFAULT_EVAL_DIR,
     log: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
 ) -> GroundTruth:
     """The release step as ground truth: the full universe once under the base torch
     (``base_python`` with ``base_env``: its own environment, or this interpreter when the base
@@ -292,17 +332,18 @@ def release_ground_truth(
     paths = [run_path(base, None, None, cache_dir), run_path(head, None, None, cache_dir)]
     if not run and not all(p.is_file() for p in paths):
         return empty
+    if progress is not None:  # the whole bar's total up front
+        for part, universe, path in (("base", base, paths[0]), ("head", head, paths[1])):
+            if not path.is_file():
+                progress(part, 0, len(universe))
     before = run_outcomes(
-        base, mutant=None, python=base_python, extra_env=base_env, cache_dir=cache_dir, log=log
-    )
+        base, mutant=None, python=base_python, extra_env=base_env, cache_dir=cache_dir, log=log,
+        progress=progress, label="base",
+    )  # fmt: skip
     after = run_outcomes(
-        head,
-        mutant=None,
-        python=head_python,
-        extra_env=head_env,
-        cache_dir=cache_dir,
-        log=log,
-    )
+        head, mutant=None, python=head_python, extra_env=head_env, cache_dir=cache_dir, log=log,
+        progress=progress, label="head",
+    )  # fmt: skip
     common = set(before) & set(after)
     changed = sorted(t for t in common if before[t] != after[t])
     new = sorted(set(after) - set(before))

@@ -168,6 +168,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="write {node id: seconds} here (setup, call and teardown: the runner's time)",
     )
+    parser.addoption(
+        "--progress-out",
+        default=None,
+        help="append one line per finished test here (a parent process counts them)",
+    )
     add_option(parser)
     parser.addoption(
         "--mutant-trace",
@@ -180,7 +185,12 @@ _OUTCOMES: dict[str, str] = {}
 _DURATIONS: dict[str, float] = {}
 
 
+_PROGRESS: list[str] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--progress-out"):
+        _PROGRESS.append(config.getoption("--progress-out"))
     name = os.environ.get("RELAY_MUTANT")
     if name:
         apply(name)
@@ -205,6 +215,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _OUTCOMES[report.nodeid] = fold(_OUTCOMES.get(report.nodeid), report)
     _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+    if report.when == "teardown" and _PROGRESS:
+        with open(_PROGRESS[0], "a", encoding="utf-8") as out:
+            out.write(report.nodeid + "\n")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -23,6 +23,7 @@ def release_truth(
     run: bool,
     base_env: HeadEnv | None = None,
     log: Callable[[str], None] = lambda _: None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> GroundTruth:
     """``installed`` is the base universe: collected under this interpreter's torch, or under
     ``base_env``'s when the base release is not the installed one (it runs there too)."""
@@ -37,4 +38,5 @@ def release_truth(
         base_env=base_env.env if base_env is not None else None,
         run=run,
         log=log,
+        progress=progress,
     )

@@ -43,6 +43,8 @@ DEFAULT_CACHE_DIR = Path("var/inventory")
 DEFAULT_TEST_TIMES = ci_stats_dir() / "test-times.json"
 
 Source = BundledSuites | CheckoutTests
+#: ``progress(part, done, total)``: how far a long step is (the CLI draws it; we never print)
+Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def collect(
     env: Mapping[str, str] | None = None,
     timeout: float = 3600,
     wrapper_dir: Path | None = None,
+    progress: Progress | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]], float]:
     """Run pytest --collect-only for ``source`` on ``backend``; return records, errors, seconds.
 
@@ -113,26 +116,31 @@ def collect(
 
     ``python`` (default: this interpreter) collects with another environment's torch, whose
     process environment ``env`` replaces ``os.environ`` (the backend's variables are added on top).
+    ``progress("collect", files done, files)`` is called as each file is collected.
     """
     records: list[dict[str, Any]] = []
     errors: list[dict[str, str]] = []
     start = time.perf_counter()
-    for target in source.targets():
+    targets = list(source.targets())
+    if progress is not None:
+        progress("collect", 0, len(targets))
+    for done, target in enumerate(targets, 1):
         got, failed = _collect_one(source, backend, target, python=python, env=env, timeout=timeout)
         records += got
         errors += failed
         wrapper = _wrapper_for(source, backend, target, wrapper_dir)
-        if wrapper is None:
-            continue
-        got, failed = _collect_one(
-            source, backend, str(wrapper), python=python, env=env, timeout=timeout
-        )
-        for record in got:
-            record["via"] = str(wrapper)
-            record["file"] = target
-            record["test_id"] = f"{target}::{record['cls']}::{record['name']}"
-        records += got
-        errors += failed
+        if wrapper is not None:
+            got, failed = _collect_one(
+                source, backend, str(wrapper), python=python, env=env, timeout=timeout
+            )
+            for record in got:
+                record["via"] = str(wrapper)
+                record["file"] = target
+                record["test_id"] = f"{target}::{record['cls']}::{record['name']}"
+            records += got
+            errors += failed
+        if progress is not None:
+            progress("collect", done, len(targets))
     return records, errors, time.perf_counter() - start
 
 
@@ -162,7 +170,12 @@ def _collect_one(
         out = Path(tmp) / "variants.jsonl"
         args = backend.pytest_args(
             plugins=["inventory.collect_plugin"],
-            options=["--collect-only", "--continue-on-collection-errors", "--inventory-out", str(out)],
+            options=[
+                "--collect-only",
+                "--continue-on-collection-errors",
+                "--inventory-out",
+                str(out),
+            ],
             rootdir=source.root,
             targets=[target],
         )
@@ -332,8 +345,10 @@ def build_inventory(
     refresh: bool = False,
     python: str | Path | None = None,
     env: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> Inventory:
-    """The inventory for ``source`` on ``backend`` with ``specs``, from the cache when current.
+    """The inventory for ``source`` on ``backend`` with ``specs``, from the cache when current
+    (``progress`` hears of a collection file by file).
 
     ``python`` collects with another interpreter (for example a head environment of
     :mod:`upstream.headenv`, run with its ``env``); the key then holds that interpreter's torch
@@ -358,7 +373,7 @@ def build_inventory(
             else Path(tempfile.mkdtemp(prefix="relay-wrappers-"))
         )
         records, errors, seconds = collect(
-            source, be, python=interpreter, env=env, wrapper_dir=wrappers
+            source, be, python=interpreter, env=env, wrapper_dir=wrappers, progress=progress
         )
         collection = {"records": records, "errors": errors, "collect_seconds": seconds}
         if cache_dir:
@@ -411,6 +426,7 @@ def universe_from_inventory(
     cache_dir: Path | None = DEFAULT_CACHE_DIR,
     python: str | Path | None = None,
     env: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> Universe:
     """The collected universe: the bundled suites, or ``test_files`` of a checkout (collected by
     ``python``, with ``env``, when given: a head environment's interpreter)."""
@@ -420,8 +436,9 @@ def universe_from_inventory(
     else:
         source, kind = BundledSuites(tuple(suites)), "bundled"
     inv = build_inventory(
-        source, backend=backend, specs=specs, cache_dir=cache_dir, python=python, env=env
-    )
+        source, backend=backend, specs=specs, cache_dir=cache_dir, python=python, env=env,
+        progress=progress,
+    )  # fmt: skip
     return Universe(
         variants=inv.variants,
         label=f"{inv.key.revision} ({inv.key.torch_build})",

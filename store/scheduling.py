@@ -1,5 +1,10 @@
 """Data access for scheduling: jobs in ``planning`` and which shard a free worker runs next.
 
+Planning is leased too: the plan task renews its dispatch's ``lease_until`` while the planner
+works, so a plan whose worker was killed (lease expired) or whose message was lost before it
+started (no lease, enqueued long ago, the plan queue empty) is found by :func:`stalled_plans`
+and re-queued by the sweeper, or given up after RELAY_PLAN_ATTEMPTS starts.
+
 Events are scheduled by class (pull request > push > nightly, periodic and replay), and within
 a class shards of different jobs interleave (the job that has had the fewest shards so far goes
 first, then the oldest). A shard task message is a token: whichever shard task a worker takes,
@@ -10,7 +15,8 @@ replay were enqueued before it. One token is enqueued per shard, so every shard 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, case, func, or_, select, update
@@ -18,7 +24,17 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from store.jobs import LEASE_SECONDS, Claim, JobKey, key_is, seconds_between, transition
-from store.models import Conclusion, Job, JobStatus, JobTransition, Shard, ShardState, utcnow
+from store.models import (
+    Conclusion,
+    Dispatch,
+    DispatchState,
+    Job,
+    JobStatus,
+    JobTransition,
+    Shard,
+    ShardState,
+    utcnow,
+)
 
 #: scheduling classes, most urgent first
 PULL_REQUEST, PUSH, BULK = 0, 1, 2
@@ -158,9 +174,100 @@ def begin_planning(
     return job
 
 
-def fail_planning(session: Session, *, job: Job, error: str) -> bool:
+def fail_planning(session: Session, *, job: Job, error: str, source: str = "plan") -> bool:
     """A job whose planning failed completes as a failure with the error in its history."""
     return transition(
-        session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.PLANNING}, source="plan",
+        session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.PLANNING}, source=source,
         conclusion=Conclusion.FAILURE, detail={"error": error[:2000]},
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StalledPlan:
+    """A runner dispatch whose planning stopped: its planner died (``started``) or its plan
+    message was lost before any planner took it."""
+
+    dispatch_pk: int
+    attempts: int  # plan tasks started for it so far
+    started: bool
+    job_pk: int | None  # its job in ``planning``, if planning had started
+    created_at: datetime
+
+
+def renew_planning(session: Session, *, dispatch_pk: int, lease: float) -> None:
+    """The planner of ``dispatch_pk`` is alive: its lease runs ``lease`` seconds from now."""
+    session.execute(
+        update(Dispatch)
+        .where(Dispatch.id == dispatch_pk, Dispatch.state == DispatchState.PENDING.value)
+        .values(lease_until=utcnow() + timedelta(seconds=lease))
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+
+
+def stalled_plans(
+    session: Session, *, unstarted_after: timedelta, plan_queue_empty: bool
+) -> list[StalledPlan]:
+    """Runner dispatches still ``pending`` whose planner's lease expired, and (only when the
+    plan queue holds no message, so none is merely waiting) those never started whose plan was
+    enqueued more than ``unstarted_after`` ago."""
+    now = utcnow()
+    expired = and_(Dispatch.lease_until.is_not(None), Dispatch.lease_until < now)
+    lost = and_(
+        Dispatch.lease_until.is_(None),
+        func.coalesce(Dispatch.enqueued_at, Dispatch.created_at) < now - unstarted_after,
+    )
+    rows = session.execute(
+        select(Dispatch.id, Dispatch.attempts, Dispatch.lease_until, Dispatch.created_at, Job.id)
+        .outerjoin(Job, Job.dispatch_pk == Dispatch.id)
+        .where(
+            Dispatch.target == "runner",
+            Dispatch.state == DispatchState.PENDING.value,
+            or_(expired, lost) if plan_queue_empty else expired,
+        )
+        .order_by(Dispatch.id)
+    ).all()
+    return [
+        StalledPlan(
+            dispatch_pk=pk,
+            attempts=attempts or 0,
+            started=lease is not None,
+            job_pk=job_pk,
+            created_at=created,
+        )
+        for pk, attempts, lease, created, job_pk in rows
+    ]
+
+
+def requeue_planning(session: Session, *, dispatch_pk: int) -> bool:
+    """The sweeper hands a stalled plan back to the plan queue: no lease, enqueued now. False
+    when a planner renewed its lease or finished meanwhile (nothing to re-queue)."""
+    now = utcnow()
+    result = session.execute(
+        update(Dispatch)
+        .where(
+            Dispatch.id == dispatch_pk,
+            Dispatch.state == DispatchState.PENDING.value,
+            or_(Dispatch.lease_until.is_(None), Dispatch.lease_until < now),
+        )
+        .values(lease_until=None, enqueued_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def give_up_planning(session: Session, *, dispatch_pk: int, reason: str) -> int | None:
+    """A plan that stalled too often: its dispatch fails with ``reason`` and its job (if planning
+    had started) completes as a failure with it. Returns the job's pk when it was completed."""
+    dispatch = session.get(Dispatch, dispatch_pk)
+    if dispatch is None or dispatch.state != DispatchState.PENDING.value:
+        return None
+    dispatch.state, dispatch.last_error, dispatch.lease_until = (
+        DispatchState.FAILED.value, reason, None,
+    )  # fmt: skip
+    session.commit()
+    job = session.scalar(select(Job).where(Job.dispatch_pk == dispatch_pk))
+    if job is not None and fail_planning(session, job=job, error=reason, source="sweeper"):
+        return job.id
+    return None

@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     # test modules a warm pool keeps collected (each shard child forks one); 0: collect per child
     module_servers: int = Field(default=2, ge=0)
     shard_lease_seconds: int = Field(default=30, ge=2)  # a dead worker's shard is retaken after it
+    # a planner renews its plan's lease while it works; the sweeper re-queues a plan whose lease
+    # expired (its worker was killed) or whose message was lost, and fails the job with the
+    # reason once RELAY_PLAN_ATTEMPTS planners started it and none finished
+    plan_lease_seconds: int = Field(default=60, ge=2)
+    plan_attempts: int = Field(default=3, ge=1)
     # PR events that supersede earlier runs of the same PR (cancel their pending shards)
     cancel_superseded: bool = True
     # CRCR callback (downstream -> relay); unset: results only in the local HUD rows

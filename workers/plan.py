@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from celery import Task
@@ -23,7 +25,16 @@ from planner.durations import history_for
 from store import jobs, scheduling
 from store.db import session_scope
 from store.logs import bind
-from store.models import Conclusion, Dispatch, DispatchState, Job, Shard, ShardState, TestStat
+from store.models import (
+    Conclusion,
+    Dispatch,
+    DispatchState,
+    Job,
+    JobStatus,
+    Shard,
+    ShardState,
+    TestStat,
+)
 from store.queue import TASK_PLAN
 from store.settings import Settings, get_settings
 from wire.github.events import UpstreamEvent
@@ -90,7 +101,15 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
         if dispatch is None:
             return None
         event = UpstreamEvent.model_validate(dispatch.delivery.normalized or {})
+        if dispatch.state != DispatchState.PENDING.value:
+            # planned (or given up) already: a redelivered or re-queued message has nothing to do
+            log.info("dispatch already planned", extra={"dispatch_pk": dispatch_pk})
+            return None
         dispatch.attempts += 1
+    with session_scope(settings.database_url) as session:  # this planner holds the lease
+        scheduling.renew_planning(
+            session, dispatch_pk=dispatch_pk, lease=settings.plan_lease_seconds
+        )
     with bind(delivery_id=event.delivery_id, dispatch_pk=dispatch_pk):
         if event.event == "pull_request" and event.action == "closed" and not event.merged:
             _cancel_pr(settings, event, newer_job_pk=None)
@@ -107,9 +126,13 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
         )
         # the job shows (status "planning", with its start time) while its tests are selected,
         # and the runs it supersedes free their workers now, not once it is planned
-        planning_pk = _begin_planning(settings, event, key, dispatch_pk)
+        planning_pk, status = _begin_planning(settings, event, key, dispatch_pk)
+        if status != JobStatus.PLANNING.value:  # planned by a task that died before saying so
+            _set_dispatch(settings, dispatch_pk, DispatchState.SENT, None)
+            return planning_pk
         try:
-            planned = load_planner(settings.planner)(event, settings)
+            with _planning_lease(settings, dispatch_pk):
+                planned = load_planner(settings.planner)(event, settings)
         except Exception as exc:
             log.exception("planning failed")
             error = f"{type(exc).__name__}: {exc}"
@@ -153,9 +176,33 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
         return job_pk
 
 
+@contextmanager
+def _planning_lease(settings: Settings, dispatch_pk: int) -> Iterator[None]:
+    """Renew the dispatch's planning lease every third of RELAY_PLAN_LEASE_SECONDS while the
+    planner works, so the sweeper re-queues the plan only when this process is gone."""
+    stop = threading.Event()
+    lease = settings.plan_lease_seconds
+
+    def renew() -> None:
+        while not stop.wait(lease / 3):
+            try:
+                with session_scope(settings.database_url) as session:
+                    scheduling.renew_planning(session, dispatch_pk=dispatch_pk, lease=lease)
+            except Exception:  # a database blip: the next renewal tries again
+                log.warning("planning lease not renewed", exc_info=True)
+
+    renewer = threading.Thread(target=renew, name=f"plan-lease-{dispatch_pk}", daemon=True)
+    renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        renewer.join()
+
+
 def _begin_planning(
     settings: Settings, event: UpstreamEvent, key: jobs.JobKey, dispatch_pk: int
-) -> int:
+) -> tuple[int, str]:
     with session_scope(settings.database_url) as session:
         job = scheduling.begin_planning(
             session,
@@ -166,10 +213,10 @@ def _begin_planning(
             head_sha=event.head_sha or event.after_sha,
             pr_number=event.pr_number,
         )
-        job_pk = job.id
+        job_pk, status = job.id, job.status
     if event.event == "pull_request" and event.pr_number is not None and settings.cancel_superseded:
         _cancel_pr(settings, event, newer_job_pk=job_pk)
-    return job_pk
+    return job_pk, status
 
 
 def _enqueue_job(settings: Settings, job_pk: int) -> None:

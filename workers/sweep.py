@@ -1,8 +1,9 @@
 """The sweeper (Celery beat, every RELAY_SWEEP_AFTER_SECONDS / 2): the database is the source of
 truth, so whatever a lost broker message or a killed worker left behind is found here and handed
-back to the stage it belongs to: deliveries to the outbox :mod:`workers.publish` sends, shards to
-:mod:`workers.run`, finished jobs to :mod:`workers.report`; jobs past RELAY_JOB_TIMEOUT_SECONDS
-complete as ``timed_out``.
+back to the stage it belongs to: deliveries to the outbox :mod:`workers.publish` sends, plans
+whose planner died or whose message was lost to :mod:`workers.plan` (failed with the reason after
+RELAY_PLAN_ATTEMPTS), shards to :mod:`workers.run`, finished jobs to :mod:`workers.report`; jobs
+past RELAY_JOB_TIMEOUT_SECONDS complete as ``timed_out``.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from store import deliveries, jobs
+from store import deliveries, jobs, scheduling
 from store.db import session_scope
-from store.models import Conclusion, JobStatus
+from store.models import Conclusion, JobStatus, utcnow
 from store.queue import (
     CONTROL_QUEUE,
+    PLAN_QUEUE,
     SHARD_QUEUE,
     TASK_SWEEP_DELIVERIES,
     TASK_SWEEP_JOBS,
@@ -23,6 +25,7 @@ from store.queue import (
 from store.settings import get_settings
 from workers.celery_app import app
 from workers.dispatch import sweep_outbox
+from workers.plan import plan
 from workers.report import delivery_of, report, send_callback
 from workers.run import run_shard_task
 
@@ -48,12 +51,54 @@ def sweep_deliveries() -> int:
     return len(stale)
 
 
+def sweep_plans() -> dict[str, int]:
+    """Re-enqueue plans whose planner died (its lease expired) or whose message was lost (never
+    started, RELAY_SWEEP_AFTER_SECONDS ago, the plan queue empty); after RELAY_PLAN_ATTEMPTS
+    planners started one and none finished, or when it is older than RELAY_JOB_TIMEOUT_SECONDS,
+    its job completes as a failure with the reason instead."""
+    settings = get_settings()
+    requeued: list[int] = []
+    given_up = 0
+    with session_scope(settings.database_url) as session:
+        stalled = scheduling.stalled_plans(
+            session,
+            unstarted_after=timedelta(seconds=settings.sweep_after_seconds),
+            plan_queue_empty=queue_depth(app, PLAN_QUEUE) == 0,
+        )
+        for s in stalled:
+            age = jobs.seconds_between(s.created_at, utcnow()) or 0.0
+            reason = None
+            if s.attempts >= settings.plan_attempts:
+                reason = (
+                    f"planning lost {s.attempts} times (its planner stopped without a plan: "
+                    "worker killed or restarted?); RELAY_PLAN_ATTEMPTS reached"
+                )
+            elif age > settings.job_timeout_seconds:
+                reason = (
+                    f"never planned within RELAY_JOB_TIMEOUT_SECONDS ({settings.job_timeout_seconds}"
+                    f" s; {s.attempts} planner(s) started it)"
+                )
+            if reason is not None:
+                scheduling.give_up_planning(session, dispatch_pk=s.dispatch_pk, reason=reason)
+                log.warning("planning given up", extra={"dispatch_pk": s.dispatch_pk,
+                                                        "reason": reason})  # fmt: skip
+                given_up += 1
+            elif scheduling.requeue_planning(session, dispatch_pk=s.dispatch_pk):
+                requeued.append(s.dispatch_pk)
+    for dispatch_pk in requeued:
+        plan.apply_async(args=[dispatch_pk])
+    if requeued:
+        log.info("re-enqueued stalled plans", extra={"dispatch_pks": requeued})
+    return {"plans_requeued": len(requeued), "plans_given_up": given_up}
+
+
 @app.task(name=TASK_SWEEP_JOBS)
 def sweep_jobs() -> dict[str, int]:
     """The periodic sweeper: re-enqueue deliveries and shards whose messages were lost, report
     jobs whose report was lost, and time out jobs running past RELAY_JOB_TIMEOUT_SECONDS (CRCR's
     zombie sweeper, plus the jobs that were dispatched but never started)."""
     deliveries_requeued = sweep_deliveries()
+    planning = sweep_plans()
     settings = get_settings()
     waiting = queue_depth(app, SHARD_QUEUE)
     with session_scope(settings.database_url) as session:
@@ -94,6 +139,7 @@ def sweep_jobs() -> dict[str, int]:
     counts = {
         **sweep_outbox(settings),
         "deliveries_requeued": deliveries_requeued,
+        **planning,
         "shards_requeued": len(stale),
         "jobs_timed_out": len(timed_out),
         "jobs_reported": len(orphans),

@@ -81,7 +81,12 @@ def test_run_sends_the_replay_and_waits_for_its_conclusion(
     relay: Any, configured: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_command(FROM, TO, url=relay.base_url, wait=120, err=False)  # returns: no typer.Exit
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    # not a terminal: plain progress lines on stderr, the last one where the run ended
+    assert re.fullmatch(
+        rf"replay {FROM} -> {TO}: 2 of 2 tests \(100 %\), \d+ s elapsed(, [\d.]+ tests/s)?",
+        err.splitlines()[-1],
+    ), err
     assert f"sent the release replay {FROM} -> {TO} to the workers (task " in out
     job_line = next(
         line for line in out.splitlines() if line.startswith("job ") and "planned" in line

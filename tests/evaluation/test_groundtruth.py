@@ -48,9 +48,18 @@ def test_traced_baseline_and_restricted_mutant_runs_match_full_runs(tmp_path: Pa
     assert trace["F.gelu"] == [_id("test_gelu_shape_on_device")]
     assert trace["F.softmax"] == []
 
+    heard: list[tuple[str, int, int]] = []
     truth = mutation_ground_truth(
-        universe, ["F.relu", "F.gelu", "F.softmax"], run=True, cache_dir=tmp_path
-    )
+        universe, ["F.relu", "F.gelu", "F.softmax"], run=True, cache_dir=tmp_path,
+        progress=lambda *p: heard.append(p),
+    )  # fmt: skip
+    # the baseline is cached: the mutants still to run are announced first (the bar's total),
+    # then counted from the tests their runs finished; F.softmax's trace is empty, never run
+    assert heard[:2] == [("F.relu", 0, 1), ("F.gelu", 0, 1)]
+    assert {part for part, _, _ in heard} == {"F.relu", "F.gelu"}
+    for name in ("F.relu", "F.gelu"):
+        counts = [done for part, done, total in heard if part == name]
+        assert counts == sorted(counts) and counts[-1] == 1
     assert truth.method == "traced"
     failing = {e.name: e.failing for e in truth.events}
     assert failing == {"F.relu": [_id("test_relu_on_device")], "F.gelu": [], "F.softmax": []}
@@ -77,11 +86,20 @@ def test_traced_baseline_and_restricted_mutant_runs_match_full_runs(tmp_path: Pa
 def test_cached_runs_are_reused_and_missing_ones_are_not_run(tmp_path: Path) -> None:
     universe = _universe()
     assert mutation_ground_truth(universe, ["F.relu"], run=False, cache_dir=tmp_path).events == []
-    first = run_outcomes(universe, mutant=None, processes=1, cache_dir=tmp_path)
+    heard: list[tuple[str, int, int]] = []
+    first = run_outcomes(
+        universe, mutant=None, processes=1, cache_dir=tmp_path, progress=lambda *p: heard.append(p)
+    )
+    assert heard[0] == ("baseline", 0, 4) and heard[-1] == ("baseline", 4, 4)
+    assert [done for _, done, _ in heard] == sorted(done for _, done, _ in heard)
     path = run_path(universe, None, None, tmp_path)
     path.write_text(json.dumps({**first, _id("test_nothing_mutated"): "cached"}))
-    again = run_outcomes(universe, mutant=None, cache_dir=tmp_path)
+    heard.clear()
+    again = run_outcomes(
+        universe, mutant=None, cache_dir=tmp_path, progress=lambda *p: heard.append(p)
+    )
     assert again[_id("test_nothing_mutated")] == "cached"
+    assert heard == []  # nothing ran, nothing to wait for
 
 
 def test_release_ground_truth_compares_the_two_full_runs(tmp_path: Path) -> None:

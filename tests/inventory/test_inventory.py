@@ -9,6 +9,7 @@ spyre are covered in tests/conformance.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -306,3 +307,23 @@ def test_cli_list_and_count_on_a_checkout(
 
     bad = runner.invoke(build_app(), ["tests", "count", "--file", "test/test_tiny.py"])
     assert bad.exit_code == 2 and "--file needs --upstream" in bad.output
+
+
+def test_cli_count_on_a_cold_cache_says_how_far_the_collection_is(
+    checkout: Path, times: Path, tmp_path: Path
+) -> None:
+    from cli import build_app
+
+    common = ["--backend", "cpu", "--upstream", str(checkout), "--file", "test/test_tiny.py"]
+    common += ["--cache-dir", str(tmp_path / "cold"), "--test-times", str(times), "--json"]
+    cold = CliRunner().invoke(build_app(), ["tests", "count", *common])
+    assert cold.exit_code == 0, cold.output
+    assert json.loads(cold.stdout)["total"] == 7
+    # stderr is not a terminal here: a line when collection starts, one where it ended
+    first, last = cold.stderr.splitlines()
+    assert first == "collecting the test files: 0 of 1 files (0 %), 0 s elapsed"
+    assert re.fullmatch(
+        r"collecting the test files: 1 of 1 files \(100 %\), \d+ s elapsed, [\d.]+ files/s", last
+    ), last
+    warm = CliRunner().invoke(build_app(), ["tests", "count", *common])
+    assert warm.exit_code == 0 and warm.stderr == ""  # from the cache: nothing to wait for

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from tests.support.services import REPO_ROOT
 from wire.github.events import UpstreamEvent
 
 LABELLED = "tests.support.planners:labelled_planner"
+LOSING = "tests.support.planners:losing_planner"
 REPLAY_OR_LABELLED = "tests.support.planners:replay_or_labelled_planner"
 SMALL_SELECTOR = "tests.support.planners:small_selector_planner"
 
@@ -113,5 +115,30 @@ def small_selector_planner(event: Any, settings: Any) -> Any:
         shards=[[stand_in[t] for t in shard] for shard in plan.shards if shard],
         runner=RunnerConfig(rootdir=str(REPO_ROOT)),
         selection=plan,
+        head_rev=event.head_sha,
+    )
+
+
+def losing_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
+    """A planner whose worker is killed while it plans (SIGKILL to the planner worker's process
+    group: its main process and pool, as an OOM kill or a lost machine would): the PR label
+    ``plan:lost-once`` dies on the event's first planning and plans ``default`` on the next;
+    ``plan:lost-always`` dies every time (attempts counted in RELAY_TEST_MARKER_DIR). Other
+    labels: ``labelled_planner``."""
+    names = [label.split(":", 1)[1] for label in event.labels if label.startswith("plan:")]
+    if not names or names[0] not in ("lost-once", "lost-always"):
+        return labelled_planner(event, settings)
+    marker = Path(os.environ["RELAY_TEST_MARKER_DIR"]) / f"planned-{event.delivery_id}"
+    attempts = int(marker.read_text()) + 1 if marker.exists() else 1
+    marker.write_text(str(attempts))
+    if names[0] == "lost-always" or attempts == 1:
+        time.sleep(0.5)  # the planning is under way (lease taken) when the worker dies
+        if os.getsid(0) != os.getpgid(0):  # `relay up` starts each worker in its own session
+            raise RuntimeError("not in a worker's own session: refusing to kill its group")
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    chosen = json.loads(Path(os.environ["RELAY_TEST_PLANS"]).read_text())["default"]
+    return RunPlan(
+        shards=chosen["shards"],
+        runner=RunnerConfig(rootdir=str(REPO_ROOT)),
         head_rev=event.head_sha,
     )
