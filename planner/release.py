@@ -21,6 +21,7 @@ from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
 from planner.durations import DEFAULT_EVAL_RUNS, base_run_history, estimator_for, merged
+from planner.filefacts import store_for
 from planner.revisions import source_reader
 from selector import DEFAULT_PROFILING_MAP, History, SelectionPlan, SignalConfig, Universe, select
 from upstream import UpstreamSource, open_source
@@ -102,6 +103,7 @@ def release_plan(
         history=learned,
         min_closeness=min_closeness,
         estimator=estimator_for(universe, history=learned, runs=runs),
+        memo=store_for(source),
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return ReleasePlan(plan=plan, universe=universe, notes=notes)

@@ -15,6 +15,7 @@ from typing import Any
 
 from inventory.build import universe_from_inventory
 from planner.durations import estimator_for
+from planner.filefacts import FileFactsStore
 from selector import History, SelectionPlan, SignalConfig, Universe, select, select_everything
 from upstream import UpstreamError, UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
@@ -105,6 +106,7 @@ def plan_revisions(
         workers=workers,
         history=hist,
         estimator=estimator,
+        memo=FileFactsStore(Path(cache) / "filefacts") if cache else None,
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return plan

@@ -19,11 +19,12 @@ from selector.model import (
     Variant,
 )
 from selector.plan import SCHEMA_VERSION, SelectionPlan, select, select_everything
-from selector.signals import DEFAULT_PROFILING_MAP, SignalConfig
+from selector.signals import DEFAULT_PROFILING_MAP, MEMO_VERSION, SignalConfig
 from selector.stages.budget import TRIAGE_HOOKS, TriageHook
 
 __all__ = [
     "DEFAULT_PROFILING_MAP",
+    "MEMO_VERSION",
     "NEW_AT_HEAD",
     "REMOVED_AT_HEAD",
     "SCHEMA_VERSION",

@@ -161,36 +161,69 @@ class Universe:
 
     @cached_property
     def by_file(self) -> dict[str, list[Variant]]:
-        return _group(self.variants, lambda v: [v.file])
+        return self._indexes[0]
 
     @cached_property
     def by_op_key(self) -> dict[str, list[Variant]]:
         """aten-style operator key -> variants (see :func:`op_keys`)."""
-        return _group(self.variants, lambda v: op_keys(v.op) if v.op else [])
+        return self._indexes[2]
 
     @cached_property
     def by_op(self) -> dict[str, list[Variant]]:
-        return _group(self.variants, lambda v: [v.op] if v.op else [])
+        return self._indexes[1]
 
     @cached_property
     def by_module(self) -> dict[str, list[Variant]]:
-        return _group(self.variants, lambda v: [module_key(v.module)] if v.module else [])
+        return self._indexes[3]
 
     @cached_property
     def by_test(self) -> dict[tuple[str, str], list[Variant]]:
         """(file, generic test name ``Class.test_x`` or ``test_x``) -> variants."""
-        return _group(self.variants, lambda v: [(v.file, generic_test_name(v))])
+        return _group_pairs(self.variants)
 
     @cached_property
     def files(self) -> set[str]:
         return set(self.by_file)
 
+    @cached_property
+    def _indexes(self) -> tuple[dict[str, list[Variant]], ...]:
+        """by file, op, op key and module, in one pass over the variants, each group in
+        universe order. A value's groups are looked up once per distinct value (a universe
+        has many variants per file, op and module), not once per variant."""
+        by_file: dict[str, list[Variant]] = {}
+        by_op: dict[str, list[Variant]] = {}
+        by_op_key: dict[str, list[Variant]] = {}
+        by_module: dict[str, list[Variant]] = {}
+        op_groups: dict[str, list[list[Variant]]] = {}
+        module_groups: dict[str, list[Variant]] = {}
+        for v in self.variants:
+            group = by_file.get(v.file)
+            if group is None:
+                by_file[v.file] = [v]
+            else:
+                group.append(v)
+            op = v.op
+            if op:
+                groups = op_groups.get(op)
+                if groups is None:
+                    groups = [by_op.setdefault(op, [])]
+                    groups += [by_op_key.setdefault(k, []) for k in op_keys(op)]
+                    op_groups[op] = groups
+                for group in groups:
+                    group.append(v)
+            module = v.module
+            if module:
+                group = module_groups.get(module)
+                if group is None:
+                    group = module_groups[module] = by_module.setdefault(module_key(module), [])
+                group.append(v)
+        return by_file, by_op, by_op_key, by_module
 
-def _group(variants: Iterable[Variant], keys: object) -> dict:
-    out: dict = defaultdict(list)
+
+def _group_pairs(variants: Iterable[Variant]) -> dict[tuple[str, str], list[Variant]]:
+    out: dict[tuple[str, str], list[Variant]] = defaultdict(list)
     for v in variants:
-        for k in keys(v):  # type: ignore[operator]
-            out[k].append(v)
+        out[(v.file, generic_test_name(v))].append(v)
     return dict(out)
 
 

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -271,8 +271,12 @@ def select(
     device_estimator: DurationEstimate | None = None,
     budget_reason: str = "",
     budget_share: float | None = None,
+    memo: MutableMapping[str, Any] | None = None,
 ) -> SelectionPlan:
     """The four stages over ``facts`` and ``universe``; deterministic for the same inputs.
+
+    ``memo`` keeps what the signals learn per upstream file contents between decisions (a
+    dict, or the planner's store on disk); without it they are kept in this process.
 
     ``budget_share`` (without ``budget_seconds``): the budget is that share of the applicable
     universe's runner-seconds; what ranks past it is cut, each with its rank and signals.
@@ -294,7 +298,9 @@ def select(
             f"{100 * budget_share:g} % of the applicable universe's {full:,.0f} runner-seconds"
         )
     changes = changes_stage(facts)
-    impact = impact_stage(changes, universe, config=config, reader=reader, force_all=force_all)
+    impact = impact_stage(
+        changes, universe, config=config, reader=reader, force_all=force_all, memo=memo
+    )
     applicable = applicability_stage(impact.candidates, universe)
     budget = budget_stage(
         applicable.kept,

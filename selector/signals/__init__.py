@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from selector.signals.base import (
     DEFAULT_PROFILING_MAP,
+    MEMO_VERSION,
     ImpactSignal,
     SignalConfig,
     SignalContext,
@@ -38,6 +39,7 @@ SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
 
 __all__ = [
     "DEFAULT_PROFILING_MAP",
+    "MEMO_VERSION",
     "SIGNALS",
     "ImpactSignal",
     "SignalConfig",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -65,7 +65,10 @@ class SignalContext:
     # reads a file at head (or at base when ``at_base``); None when no source is available
     reader: Callable[[str, bool], bytes | None] | None = None
     explained: Mapping[str, list[str]] = field(default_factory=dict)
+    # per-file facts kept between decisions (see :meth:`file_facts`); None: this process's
+    memo: MutableMapping[str, Any] | None = None
     _trees: dict[tuple[str, bool], ast.Module | None] = field(default_factory=dict)
+    _digests: dict[tuple[str, bool], str] = field(default_factory=dict)
 
     def read(self, path: str, *, at_base: bool = False) -> bytes | None:
         if self.reader is None:
@@ -86,6 +89,63 @@ class SignalContext:
     def unit_tree(self, unit: ChangeUnit) -> ast.Module | None:
         """The tree the unit lives in: head, or base when it was removed."""
         return self.tree(unit.path, at_base=unit.status == "removed")
+
+    def digest(self, path: str, *, at_base: bool = False) -> str:
+        """A digest of the file's content at head (or base); ``-`` when it cannot be read."""
+        key = (path, at_base)
+        if key not in self._digests:
+            data = self.read(path, at_base=at_base)
+            self._digests[key] = (
+                "-" if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
+            )
+        return self._digests[key]
+
+    def file_facts(
+        self,
+        kind: str,
+        sides: Sequence[tuple[str, bool]],
+        names: Iterable[str],
+        compute: Callable[[list[str]], Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        """name -> what a signal learned about ``names`` from the files ``sides`` ((path,
+        at_base) pairs), computed by ``compute(missing names)`` only for the names not known yet
+        for the same file contents. Values are JSON data (lists, not tuples or sets), so the
+        caller may keep ``memo`` on disk; without one they are kept in this process. A warm
+        decision reads the files to hash them but does not parse them again."""
+        key = f"{kind}/{MEMO_VERSION}/" + "|".join(
+            f"{path}@{'base' if at_base else 'head'}:{self.digest(path, at_base=at_base)}"
+            for path, at_base in sides
+        )
+        memo = self.memo if self.memo is not None else _MEMO
+        try:
+            known = memo.get(key)
+        except (OSError, ValueError) as exc:  # an unreadable entry is computed again
+            log.warning("ignoring file facts %s: %s", key, exc)
+            known = None
+        got: dict[str, Any] = dict(known) if isinstance(known, Mapping) else {}
+        missing = [n for n in dict.fromkeys(names) if n not in got]
+        if missing:
+            got.update(compute(missing))
+            if memo is _MEMO and key not in _MEMO and len(_MEMO) >= _MEMO_MAX:
+                _MEMO.pop(next(iter(_MEMO)))
+            try:
+                memo[key] = got
+            except OSError as exc:  # a full disk costs the next decision time, not this one
+                log.warning("cannot keep file facts %s: %s", key, exc)
+        return got
+
+    def file_fact(
+        self, kind: str, sides: Sequence[tuple[str, bool]], compute: Callable[[], Any]
+    ) -> Any:
+        """:meth:`file_facts` for one value per file contents."""
+        return self.file_facts(kind, sides, [""], lambda _: {"": compute()})[""]
+
+
+# bump when what a signal keeps per file changes meaning (the planner's disk memo is also
+# keyed by a digest of the selector's code)
+MEMO_VERSION = 1
+_MEMO: dict[str, Any] = {}
+_MEMO_MAX = 50_000
 
 
 _PARSED: dict[tuple[str, bytes], ast.Module | None] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from functools import partial
 
 from selector.model import module_key
 from selector.signals.base import SignalContext, SignalResult
@@ -75,12 +76,17 @@ def _entries_by_class(ctx: SignalContext) -> dict[str, list[str]]:
     files = sorted({u.path for u in ctx.units if is_db_file(u.path)} | set(_db_files(ctx)))
     out: dict[str, list[str]] = {}
     for path in files:
-        tree = ctx.tree(path)
-        if tree is None:
-            continue
-        for cls, name in entry_calls(tree):
+        calls = ctx.file_fact(
+            "opinfo-moduleinfo:entries", ((path, False),), partial(_entry_calls, ctx, path)
+        )
+        for cls, name in calls:
             out.setdefault(cls, []).append(name)
     return out
+
+
+def _entry_calls(ctx: SignalContext, path: str) -> list[list[str]]:
+    tree = ctx.tree(path)
+    return [] if tree is None else [[cls, name] for cls, name in entry_calls(tree)]
 
 
 def _db_files(ctx: SignalContext) -> Iterable[str]:

@@ -14,6 +14,7 @@ import ast
 import difflib
 import re
 from collections.abc import Iterable, Sequence
+from functools import partial
 
 from selector.signals.base import SignalContext, SignalResult
 from selector.signals.dbentries import entry_calls_with_nodes
@@ -31,55 +32,105 @@ class OtherDevicesOnly:
     def map(self, ctx: SignalContext) -> SignalResult:
         result = SignalResult()
         pattern = _device_pattern(ctx.config.other_devices)
-        inert_functions: set[str] = set()
+        kind = f"{self.name}:{','.join(sorted(d.lower() for d in ctx.config.other_devices))}"
+        units: list[tuple[str, str, str]] = []  # (unit key, path, qualified name)
+        by_path: dict[str, list[str]] = {}
         for unit in ctx.units:
             if unit.kind != "symbol" or unit.status != "modified":
                 continue
             qual = unit.key.split("::", 1)[1]
             if qual in ("<module>", "*"):
                 continue
-            old = _find(ctx.tree(unit.path, at_base=True), qual)
-            new = _find(ctx.tree(unit.path), qual)
-            if old is None or new is None:
-                continue
-            changed = changed_nodes(old.body, new.body)
-            if changed and all(pattern.search(ast.unparse(n).lower()) for n in changed):
-                devices = sorted(
-                    {m for n in changed for m in pattern.findall(ast.unparse(n).lower())}
-                )
-                result.explained[unit.key] = f"changes only code for {', '.join(devices)}"
-                if is_db_file(unit.path):
+            units.append((unit.key, unit.path, qual))
+            by_path.setdefault(unit.path, []).append(qual)
+        answers = {
+            path: ctx.file_facts(
+                kind,
+                ((path, True), (path, False)),
+                quals,
+                partial(_symbols_only_for, ctx, path, pattern=pattern),
+            )
+            for path, quals in by_path.items()
+        }
+        inert_functions: set[str] = set()
+        for key, path, qual in units:
+            why = answers[path].get(qual)
+            if why:
+                result.explained[key] = why
+                if is_db_file(path):
                     inert_functions.add(qual.split(".", 1)[0])
-        self._entries(ctx, pattern, inert_functions, result)
+        self._entries(ctx, pattern, kind, inert_functions, result)
         return result
 
     def _entries(
-        self, ctx: SignalContext, pattern: re.Pattern[str], inert: set[str], result: SignalResult
+        self,
+        ctx: SignalContext,
+        pattern: re.Pattern[str],
+        kind: str,
+        inert: set[str],
+        result: SignalResult,
     ) -> None:
         modified = [d for d in ctx.facts.db_entries if d.status == "modified"]
         if not modified:
             return
-        calls: dict[tuple[str, bool], dict[str, ast.Call]] = {}
-        for d in modified:
-            sides = []
-            for at_base in (True, False):
-                key = (d.file, at_base)
-                if key not in calls:
-                    calls[key] = _calls(ctx, d.file, at_base)
-                sides.append(calls[key].get(d.name))
-            old, new = sides
-            reasons_ok = all(
-                _inert_reason(r, inert) for r in d.reasons if r != "definition changed"
-            )
-            if not reasons_ok:
-                continue
+        todo = [
+            d
+            for d in modified
+            if all(_inert_reason(r, inert) for r in d.reasons if r != "definition changed")
+        ]
+        by_file: dict[str, list[str]] = {}
+        for d in todo:
             if "definition changed" in d.reasons:
-                if old is None or new is None:
-                    continue
-                diff = changed_arguments(old, new)
-                if not diff or not all(pattern.search(ast.unparse(n).lower()) for n in diff):
-                    continue
+                by_file.setdefault(d.file, []).append(d.name)
+        only_other = {
+            path: ctx.file_facts(
+                f"{kind}:entries",
+                ((path, True), (path, False)),
+                names,
+                partial(_entries_only_for, ctx, path, pattern=pattern),
+            )
+            for path, names in by_file.items()
+        }
+        for d in todo:
+            if "definition changed" in d.reasons and not only_other[d.file].get(d.name):
+                continue
             result.explained[f"{d.kind}:{d.name}"] = "entry changed only for other devices"
+
+
+def _symbols_only_for(
+    ctx: SignalContext, path: str, quals: list[str], pattern: re.Pattern[str]
+) -> dict[str, str | None]:
+    """qualified name -> why its change reaches only other devices, None when it may reach
+    ours (or is not found on both sides)."""
+    old_tree, new_tree = ctx.tree(path, at_base=True), ctx.tree(path)
+    out: dict[str, str | None] = {}
+    for qual in quals:
+        old, new = _find(old_tree, qual), _find(new_tree, qual)
+        out[qual] = None
+        if old is None or new is None:
+            continue
+        changed = changed_nodes(old.body, new.body)
+        if changed and all(pattern.search(ast.unparse(n).lower()) for n in changed):
+            devices = sorted({m for n in changed for m in pattern.findall(ast.unparse(n).lower())})
+            out[qual] = f"changes only code for {', '.join(devices)}"
+    return out
+
+
+def _entries_only_for(
+    ctx: SignalContext, path: str, names: list[str], pattern: re.Pattern[str]
+) -> dict[str, bool]:
+    """entry name -> whether every argument of its call that differs mentions another
+    device."""
+    old_calls, new_calls = _calls(ctx, path, True), _calls(ctx, path, False)
+    out: dict[str, bool] = {}
+    for name in names:
+        old, new = old_calls.get(name), new_calls.get(name)
+        if old is None or new is None:
+            out[name] = False
+            continue
+        diff = changed_arguments(old, new)
+        out[name] = bool(diff) and all(pattern.search(ast.unparse(n).lower()) for n in diff)
+    return out
 
 
 def _inert_reason(reason: str, inert: set[str]) -> bool:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Iterable, Mapping
+from functools import lru_cache, partial
+from typing import Any
 
 from selector.model import ChangeUnit, Universe, aten_key, module_key
 from selector.signals.base import SignalContext, SignalResult
@@ -100,17 +101,17 @@ class Operators:
             todo = [u for u in units if (u.status == "removed") == at_base]
             if not todo:
                 continue
-            tree = ctx.tree(path, at_base=at_base)
-            if tree is None:
+            facts = ctx.file_fact(
+                "operators:file", ((path, at_base),), partial(_file_facts, ctx, path, at_base)
+            )
+            if facts is None or not facts["targets"]:
                 continue
-            targets = op_targets(path, tree)
-            if not targets:
-                continue
-            functions = used_names(tree)
+            targets: dict[str, list] = facts["targets"]  # name -> [kind, op keys]
+            callers = _callers_index(facts["names"])
             for unit in todo:
                 qual = unit.key.split("::", 1)[1]
                 top = qual if qual in targets else qual.split(".", 1)[0]
-                why = callers_of(functions, top)
+                why = _reached(callers, top)
                 if qual == "<module>":  # module-level bindings that changed
                     why = {n: n for n in changed_bindings(ctx, path)}
                 hit = {name: origin for name, origin in why.items() if name in targets}
@@ -191,12 +192,31 @@ def used_names(tree: ast.Module) -> dict[str, set[str]]:
     return out
 
 
-def callers_of(functions: dict[str, set[str]], changed: str) -> dict[str, str]:
+def _file_facts(ctx: SignalContext, path: str, at_base: bool) -> dict[str, Any] | None:
+    """What this signal needs of one file: its op targets and, when it has any, the names
+    each function uses; None when the file cannot be read or parsed."""
+    tree = ctx.tree(path, at_base=at_base)
+    if tree is None:
+        return None
+    targets = {name: [kind, list(ops)] for name, (kind, ops) in op_targets(path, tree).items()}
+    names = {fn: sorted(used) for fn, used in used_names(tree).items()} if targets else {}
+    return {"targets": targets, "names": names}
+
+
+def callers_of(functions: Mapping[str, Iterable[str]], changed: str) -> dict[str, str]:
     """Function -> ``changed`` for it and every function that calls it, transitively."""
+    return _reached(_callers_index(functions), changed)
+
+
+def _callers_index(functions: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
     callers: dict[str, set[str]] = {}
     for name, used in functions.items():
         for callee in used:
             callers.setdefault(callee.rsplit(".", 1)[-1], set()).add(name)
+    return callers
+
+
+def _reached(callers: Mapping[str, set[str]], changed: str) -> dict[str, str]:
     found = {changed: changed}
     todo = [changed]
     while todo:
@@ -263,6 +283,16 @@ def op_targets(path: str, tree: ast.Module) -> dict[str, tuple[str, list[str]]]:
 
 def changed_bindings(ctx: SignalContext, path: str) -> set[str]:
     """Names (re)bound by module-level statements that differ between base and head."""
+    return set(
+        ctx.file_fact(
+            "operators:bindings",
+            ((path, True), (path, False)),
+            lambda: sorted(_changed_bindings(ctx, path)),
+        )
+    )
+
+
+def _changed_bindings(ctx: SignalContext, path: str) -> set[str]:
     old, new = ctx.tree(path, at_base=True), ctx.tree(path)
     if old is None or new is None:
         return set()
@@ -301,8 +331,13 @@ def functional_users(ctx: SignalContext) -> dict[str, list[str]]:
     cached = getattr(ctx, "_functional_users", None)
     if cached is not None:
         return cached
-    trees = tuple(t for t in (ctx.tree(path) for path in NN_MODULE_FILES) if t is not None)
-    users = _functional_users(trees)
+    users: dict[str, list[str]] = ctx.file_fact(
+        "operators:functional-users",
+        tuple((path, False) for path in NN_MODULE_FILES),
+        lambda: _functional_users(
+            tuple(t for t in (ctx.tree(path) for path in NN_MODULE_FILES) if t is not None)
+        ),
+    )
     ctx._functional_users = users  # type: ignore[attr-defined]
     return users
 

@@ -128,27 +128,41 @@ class TracedCoverage:
     def _module_users(self, ctx: SignalContext, unit: ChangeUnit) -> set[str] | None:
         """Functions of the file that use the names changed module-level code defines; None
         when the change is more than (re)defining names."""
-        old, new = ctx.tree(unit.path, at_base=True), ctx.tree(unit.path)
-        if old is None or new is None:
+        users = ctx.file_fact(
+            "traced:module-users",
+            ((unit.path, True), (unit.path, False)),
+            lambda: _sorted_or_none(_module_users(ctx, unit)),
+        )
+        return None if users is None else set(users)
+
+
+def _sorted_or_none(names: set[str] | None) -> list[str] | None:
+    return None if names is None else sorted(names)
+
+
+def _module_users(ctx: SignalContext, unit: ChangeUnit) -> set[str] | None:
+    """:meth:`TracedCoverage._module_users`, from the parsed files."""
+    old, new = ctx.tree(unit.path, at_base=True), ctx.tree(unit.path)
+    if old is None or new is None:
+        return None
+    body_old = [s for s in old.body if not isinstance(s, _DEFS)]
+    body_new = [s for s in new.body if not isinstance(s, _DEFS)]
+    names: set[str] = set()
+    for node in changed_nodes(body_old, body_new):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # a docstring or a bare constant
+        else:
             return None
-        body_old = [s for s in old.body if not isinstance(s, _DEFS)]
-        body_new = [s for s in new.body if not isinstance(s, _DEFS)]
-        names: set[str] = set()
-        for node in changed_nodes(body_old, body_new):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                names.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
-            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
-            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-                continue  # a docstring or a bare constant
-            else:
-                return None
-        if "__all__" in names:
-            names.discard("__all__")
-        users = {fn for fn, used in used_names(new).items() if used & names}
-        return users
+    if "__all__" in names:
+        names.discard("__all__")
+    users = {fn for fn, used in used_names(new).items() if used & names}
+    return users
 
 
 class TracedCommon(TracedCoverage):

@@ -8,7 +8,8 @@ variant), which is recorded with the units that caused it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from typing import Any
 
 from selector.model import (
     Candidate,
@@ -33,8 +34,10 @@ def impact_stage(
     reader: Callable[[str, bool], bytes | None] | None = None,
     signals: Mapping[str, Callable[[], ImpactSignal]] | None = None,
     force_all: str | None = None,
+    memo: MutableMapping[str, Any] | None = None,
 ) -> ImpactResult:
-    """Pure given its inputs (``reader`` reads upstream files at head / base)."""
+    """Pure given its inputs (``reader`` reads upstream files at head / base; ``memo`` keeps
+    what signals learned per file contents, see :meth:`SignalContext.file_facts`)."""
     start = time.perf_counter()
     config = config or SignalConfig()
     registry = SIGNALS if signals is None else signals
@@ -48,6 +51,7 @@ def impact_stage(
         config=config,
         reader=reader,
         explained=explained,
+        memo=memo,
     )
     for name, factory in registry.items():
         signal = factory()
