@@ -8,20 +8,21 @@ from pathlib import Path
 import typer
 
 from cli import options as opt
+from cli.event_selection import select_event
 from cli.progress import ProgressBar
 from cli.replay import make_env, make_head_env
 from inventory.build import universe_from_inventory
-from inventory.importmap import import_map_for
 from planner.durations import base_run_history, estimator_for
-from selector import SignalConfig, select
 
 
 def evaluate(
     kind: str = typer.Option(
         "mutation",
         "--kind",
-        help="ground truth: mutation (single-function faults) or release (full runs under the "
-        "base and the head torch)",
+        help="mutation (single-function faults) or release (full runs under the base and the "
+        "head torch): the selector against that ground truth; catch: each observable mutant "
+        "through a real relay (webhook, selection, workers under the bundled specs, report) must "
+        "conclude failure naming a gating test, and without its fault success",
     ),
     suite: list[str] = typer.Option(
         [], "--suite", "-s", help="mutation: restrict the universe (and its runs) to these suites"
@@ -59,9 +60,13 @@ def evaluate(
     from evaluation.scores import GroundTruth, recall_curve, scores_json, table
     from evaluation.scores import evaluate as score_all
 
-    if kind not in ("mutation", "release"):
-        typer.echo(f"error: --kind is mutation or release, not {kind!r}", err=True)
+    if kind not in ("mutation", "release", "catch"):
+        typer.echo(f"error: --kind is mutation, release or catch, not {kind!r}", err=True)
         raise typer.Exit(2)
+    if kind == "catch":
+        _catch(suite, limit=limit, run=run, full=full, ground_truth=ground_truth, budget=budget,
+               report=report)  # fmt: skip
+        return
     if kind == "release" and ground_truth is None:
         truth, universe, plans, more = _release_eval(
             from_, to, upstream=upstream, offline=offline, cache_dir=cache_dir, run=run,
@@ -108,6 +113,41 @@ def evaluate(
         report.with_suffix(".json").write_text(scores_json(scores), encoding="utf-8")
 
 
+def _catch(suites, *, limit, run, full, ground_truth, budget, report) -> None:
+    """``--kind catch``: the observable mutants through a real ``relay up`` (cli.catch)."""
+    from cli.catch import catch_table, run_catch
+    from evaluation.scores import GroundTruth
+
+    if ground_truth is not None:
+        truth = GroundTruth.load(ground_truth)
+    else:
+        truth = _mutation_truth(universe_from_inventory(suites=suites), limit=limit, run=run,
+                                full=full)  # fmt: skip
+    if truth.kind != "mutation":
+        typer.echo(f"error: --kind catch needs mutation ground truth, not {truth.kind}", err=True)
+        raise typer.Exit(2)
+    observable = [e for e in truth.events if e.failing]
+    if limit:
+        observable = observable[:limit]
+    var_dir = Path("var/eval/catch") / time.strftime("%Y%m%d-%H%M%S")
+    typer.echo(f"{len(observable)} observable mutant(s); relay up in {var_dir}")
+    start = time.perf_counter()
+    catches = run_catch(
+        truth.model_copy(update={"events": observable}), var_dir=var_dir, suites=suites,
+        budget=budget, log=typer.echo,
+    )  # fmt: skip
+    text = catch_table(
+        catches, observable=len(observable), unobservable=len(truth.events) - len(observable)
+    )
+    text += f"\n\nwall time {time.perf_counter() - start:.0f} s (relay up start included)"
+    typer.echo(text)
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(text + "\n", encoding="utf-8")
+    if any(not c.caught or c.false_red for c in catches):
+        raise typer.Exit(1)
+
+
 def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
     from evaluation.groundtruth import check_trace, mutation_ground_truth
     from evaluation.mutations import MUTANTS
@@ -133,29 +173,15 @@ def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
 
 
 def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus, budget_share):
-    from evaluation.groundtruth import event_facts, installed_reader
-
-    config = SignalConfig(
-        profiling_map=profiling_map, import_map=None if no_import_map else import_map_for(universe)
-    )
-    plans = {}
     history = base_run_history(universe)  # failures and runner-seconds of the base's full run
     estimator = estimator_for(universe, history=history)
+    plans = {}
     for event in truth.events:
-        start = time.perf_counter()
-        plan = select(
-            event_facts(event),
-            universe,
-            reader=installed_reader,
-            config=config,
-            budget_seconds=budget,
-            min_closeness=focus,
-            estimator=estimator,
-            history=history,
-            budget_share=budget_share,
-        )
-        plan.decision_seconds = round(time.perf_counter() - start, 4)
-        plans[event.name] = plan
+        plans[event.name] = select_event(
+            event, universe, budget=budget, profiling_map=profiling_map,
+            no_import_map=no_import_map, focus=focus, budget_share=budget_share,
+            history=history, estimator=estimator,
+        )  # fmt: skip
     return plans
 
 

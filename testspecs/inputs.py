@@ -13,6 +13,7 @@ the callable. torch is imported lazily: the spec loader never needs it.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,6 +80,18 @@ def _random(spec: TensorSpec, numel: int, dtype: Any, generator: Any) -> Any:
         return torch.full((numel,), ia.fill_value, dtype=dtype)
     if init == "arange":
         return torch.arange(numel).to(dtype)
+    if init == "cumsum_offsets":
+        # group offsets (torch._grouped_mm): a non-decreasing partition of `total` rows over the
+        # groups of a 1-D shape, ending at `total`
+        if ia.total is None:
+            raise InputError("init: cumsum_offsets needs init_args.total")
+        if len(spec.shape) != 1:
+            raise InputError(f"init: cumsum_offsets needs a 1-D shape, got {list(spec.shape)}")
+        groups = spec.shape[0]
+        counts = torch.zeros(groups, dtype=torch.int64)
+        picks = torch.randint(0, max(groups, 1), (ia.total,), generator=generator)
+        counts.scatter_add_(0, picks, torch.ones(ia.total, dtype=torch.int64))
+        return torch.cumsum(counts, 0).to(dtype)
     raise InputError(f"unsupported init {init!r}")
 
 
@@ -96,6 +109,14 @@ def build_tensor(spec: TensorSpec, generator: Any) -> Any:
         return torch.eye(*shape, dtype=dtype)
     if spec.init == "file":
         raise InputError("init: file (tensors loaded from disk) is not supported")
+    layout = spec.device_layout
+    if layout is not None and math.prod(layout.device_size) < math.prod(shape):
+        # the recorded layout is the real card's; the simulated device keeps its own stick
+        # layout, but a layout that cannot hold the tensor is a broken recording
+        raise InputError(
+            f"device_layout {layout.device_size} holds {math.prod(layout.device_size)} elements, "
+            f"fewer than the tensor's {math.prod(shape)} (shape {shape})"
+        )
     if spec.stride is None and spec.storage_offset == 0:
         numel = 1
         for d in shape:
@@ -174,13 +195,22 @@ def _arg(arg: InputArg, seed: int | None, index: int) -> Any:
         return [build_tensor(t, generator) for t in arg.tensor_list]
     if arg.py is not None:
         return py_literal(arg.py)
+    if arg.config_path or arg.model_id or arg.module_path or arg.cache is not None:
+        raise InputError(
+            "a config, module or cache argument describes a module test's inputs; an op test "
+            "takes tensors, tensor lists, values and Python literals"
+        )
     return _value(arg.value)
 
 
 def build_call(inputs: Inputs, *, seed: int | None) -> Call:
-    """The arguments on the CPU; recorded device strings are kept (see :func:`to_device`)."""
+    """The arguments on the CPU; recorded device strings are kept (see :func:`to_device`).
+    A keyword argument written as a tensor spec is built like a positional one."""
     args = [_arg(a, seed, i) for i, a in enumerate(inputs.args)]
-    kwargs = {k: _value(v, k) for k, v in inputs.kwargs.items()}
+    kwargs: dict[str, Any] = {}
+    for i, (k, v) in enumerate(inputs.kwargs.items()):
+        spec = inputs.kwarg_spec(k)
+        kwargs[k] = _value(v, k) if spec is None else _arg(spec, seed, len(args) + i)
     return Call(args, kwargs)
 
 

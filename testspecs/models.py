@@ -13,7 +13,16 @@ import difflib
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from testspecs.errors import SourceLoc
 from testspecs.names import NamePattern, parse_name
@@ -26,6 +35,9 @@ EXTENSION_KEY = f"x-relay/v{GRAMMAR_VERSION}"
 # v1 (additive): torch-spyre keys it ignores load: ops include items' own kwargs, a root cases list.
 # v1 (additive): test entries may carry ops / modules / dtypes (the entry decides only those
 #   variants: rule 4 skips it for others) and promoted (written by `relay specs promote`).
+# v1 (additive): keys of torch-spyre's newer grammar load: a tensor's device_layout (device_size,
+#   stride_map, device_dtype), init_args.total, config / module / cache input args, test entries'
+#   labels and no_grad, files' labels, module items' apply_device_layout.
 
 MODES = ("mandatory_success", "xfail", "xfail_strict", "skip")
 Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
@@ -141,26 +153,79 @@ class DtypeNamedItem(SpecModel):
 class InitArgs(SpecModel):
     low: int = 0
     high: int | None = None
+    total: int | None = None  # init: cumsum_offsets
     fill_value: float | None = None
     path: str | None = None
     key: str | None = None
 
 
+TensorDtype = Annotated[str, AfterValidator(_check_tensor_dtype)]
+
+
+class DeviceLayout(SpecModel):
+    """The layout a recorded tensor had on the device (torch-spyre's ``device_layout``): its
+    device size and the stride map from host dimensions (-1: a dimension the device adds)."""
+
+    device_size: list[int]
+    stride_map: list[int]
+    device_dtype: TensorDtype
+
+    @model_validator(mode="after")
+    def _same_rank(self) -> DeviceLayout:
+        if len(self.device_size) != len(self.stride_map):
+            raise ValueError(
+                f"device_size has {len(self.device_size)} dimensions but stride_map has "
+                f"{len(self.stride_map)}"
+            )
+        return self
+
+
 class TensorSpec(SpecModel):
     shape: list[int]
-    dtype: Annotated[str, AfterValidator(_check_tensor_dtype)]
+    dtype: TensorDtype
     device: str = "privateuse1"
     init: str = "rand"
     init_args: InitArgs = Field(default_factory=InitArgs)
     stride: list[int] | None = None
     storage_offset: int = 0
+    device_layout: DeviceLayout | None = None
+
+
+class CacheSpec(SpecModel):
+    """A KV cache primed with recorded past keys and values (a decoder layer's decode step)."""
+
+    cache_path: str
+    layer_idx: int
+    key: TensorSpec
+    value: TensorSpec
+    max_cache_len: int | None = None
+    config_path: str | None = None
+    config_kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
 class InputArg(SpecModel):
+    """One argument: a tensor, a tensor list, a plain value, a Python literal, or (module tests)
+    a config object, a module built from its class and config, or a primed KV cache."""
+
     tensor: TensorSpec | None = None
     tensor_list: list[TensorSpec] | None = None
     value: Any = None
     py: str | None = None
+    config_path: str | None = None
+    model_id: str | None = None
+    config_kwargs: dict[str, Any] = Field(default_factory=dict)
+    config_overrides: dict[str, Any] = Field(default_factory=dict)
+    module_path: str | None = None
+    module_kwargs: dict[str, Any] = Field(default_factory=dict)
+    cache: CacheSpec | None = None
+
+    @model_validator(mode="after")
+    def _config_has_a_source(self) -> InputArg:
+        if (self.config_kwargs or self.config_overrides) and not (
+            self.config_path or self.model_id or self.module_path
+        ):
+            raise ValueError("a config argument needs 'config_path' or 'model_id'")
+        return self
 
     @field_validator("py")
     @classmethod
@@ -176,9 +241,37 @@ class InputArg(SpecModel):
         return v
 
 
+#: a keyword argument whose value is a mapping with one of these keys is an argument spec
+ARG_SPEC_KEYS = frozenset(
+    ("tensor", "tensor_list", "py", "config_path", "model_id", "module_path", "cache")
+)
+
+
 class Inputs(SpecModel):
     args: list[InputArg] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("kwargs")
+    @classmethod
+    def _kwarg_specs(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """A keyword argument may be a tensor (or config, module, cache) spec like a positional
+        one (``position_ids: {tensor: ...}``): it is checked here, kept as written."""
+        for key, value in v.items():
+            if isinstance(value, dict) and ARG_SPEC_KEYS & value.keys():
+                try:
+                    InputArg.model_validate(value)
+                except ValidationError as e:
+                    first = e.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"])
+                    msg = str(first["msg"]).removeprefix("Value error, ")
+                    raise ValueError(f"{key}: {where}: {msg}") from None
+        return v
+
+    def kwarg_spec(self, key: str) -> InputArg | None:
+        value = self.kwargs.get(key)
+        if isinstance(value, dict) and ARG_SPEC_KEYS & value.keys():
+            return InputArg.model_validate(value)
+        return None
 
 
 class OpsIncludeItem(SpecModel):
@@ -205,6 +298,9 @@ class ModulesIncludeItem(SpecModel):
     name: str
     module_path: str | None = None
     description: str | None = None
+    # Re-allocate the module's parameters with the device's production layout (torch-spyre's
+    # custom module tests); a device without a layout concept ignores it.
+    apply_device_layout: bool = False
     sample_inputs_func: Inputs | None = None
     constructor_inputs: Inputs | None = None
     forward_inputs: Inputs | list[Inputs] | None = None
@@ -301,6 +397,8 @@ class TestEntry(SpecModel):
     names: list[TestName] = Field(min_length=1)
     mode: Mode | None = None  # None: listed without a mode -> mandatory_success
     tags: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)  # CI suites the entry belongs to
+    no_grad: bool = False
     edits: Edits = Field(default_factory=Edits)
     ext: TestExtension | None = Field(default=None, alias="x-relay/v1")  # EXTENSION_KEY
 
@@ -331,6 +429,8 @@ class TestEntry(SpecModel):
         return (
             tuple(self.names),
             tuple(self.tags),
+            tuple(self.labels),
+            self.no_grad,
             self.edits.model_dump_json(),
             self.ext.scope() if self.ext else (),
         )
@@ -339,6 +439,7 @@ class TestEntry(SpecModel):
 class FileEntry(SpecModel):
     path: Annotated[str, AfterValidator(_check_path)]
     unlisted_test_mode: Mode = "xfail"
+    labels: list[str] = Field(default_factory=list)
     tests: list[TestEntry] = Field(default_factory=list)
     ext: OwnerExtension | None = Field(default=None, alias="x-relay/v1")  # EXTENSION_KEY
 

@@ -27,7 +27,7 @@ def relay(*args: str):  # type: ignore[no-untyped-def]
 def test_validate_accepts_folder_of_torch_spyre_files() -> None:
     result = relay("validate", str(FIXTURES / "valid"))
     assert result.exit_code == 0, result.output
-    assert result.output.strip().endswith("6 spec file(s) valid")
+    assert result.output.strip().endswith("8 spec file(s) valid")
 
 
 def test_validate_reports_every_error_and_fails(tmp_path: Path) -> None:

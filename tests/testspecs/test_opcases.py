@@ -134,3 +134,47 @@ def test_relay_tests_list_shows_the_op_tests() -> None:
         build_app(), ["tests", "list", "--opcases", str(FIXTURES / "nope.yaml")]
     )
     assert bad.exit_code == 2 and "cannot read spec" in bad.output
+
+
+NEWER = FIXTURES / "opcases" / "newer_grammar_spyre.yaml"
+
+
+def test_newer_grammar_op_tests_run_on_the_device(tmp_path: Path) -> None:
+    """torch-spyre's newer keys reach the run: a recorded device layout (the simulated card keeps
+    its own stick layout, a layout too small for its tensor fails the test), cumsum offsets, a
+    keyword argument written as a tensor spec, an entry's labels and no_grad."""
+    assert run(tmp_path, spec=NEWER) == {
+        "test_model_ops_db[torch.Tensor.float.1]": "passed",
+        "test_model_ops_db[torch.add.1]": "passed",
+        "test_model_ops_db[torch.index_select.1]": "passed",
+        "test_model_ops_db[torch.Tensor.float.2]": "xfailed",
+    }
+
+
+def test_inputs_of_the_newer_grammar_are_built_as_recorded() -> None:
+    import torch
+
+    from testspecs.inputs import InputError, build_call, build_tensor
+
+    entries = load_file(NEWER).document.files[0].tests
+    ops = entries[0].edits.ops.include + entries[1].edits.ops.include
+    offsets = build_call(ops[1].inputs(), seed=7).args[0]
+    assert offsets.shape == (8,) and int(offsets[-1]) == 64
+    assert bool((offsets[1:] >= offsets[:-1]).all())  # a non-decreasing partition of 64 rows
+    call = build_call(ops[2].inputs(), seed=7)
+    index = call.kwargs["index"]
+    assert isinstance(index, torch.Tensor) and index.dtype == torch.int64 and index.shape == (3,)
+    assert call.kwargs["dim"] == 0 and int(index.max()) < 6
+    layout = ops[3].inputs().args[0].tensor
+    assert layout is not None
+    with pytest.raises(InputError, match=r"device_layout \[1, 64\] holds 64 elements, fewer than"):
+        build_tensor(layout, torch.Generator().manual_seed(0))
+
+
+def test_an_op_test_refuses_module_test_arguments() -> None:
+    from testspecs.inputs import InputError, build_call
+    from testspecs.models import Inputs
+
+    inputs = Inputs.model_validate({"args": [{"config_path": "toy.Config", "config_kwargs": {}}]})
+    with pytest.raises(InputError, match="describes a module test's inputs"):
+        build_call(inputs, seed=0)
