@@ -72,6 +72,36 @@ def test_the_wheel_cache_comes_from_relay_upstream_cache(tmp_path: Path, pip_ind
 def test_cli_and_the_servers_replay_job_plan_the_same_step(
     tmp_path: Path, pip_index: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    cli_plan = _same_step(tmp_path, monkeypatch)
+    # both applied the backend's own spec: some variants are removed by a spec skip
+    assert any(r["reason"].startswith("spec: skip") for r in cli_plan["removed"])
+
+
+def test_cli_and_the_servers_replay_job_plan_the_same_step_on_one_suite(
+    tmp_path: Path, pip_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI-sized sample of the check above: the same two paths with the universe cut to the
+    bundled `errors` suite (both plan through planner.release.universe_from_inventory) and an
+    import map only when one was learned before (learning it is a traced run of minutes)."""
+    import planner.release
+
+    whole = planner.release.universe_from_inventory
+    monkeypatch.setattr(
+        planner.release, "universe_from_inventory",
+        lambda **kwargs: whole(**{**kwargs, "suites": ("errors",)}),
+    )  # fmt: skip
+    learned = planner.release.import_map_for
+    monkeypatch.setattr(
+        planner.release, "import_map_for", lambda universe: learned(universe, learn=False)
+    )
+    cli_plan = _same_step(tmp_path, monkeypatch)
+    assert {t["test_id"].split("::")[0] for t in cli_plan["tests"]} == {
+        "spyre_stack/conformance/test_errors.py"
+    }
+
+
+def _same_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """`relay replay --from 2.13 --to 2.14` and the server's replay job: the same plan."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("RELAY_UPSTREAM_CACHE", str(cache))
     out = tmp_path / "plan.json"
@@ -108,6 +138,5 @@ def test_cli_and_the_servers_replay_job_plan_the_same_step(
     assert [(s["stage"], s["count_out"]) for s in cli_plan["funnel"]] == [
         (s.stage, s.count_out) for s in server.funnel
     ]
-    # both applied the backend's own spec: some variants are removed by a spec skip
-    assert any(r["reason"].startswith("spec: skip") for r in cli_plan["removed"])
     assert planned.total == len(server.tests)
+    return cli_plan
