@@ -182,6 +182,22 @@ def test_the_bundled_promoted_spec_is_fresh_against_the_committed_summary() -> N
     assert fresh == committed, "stale: run `make promote-spec`"
 
 
+def test_the_readme_and_docs_quote_the_promoted_counts() -> None:
+    """The README's and docs/specs.md's counts of the promoted spec are the summary's."""
+    c = counts(load_summary(BASELINE_SUMMARY.read_text(encoding="utf-8"), str(BASELINE_SUMMARY)))
+    root = Path(__file__).resolve().parents[2]
+    quoted = [
+        f"{c['mandatory_success']:,} `mandatory_success`",
+        f"{c.get('xfail precision', 0):,} fp16 precision",
+        f"{c.get('xfail unsupported', 0):,} unsupported op",
+        f"{c.get('xfail error', 0):,} other",
+    ]
+    for page in ("README.md", "docs/specs.md"):
+        text = " ".join((root / page).read_text(encoding="utf-8").split())
+        missing = [q for q in quoted if q not in text]
+        assert not missing, (page, missing)
+
+
 def test_a_rerun_under_the_device_spec_and_runs_of_other_files() -> None:
     """Runs made without the spec fail on tolerances the spec gives: a failure the rerun under
     the device spec does not reproduce is no failure. A run that did not cover a variant's file
