@@ -21,6 +21,7 @@ reads nothing but its event.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -241,14 +242,21 @@ class LocalRelay:
                 return out
 
     def stop(self) -> None:
+        """SIGTERM: relay up stops its workers (up to 15 s each) and exits. Should it not, its
+        group and the workers' groups (their pids are in its start banner) are killed."""
+        import re
         import signal
 
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=60)
+                self.proc.wait(timeout=150)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                banner = Path(self.log.name).read_text(encoding="utf-8", errors="replace")
+                pids = {int(p) for p in re.findall(r"(?:control|planner|shards) pid (\d+)", banner)}
+                for pgid in (self.proc.pid, *pids):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pgid, signal.SIGKILL)
                 self.proc.wait()
         self.log.close()
 
