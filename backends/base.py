@@ -36,6 +36,8 @@ TORCH_TEST_PRELOAD = (
 
 #: The testspecs pytest plugin, which applies spec files to the collected variants.
 SPEC_PLUGIN = "testspecs.pytest_plugin"
+#: one syntax-tree cache for all the failure reports of a run (backends/tbcache.py)
+TB_CACHE_PLUGIN = "backends.tbcache"
 
 
 class BackendError(Exception):
@@ -149,9 +151,10 @@ class Backend:
     ) -> list[str]:
         """pytest's arguments for a run of ``targets`` on this backend: quiet, no cache, the
         warnings plugin off (our own pytest settings must not turn a device test's warning into
-        an error), the backend's plugins, the spec plugin with ``specs`` when given, then our
+        an error), failure reports sharing their parsed modules (:mod:`backends.tbcache`), the
+        backend's plugins, the spec plugin with ``specs`` when given, then our
         ``plugins`` and their ``options``."""
-        args = ["-q", "-p", "no:cacheprovider", "-p", "no:warnings"]
+        args = ["-q", "-p", "no:cacheprovider", "-p", "no:warnings", "-p", TB_CACHE_PLUGIN]
         if rootdir is not None:
             args += ["--rootdir", str(rootdir)]
         for plugin in self.plugins:
