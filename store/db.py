@@ -16,6 +16,7 @@ from sqlalchemy.pool import NullPool
 
 _lock = threading.Lock()
 _engines: dict[str, Engine] = {}
+_factories: dict[str, sessionmaker[Session]] = {}
 
 
 def make_engine(url: str, *, null_pool: bool = False) -> Engine:
@@ -67,6 +68,7 @@ def _forget_engines_in_child() -> None:
     for engine in _engines.values():
         engine.dispose(close=False)
     _engines.clear()
+    _factories.clear()
 
 
 os.register_at_fork(after_in_child=_forget_engines_in_child)
@@ -77,12 +79,17 @@ def dispose_engines() -> None:
         for engine in _engines.values():
             engine.dispose()
         _engines.clear()
+        _factories.clear()
 
 
 @contextmanager
 def session_scope(url: str) -> Iterator[Session]:
     """A session that commits on success and rolls back on error."""
-    factory = sessionmaker(bind=get_engine(url), expire_on_commit=False)
+    factory = _factories.get(url)
+    if factory is None:  # one per engine: building one costs more than the session it opens
+        factory = sessionmaker(bind=get_engine(url), expire_on_commit=False)
+        with _lock:
+            _factories[url] = factory
     session = factory()
     try:
         yield session

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -27,6 +27,10 @@ def _announce(session: Session) -> None:
     """NOTIFY the outbox publisher when the transaction commits (PostgreSQL; SQLite polls)."""
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text(f"NOTIFY {NOTIFY_CHANNEL}"))
+
+
+#: the delivery's INSERT, built once (a Core statement on the table: compiled and cached once)
+_INSERT = insert(Delivery.__table__).returning(Delivery.__table__.c.id)  # type: ignore[arg-type]
 
 
 class StoreOutcome(enum.StrEnum):
@@ -96,38 +100,41 @@ def store(
     relay role's dispatches: both are stored, or neither)."""
     data = fit(data)
     rejected = data.error is not None
-    row = Delivery(
-        delivery_id=data.delivery_id,
-        event=data.event,
-        action=data.action,
-        repo=data.repo,
-        source=data.source,
-        upstream_delivery_id=data.upstream_delivery_id,
-        hook_id=data.hook_id,
-        head_sha=data.head_sha,
-        base_sha=data.base_sha,
-        pr_number=data.pr_number,
-        raw_body=data.raw_body,
-        body_sha256=hashlib.sha256(data.raw_body).hexdigest(),
-        normalized=data.normalized,
-        last_error=data.error[:4000] if data.error else None,
-        state=(DeliveryState.REJECTED if rejected else DeliveryState.RECEIVED).value,
-        processed_at=utcnow() if rejected else None,
-    )
-    session.add(row)
+    values = {
+        "delivery_id": data.delivery_id,
+        "event": data.event,
+        "action": data.action,
+        "repo": data.repo,
+        "source": data.source,
+        "upstream_delivery_id": data.upstream_delivery_id,
+        "hook_id": data.hook_id,
+        "head_sha": data.head_sha,
+        "base_sha": data.base_sha,
+        "pr_number": data.pr_number,
+        "raw_body": data.raw_body,
+        "body_sha256": hashlib.sha256(data.raw_body).hexdigest(),
+        "normalized": data.normalized,
+        "last_error": data.error[:4000] if data.error else None,
+        "state": (DeliveryState.REJECTED if rejected else DeliveryState.RECEIVED).value,
+        "received_at": utcnow(),
+        "processed_at": utcnow() if rejected else None,
+        "attempts": 0,
+    }
     try:
+        # one INSERT statement (no ORM unit of work: this is the webhook's hot path)
+        pk = int(session.execute(_INSERT, values).scalar_one())
         if outbox is not None and not rejected:
-            session.flush()
-            outbox(session, row.id)
+            outbox(session, pk)
         if not rejected:
             _announce(session)
         session.commit()
-        return StoreOutcome.NEW, row.id
+        return StoreOutcome.NEW, pk
     except IntegrityError:
         session.rollback()
-    pk = session.scalar(select(Delivery.id).where(Delivery.delivery_id == data.delivery_id))
-    if pk is None:  # pragma: no cover - the conflicting row cannot vanish (no deletes)
+    existing = session.scalar(select(Delivery.id).where(Delivery.delivery_id == data.delivery_id))
+    if existing is None:  # pragma: no cover - the conflicting row cannot vanish (no deletes)
         raise RuntimeError(f"delivery {data.delivery_id} conflicted but is not stored")
+    pk = existing
     result = session.execute(
         update(Delivery)
         .where(Delivery.id == pk, Delivery.state == DeliveryState.FAILED.value)

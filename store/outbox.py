@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from store.models import CheckState, Delivery, Dispatch, DispatchState, Downstream, Job, utcnow
@@ -53,22 +53,27 @@ def sync_downstreams(session: Session, *, rows: Iterable[DownstreamRow]) -> dict
 
 
 def add(session: Session, *, delivery_pk: int, items: Iterable[OutboxItem]) -> int:
-    """Dispatch rows for one delivery, due now (not committed: the delivery's transaction)."""
+    """Dispatch rows for one delivery, due now (not committed: the delivery's transaction), in
+    one executemany INSERT."""
     now = utcnow()
-    count = 0
-    for item in items:
-        session.add(
-            Dispatch(
-                delivery_pk=delivery_pk,
-                downstream_pk=item.downstream_pk,
-                target=item.target,
-                nonce=item.nonce,
-                state=DispatchState.PENDING.value,
-                next_attempt_at=now,
-            )
-        )
-        count += 1
-    return count
+    rows = [
+        {
+            "delivery_pk": delivery_pk,
+            "downstream_pk": item.downstream_pk,
+            "target": item.target,
+            "nonce": item.nonce,
+            "state": DispatchState.PENDING.value,
+            "attempts": 0,
+            "check_attempts": 0,
+            "next_attempt_at": now,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for item in items
+    ]
+    if rows:
+        session.execute(insert(Dispatch.__table__), rows)  # type: ignore[arg-type]
+    return len(rows)
 
 
 def pending_of(session: Session, *, delivery_pk: int) -> list[int]:
