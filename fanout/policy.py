@@ -36,7 +36,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from fanout.model import TRUSTED_ASSOCIATIONS, Decision, Downstream, Policy, Subject, Target
-from wire.crcr.allowlist import KNOWN_EVENTS, AllowlistEntry, Level
+from wire.crcr.allowlist import KNOWN_EVENTS, AllowlistEntry, AllowlistError, Level, compose
 from wire.github.events import PR_ACTIONS
 
 POLICY_VERSION = 1
@@ -47,11 +47,8 @@ _STRINGS = {"author_trust", "trust_label_prefix", "nightly", "target", "workflow
 _KEYS = _LISTS | _BOOLS | _INTS | _STRINGS
 
 
-class PolicyError(ValueError):
-    def __init__(self, path: str, problems: list[str]) -> None:
-        self.path = path
-        self.problems = problems
-        super().__init__("; ".join(problems))
+class PolicyError(AllowlistError):
+    """Every problem of one policy file; each problem reads ``<path>:<line>: <what>``."""
 
 
 def _plain(node: Node) -> Any:
@@ -116,13 +113,7 @@ def cron_problem(text: str) -> str | None:
 def parse(text: str, *, entries: list[AllowlistEntry], path: str = "<policy>") -> list[Downstream]:
     """The allowlist's entries with their policies (defaults, then the repository's keys)."""
     problems: list[str] = []
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise PolicyError(path, [f"{path}:{line}: not valid YAML: {reason}"]) from exc
+    root = compose(text, path, PolicyError)
     defaults: dict[str, Any] = {}
     per_repo: dict[str, tuple[int, dict[str, Any]]] = {}
     if root is not None and not (isinstance(root, ScalarNode) and _plain(root) is None):

@@ -79,15 +79,23 @@ def _scalar(node: Node) -> Any:
     return _value(node) if isinstance(node, ScalarNode) else None
 
 
-def parse(text: str, *, path: str = "<allowlist>") -> list[AllowlistEntry]:
-    problems = _Problems(path)
+def compose(
+    text: str, path: str, error: type[AllowlistError] = AllowlistError
+) -> Node | None:
+    """The YAML node tree of ``text`` (nodes keep their lines); invalid YAML raises ``error``
+    with one ``<path>:<line>: not valid YAML: <why>`` problem."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise AllowlistError(path, [f"{path}:{line}: not valid YAML: {reason}"]) from exc
+        raise error(path, [f"{path}:{line}: not valid YAML: {reason}"]) from exc
+
+
+def parse(text: str, *, path: str = "<allowlist>") -> list[AllowlistEntry]:
+    problems = _Problems(path)
+    root = compose(text, path)
     if root is None or (isinstance(root, ScalarNode) and _scalar(root) is None):
         return []
     if not isinstance(root, MappingNode):
