@@ -123,6 +123,18 @@ def deliveries_of_jobs(session: Session, job_pks: list[int]) -> dict[int, str]:
     return out
 
 
+def inserted(session: Session, row: Any) -> bool:
+    """Add ``row`` and flush it; False (the session rolled back) when a concurrent writer
+    inserted the same unique key first: the caller then reads that writer's row instead."""
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError:
+        session.rollback()
+        return False
+    return True
+
+
 def create_job(
     session: Session,
     *,
@@ -162,11 +174,7 @@ def create_job(
         status=JobStatus.DISPATCHED.value,
         tests_total=sum(len(s) for s in shards),
     )
-    session.add(job)
-    try:
-        session.flush()
-    except IntegrityError:
-        session.rollback()
+    if not inserted(session, job):
         return create_job(
             session, key=key, dispatch_pk=dispatch_pk, event_type=event_type,
             workflow_name=workflow_name, url=url, head_sha=head_sha, pr_number=pr_number,

@@ -20,10 +20,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, case, func, or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
-from store.jobs import LEASE_SECONDS, Claim, JobKey, key_is, seconds_between, transition
+from store.jobs import (
+    LEASE_SECONDS,
+    Claim,
+    JobKey,
+    inserted,
+    key_is,
+    seconds_between,
+    transition,
+)  # fmt: skip
 from store.models import (
     Conclusion,
     Dispatch,
@@ -155,11 +162,7 @@ def begin_planning(
         pr_number=pr_number, status=JobStatus.PLANNING.value, planning_started_at=now,
         dispatched_at=now,
     )  # fmt: skip
-    session.add(job)
-    try:
-        session.flush()
-    except IntegrityError:
-        session.rollback()
+    if not inserted(session, job):
         return begin_planning(
             session, key=key, dispatch_pk=dispatch_pk, event_type=event_type,
             workflow_name=workflow_name, head_sha=head_sha, pr_number=pr_number,
