@@ -4,31 +4,15 @@ rejected with the reason instead."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from store import deliveries, migrate
+from store import deliveries
 from store.db import session_scope
 from store.deliveries import DeliveryCreate, StoreOutcome
 from store.models import Delivery
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(
-    request: pytest.FixtureRequest, tmp_path: Path, fresh_postgres_database: Any
-) -> Iterator[str]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'd.sqlite'}"
-        migrate.upgrade(url)
-        yield url
-    else:
-        with fresh_postgres_database() as url:
-            migrate.upgrade(url)
-            yield url
 
 
 def _data(**overrides: Any) -> DeliveryCreate:

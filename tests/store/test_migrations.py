@@ -17,7 +17,7 @@ from store.models import Base
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def database_url(
+def database_url(  # empty databases here (tests/store/conftest.py's are migrated)
     request: pytest.FixtureRequest, tmp_path: Path, fresh_postgres_database: Any
 ) -> Iterator[str]:
     if request.param == "sqlite":

@@ -5,15 +5,12 @@ waiting, a relayed dispatch), and how a plan given up fails its job with the rea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import update
 
-from store import deliveries, migrate, scheduling
+from store import deliveries, scheduling
 from store.db import session_scope
 from store.deliveries import DeliveryCreate
 from store.downstreams import ensure_downstream
@@ -21,20 +18,6 @@ from store.jobs import JobKey
 from store.models import Dispatch, Job, utcnow
 
 MINUTE = timedelta(seconds=60)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(
-    request: pytest.FixtureRequest, tmp_path: Path, fresh_postgres_database: Any
-) -> Iterator[str]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'd.sqlite'}"
-        migrate.upgrade(url)
-        yield url
-    else:
-        with fresh_postgres_database() as url:
-            migrate.upgrade(url)
-            yield url
 
 
 def _dispatch(url: str, name: str, *, target: str = "runner", **columns: Any) -> int:
