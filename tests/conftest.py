@@ -108,6 +108,24 @@ def fresh_redis_url() -> Callable[[], str]:
     return fresh_redis_url
 
 
+@pytest.fixture
+def own_redis(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[Any]:
+    """A redis-server of the test's own (no persistence) to kill and restart: a broker outage
+    (:class:`tests.support.relay_role.OwnRedis`: ``url``, ``start()``, ``stop()``)."""
+    import shutil
+
+    from tests.support.relay_role import OwnRedis
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (bash .ci/run installs it)")
+    server = OwnRedis(tmp_path, free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def run_python() -> Callable[..., Any]:
     """``run_python(code, env=None, timeout=300)``: a snippet in a fresh interpreter, in the

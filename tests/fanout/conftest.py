@@ -42,23 +42,6 @@ def serve_app() -> Any:
 
 
 @pytest.fixture
-def own_redis(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[Any]:
-    """A redis-server of this test's own, to kill and restart (a broker outage)."""
-    import shutil
-
-    from tests.support.relay_role import OwnRedis
-
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (bash .ci/run installs it)")
-    server = OwnRedis(tmp_path, free_port())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def issuer() -> Iterator[Any]:
     """A local OIDC issuer (JWKS over HTTP) whose tokens the bench's app accepts."""
     from tests.support.oidc_issuer import serve_issuer

@@ -4,78 +4,16 @@ re-enqueues what the broker forgot."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-import redis
-
-
-class RedisServer:
-    def __init__(self, tmp: Path, port: int) -> None:
-        self.port = port
-        self.tmp = tmp
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        assert binary
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.tmp),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if redis.Redis.from_url(self.url).ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.1)
-        raise AssertionError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()  # no persistence: everything queued is gone
-            self.proc.wait()
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path, free_port: Any) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (bash .ci/run installs it)")
-    server = RedisServer(tmp_path, free_port())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_broker_restart_loses_nothing(
     tmp_path: Path,
-    own_redis: RedisServer,
+    own_redis: Any,
     relay_up: Any,
     sample_runs: Any,
     receiver: Any,
