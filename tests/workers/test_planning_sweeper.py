@@ -19,7 +19,6 @@ from sqlalchemy import select
 
 from store.db import session_scope
 from store.models import Dispatch, JobTransition
-from tests.support.planners import LOSING
 
 
 @pytest.fixture(scope="module", params=["sqlite+embedded", "postgres+redis"])
@@ -33,7 +32,7 @@ def stack(
     tmp = tmp_path_factory.mktemp("plan-sweep-" + request.param.replace("+", "-"))
     env = {
         **sample_runs.runner_env(tmp, receiver.url),
-        "RELAY_PLANNER": LOSING,
+        "RELAY_PLANNER": sample_runs.LOSING_PLANNER,
         "RELAY_PLAN_LEASE_SECONDS": "3",
         "RELAY_PLAN_ATTEMPTS": "2",
         "RELAY_SWEEP_AFTER_SECONDS": "4",
