@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(BIN)/relay up
 
 test: $(STAMP)
-	$(BIN)/pytest -m "not slow and not clone"
+	$(BIN)/pytest -m "not slow and not clone" --durations=15
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow

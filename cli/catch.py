@@ -80,8 +80,15 @@ def mutant_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     node_ids = {v.test_id: v.node_id for v in universe.variants}
     return RunPlan(
         shards=[[node_ids.get(t, t) for t in shard] for shard in plan.shards if shard],
+        # nothing imported before pytest's configure plants the fault: a warm pool preloads
+        # upstream's OpInfo database, whose entries would keep the unmutated function (the
+        # ground truth's fresh runs import it after the plugin replaced it); the clean twin the same
         runner=runner.model_copy(
-            update={"pytest_args": [*runner.pytest_args, "-p", "evaluation.mutations"], "env": env}
+            update={
+                "pytest_args": [*runner.pytest_args, "-p", "evaluation.mutations"],
+                "env": env,
+                "preload": [],
+            }
         ),
         selection=plan,
         base_rev=plan.base_resolved or plan.base,
