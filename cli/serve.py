@@ -35,6 +35,18 @@ def worker_command(
     return cmd
 
 
+def beat_command(*, var_dir: Path) -> list[str]:
+    """The beat schedule (the sweeper, the nightlies) as a process of its own. Not embedded in
+    the control worker: Celery forks an embedded beat from the worker's main process, and that
+    process runs the outbox publisher's thread, which polls SQLite; a fork while that thread is
+    inside SQLite leaves the beat with a held SQLite lock and it hangs at its first publish (the
+    sweeper then never runs)."""
+    return [
+        sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat",
+        "--loglevel=INFO", "--schedule", str(var_dir / "celerybeat-schedule"),
+    ]  # fmt: skip
+
+
 def up(
     port: int = typer.Option(None, help="HTTP port (default RELAY_PORT, 8000)"),
     host: str = typer.Option(None, help="bind address (default RELAY_HOST, 127.0.0.1)"),
@@ -48,7 +60,8 @@ def up(
 
     Three worker processes: one for control tasks (delivery processing, reporting, sweeping),
     one planning (selection over the universe) and one running test shards, so events never
-    wait behind a plan being computed or a long shard."""
+    wait behind a plan being computed or a long shard; and the beat schedule, a fourth process
+    (see :func:`beat_command`)."""
     import uvicorn
 
     from store import migrate
@@ -63,7 +76,11 @@ def up(
         _Supervised(
             "control",
             worker_command(
-                concurrency=1, var_dir=settings.var_dir, queues=CONTROL_QUEUE, name="control"
+                concurrency=1,
+                beat=False,
+                var_dir=settings.var_dir,
+                queues=CONTROL_QUEUE,
+                name="control",
             ),
         ),
         _Supervised(
@@ -87,7 +104,8 @@ def up(
             ),
         ),
     ]
-    control, planner, runner = (w.proc for w in workers_up)
+    workers_up.append(_Supervised("beat", beat_command(var_dir=settings.var_dir)))
+    control, planner, runner, beat = (w.proc for w in workers_up)
     halt = threading.Event()
     watcher = threading.Thread(target=_supervise, args=(workers_up, halt), daemon=True)
     watcher.start()
@@ -103,7 +121,8 @@ def up(
                 f"  database   {redacted(settings.database_url)}",
                 f"  broker     {redacted(settings.broker_url)}",
                 f"  workers    control pid {control.pid}, planner pid {planner.pid} "
-                f"(concurrency {planners}), shards pid {runner.pid} (concurrency {workers})",
+                f"(concurrency {planners}), shards pid {runner.pid} (concurrency {workers}), "
+                f"beat pid {beat.pid}",
                 f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
             ]
         ),

@@ -148,9 +148,11 @@ def consumes_control_queue(celery: Celery) -> bool:
 
 
 class PublisherStep(bootsteps.StartStopStep):
-    """The publisher as a thread of a worker that consumes the control queue."""
+    """The publisher as a thread of a worker that consumes the control queue. It starts after the
+    pool and the embedded beat (``relay worker --beat``) have forked their processes: a process
+    forked while this thread is inside SQLite could inherit a held SQLite lock and hang."""
 
-    requires = ("celery.worker.components:Pool",)
+    requires = ("celery.worker.components:Pool", "celery.worker.components:Beat")
 
     def __init__(self, parent: Any, **kwargs: Any) -> None:
         super().__init__(parent, **kwargs)

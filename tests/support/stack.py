@@ -247,9 +247,10 @@ def start_stack(
         stack.wait_for(ready, timeout=90, what="relay up to become ready")
         # The worker logs "ready" once it consumes from the broker.
         stack.wait_for(
-            lambda: log_path.read_bytes().count(b"ready.") >= 3,
+            lambda: log_path.read_bytes().count(b"ready.") >= 3
+            and b"beat: Starting" in log_path.read_bytes(),
             timeout=90,
-            what="the three Celery workers (control, planner, shards)",
+            what="the three Celery workers (control, planner, shards) and the beat",
         )
     except BaseException:
         stack.stop()
