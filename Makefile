@@ -9,7 +9,7 @@ PYTHON ?= python3
 PACKAGES := cli relay workers planner evaluation fanout inventory selector upstream backends store wire \
 	testspecs spyre_stack
 
-.PHONY: run test test-slow test-clone lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec
+.PHONY: run test test-slow test-long test-clone lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,13 +20,16 @@ run: $(STAMP)
 	$(BIN)/relay up
 
 test: $(STAMP)
-	$(BIN)/pytest -m "not slow and not clone" --durations=15
+	$(BIN)/pytest -m "not slow and not clone and not long" --durations=15
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
 
 # The README's path from a bare clone of HEAD with its own virtual environment (about 7 minutes
 # on 2 cores); .ci/run runs it after `make test`.
+test-long: $(STAMP)
+	$(BIN)/pytest -m long --durations=5
+
 test-clone: $(STAMP)
 	$(BIN)/pytest -m clone
 

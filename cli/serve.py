@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -136,8 +137,7 @@ def up(
             stopped = True
             halt.set()
             watcher.join(timeout=5)
-            for w in reversed(workers_up):
-                _stop(w.proc)
+            _stop_all([w.proc for w in reversed(workers_up)])
 
     def on_signal(signum: int, _frame: object) -> None:
         # uvicorn handles SIGINT/SIGTERM while it serves, then re-raises the signal: we get
@@ -218,15 +218,20 @@ def worker(
     )
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a worker and everything it started (its pool and beat processes share its group)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=15)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+def _stop_all(procs: list[subprocess.Popen[bytes]], *, grace: float = 15.0) -> None:
+    """Stop workers and everything they started (a worker's pool and beat processes share its
+    group): SIGTERM to every group at once, so their warm shutdowns (a few seconds each) overlap,
+    then SIGKILL to what is left after ``grace`` seconds."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def openapi(output: Path = typer.Option(Path("openapi.json"), help="file to write")) -> None:

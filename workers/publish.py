@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -34,6 +35,8 @@ log = logging.getLogger("workers.publish")
 BATCH = 200
 #: the longest wait between polls on PostgreSQL (LISTEN wakes it up sooner)
 LISTEN_POLL_SECONDS = 1.0
+#: how soon a stopping publisher notices it while it waits for a NOTIFY
+STOP_CHECK_SECONDS = 0.5
 #: the longest wait after the broker refused a message
 MAX_BACKOFF_SECONDS = 5.0
 
@@ -116,8 +119,14 @@ class Publisher:
         try:
             if self._listener is None:
                 self._listener = _listen(self.settings.database_url)
-            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
-                break
+            deadline = time.monotonic() + timeout
+            while not self._stop.is_set():  # in slices, so a stop never waits out the timeout
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                slice_ = min(left, STOP_CHECK_SECONDS)
+                if any(True for _ in self._listener.notifies(timeout=slice_, stop_after=1)):
+                    break
             return True
         except Exception as exc:
             log.warning("LISTEN unavailable, polling: %s", exc)

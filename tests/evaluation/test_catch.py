@@ -27,6 +27,7 @@ def _truth(*events: GroundTruthEvent) -> GroundTruth:
 
 # a relay start, one planning (it collects the modules suite on first use) and two jobs of 28
 # tests: about 100 s on an idle 2-core machine, more than 10 min at load average 11
+@pytest.mark.long
 @pytest.mark.timeout(1800)
 def test_a_mutant_is_caught_and_its_clean_twin_is_green(tmp_path: Path) -> None:
     gelu = mutation_event("F.gelu")

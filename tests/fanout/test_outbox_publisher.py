@@ -159,6 +159,15 @@ def test_postgres_notify_wakes_the_publisher(
     finally:
         publisher.stop()
         thread.join(timeout=70)
+    publisher = publish.Publisher(settings, make_producer(settings))
+    thread = threading.Thread(target=publisher.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while publisher._listener is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    publisher.stop()  # a worker's shutdown does not wait out the minute's LISTEN
+    thread.join(timeout=30)
+    assert not thread.is_alive()
 
 
 _BOOT_ORDER = """

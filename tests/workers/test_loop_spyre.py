@@ -17,6 +17,8 @@ from sqlalchemy import select
 from store.db import session_scope
 from store.models import Selection, TestResult
 
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def spyre_loop(tmp_path_factory: pytest.TempPathFactory, relay_up: Any) -> Iterator[Any]:
