@@ -180,7 +180,9 @@ print(" ".join(s.name.rsplit(".", 1)[-1] for s in blueprint._finalize_steps(blue
 
 
 @pytest.mark.parametrize("seed", ["0", "1", "2", "3", "5", "7"])
-def test_the_publisher_thread_starts_after_every_fork_of_its_worker(seed: str) -> None:
+def test_the_publisher_thread_starts_after_every_fork_of_its_worker(
+    seed: str, repo_root: Path
+) -> None:
     """Celery orders independent bootsteps by set iteration (the hash seed): without its
     ``requires``, the publisher thread started before the embedded beat forked under some seeds,
     and a beat forked while that thread was inside SQLite hung for good (no sweeper)."""
@@ -188,11 +190,9 @@ def test_the_publisher_thread_starts_after_every_fork_of_its_worker(seed: str) -
     import subprocess
     import sys
 
-    from tests.support.services import REPO_ROOT
-
     out = subprocess.run(
         [sys.executable, "-c", _BOOT_ORDER],
         env={**os.environ, "PYTHONHASHSEED": seed},
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True,
+        cwd=repo_root, capture_output=True, text=True, timeout=120, check=True,
     ).stdout.split()  # fmt: skip
     assert out.index("PublisherStep") > max(out.index("Pool"), out.index("Beat")), out
