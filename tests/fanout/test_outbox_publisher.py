@@ -183,9 +183,11 @@ print(" ".join(s.name.rsplit(".", 1)[-1] for s in blueprint._finalize_steps(blue
 def test_the_publisher_thread_starts_after_every_fork_of_its_worker(
     seed: str, repo_root: Path
 ) -> None:
-    """Celery orders independent bootsteps by set iteration (the hash seed): without its
-    ``requires``, the publisher thread started before the embedded beat forked under some seeds,
-    and a beat forked while that thread was inside SQLite hung for good (no sweeper)."""
+    """Celery orders independent bootsteps by iterating a set (string hashes, and our step
+    class's address), so the order changes from one worker start to the next: without the
+    step's ``requires``, the publisher thread started before the embedded beat forked in about
+    half the starts, and a beat forked while that thread was inside SQLite hung for good (no
+    sweeper). Each seed is another start."""
     import os
     import subprocess
     import sys
