@@ -121,7 +121,7 @@ def create_for_dispatch(
 ) -> CheckResult:
     """One attempt at creating dispatch ``pk``'s queued check run."""
     rng = rng or random.Random()
-    lease = settings.dispatch_timeout_seconds * 3 + 30
+    lease = settings.outbox_claim_seconds
     with session_scope(settings.database_url) as session:
         if not outbox.claim_check(session, pk=pk, lease_seconds=lease):
             return CheckResult("not-due")

@@ -96,7 +96,7 @@ def send_one(
 ) -> SendResult:
     """One attempt at outbox row ``pk``."""
     rng = rng or random.Random()
-    lease = settings.dispatch_timeout_seconds * 3 + 30
+    lease = settings.outbox_claim_seconds
     with session_scope(settings.database_url) as session:
         if not outbox.claim(session, pk=pk, lease_seconds=lease):
             return SendResult("not-due")

@@ -211,6 +211,12 @@ class Settings(BaseSettings):
         return str(self.allowlist_path) if self.allowlist_path is not None else None
 
     @property
+    def outbox_claim_seconds(self) -> float:
+        """How long a sender holds an outbox row it claimed (a dispatch or a check run): three
+        GitHub calls' timeouts and a margin, after which another sender may take the row."""
+        return self.dispatch_timeout_seconds * 3 + 30
+
+    @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
