@@ -40,8 +40,8 @@ def beat_command(*, var_dir: Path) -> list[str]:
     """The beat schedule (the sweeper, the nightlies) as a process of its own. Not embedded in
     the control worker: Celery forks an embedded beat from the worker's main process, and that
     process runs the outbox publisher's thread, which polls SQLite; a fork while that thread is
-    inside SQLite leaves the beat with a held SQLite lock and it hangs at its first publish (the
-    sweeper then never runs)."""
+    inside SQLite can leave the beat holding a lock nobody releases, hung at its first publish
+    (the sweeper then never runs: seen in CI)."""
     return [
         sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat",
         "--loglevel=INFO", "--schedule", str(var_dir / "celerybeat-schedule"),
