@@ -192,12 +192,18 @@ def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profi
     replay`` makes (base universe adjusted by the change facts) and the one over the head
     universe collected for real (``relay replay --head-env``)."""
     from evaluation.release import release_truth
-    from planner.release import collected_universe, release_plan
+    from planner.release import (
+        collected_universe,
+        facts_cache_dir,
+        is_installed,
+        release_plan,
+        with_behaviour,
+    )
 
     progress = opt.Progress()
     source, facts = opt.open_facts(upstream, offline, cache_dir, from_, to, progress)
     base_env = None
-    if not _installed(facts.base.resolved):
+    if not is_installed(facts.base.resolved):
         base_env = make_env(facts.base.resolved, offline)
         progress(f"base environment: {base_env.directory} (torch {base_env.torch_build})")
         installed = collected_universe(base_env)
@@ -214,6 +220,13 @@ def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profi
         typer.echo("no ground truth yet: add --run (the full universe under both torches)",
                    err=True)  # fmt: skip
         raise typer.Exit(1)
+    notes: list[str] = []
+    facts = with_behaviour(
+        facts, cache_dir=facts_cache_dir(source, cache_dir), offline=offline, notes=notes,
+        progress=progress, base_env=base_env, head_env=env,
+    )  # fmt: skip
+    for note in notes:
+        progress(note)
     options = dict(
         budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
         min_closeness=focus, budget_share=budget_share,
@@ -227,10 +240,3 @@ def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profi
     uncut = release_plan(source, facts, installed=installed, **options).plan
     more["ours, no budget cut"] = dict.fromkeys(names, uncut)
     return truth, head, dict.fromkeys(names, estimated), more
-
-
-def _installed(version: str) -> bool:
-    """Whether ``version`` (``2.13.0+cpu``) is the torch this interpreter has."""
-    from importlib import metadata
-
-    return metadata.version("torch").split("+")[0] == version.split("+")[0]

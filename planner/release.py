@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends import get_backend
+from backends.base import torch_build
 from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
@@ -24,9 +26,11 @@ from planner.durations import DEFAULT_EVAL_RUNS, base_run_history, estimator_for
 from planner.filefacts import store_for
 from planner.revisions import source_reader
 from selector import DEFAULT_PROFILING_MAP, History, SelectionPlan, SignalConfig, Universe, select
+from store.settings import get_settings
 from upstream import UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
-from upstream.headenv import HeadEnv, ensure_env
+from upstream.changes.behaviour import FingerprintError, Side, diff_fingerprints, fingerprints
+from upstream.headenv import HeadEnv, HeadEnvError, ensure_env
 
 Progress = Callable[[str], None]
 log = logging.getLogger(__name__)
@@ -142,7 +146,7 @@ def open_release(
     progress(f"resolving {base} and {head}")
     b, h = source.resolve(base), source.resolve(head)
     progress(f"{base} -> {b.resolved}, {head} -> {h.resolved}")
-    facts_cache = cache_dir or getattr(source, "cache_dir", None) or Path("var/upstream")
+    facts_cache = facts_cache_dir(source, cache_dir)
     facts = compute_change_facts(source, b, h, cache_dir=facts_cache, progress=progress)
     return source, facts
 
@@ -173,6 +177,11 @@ def plan_release(
     source, facts = open_release(
         base, head, upstream=upstream, cache_dir=cache_dir, offline=offline, progress=progress
     )
+    behaviour_notes: list[str] = []
+    facts = with_behaviour(
+        facts, cache_dir=facts_cache_dir(source, cache_dir), offline=offline,
+        notes=behaviour_notes, progress=progress,
+    )  # fmt: skip
     spec_paths = backend_specs(backend, specs)
     progress(f"universe of {backend} under {len(spec_paths)} spec file(s) (cached after the first)")
     installed = universe_from_inventory(backend=backend, specs=spec_paths)
@@ -198,8 +207,76 @@ def plan_release(
         backend=backend,
         budget_share=budget_share,
     )
+    release.notes[:0] = behaviour_notes
     release.plan.decision_seconds = round(time.perf_counter() - start, 4)
     return release
+
+
+def facts_cache_dir(source: UpstreamSource, cache_dir: str | Path | None = None) -> Path:
+    """Where the change facts (and the behaviour fingerprints) of ``source`` are kept."""
+    return Path(cache_dir or getattr(source, "cache_dir", None) or Path("var/upstream"))
+
+
+def with_behaviour(
+    facts: ChangeFacts,
+    *,
+    cache_dir: Path,
+    offline: bool = False,
+    notes: list[str],
+    progress: Progress = lambda _: None,
+    base_env: HeadEnv | None = None,
+    head_env: HeadEnv | None = None,
+    enabled: bool | None = None,
+) -> ChangeFacts:
+    """``facts`` with the OpInfo entries whose behaviour on CPU changed between the two torches
+    (:mod:`upstream.changes.behaviour`): each release runs in its own environment (made once;
+    the installed torch in this interpreter), fingerprints are cached per build. Off with
+    ``RELAY_RELEASE_FINGERPRINTS=false``; when an environment or a fingerprint run fails the
+    facts stay as they were and ``notes`` says why (compiled code's changes then rest on the
+    broad signals, as without fingerprints)."""
+    if enabled is None:
+        enabled = get_settings().release_fingerprints
+    if not enabled:
+        notes.append("behaviour fingerprints off (RELAY_RELEASE_FINGERPRINTS=false)")
+        return facts
+    try:
+        sides = [
+            _side(facts.base.resolved, base_env, offline=offline, progress=progress),
+            _side(facts.head.resolved, head_env, offline=offline, progress=progress),
+        ]
+        before, after = fingerprints(sides, cache_dir, progress=progress)
+    except (HeadEnvError, FingerprintError, OSError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        notes.append(f"behaviour fingerprints not computed ({first}); compiled code's changes "
+                     "rest on the broad signals")  # fmt: skip
+        log.warning("behaviour fingerprints not computed: %s", first)
+        return facts
+    changes = diff_fingerprints(before, after)
+    common = len(set(before.get("entries", {})) & set(after.get("entries", {})))
+    notes.append(
+        f"behaviour: {len(changes)} of {common} OpInfo entries behave differently on CPU at head "
+        f"(torch {sides[0].build} -> {sides[1].build})"
+    )
+    return facts.model_copy(update={"behaviour": changes})
+
+
+def _side(resolved: str, env: HeadEnv | None, *, offline: bool, progress: Progress) -> Side:
+    """The interpreter that runs release ``resolved``: ``env``'s, this one when it has that
+    torch, else the release's own environment (made once)."""
+    if env is None and is_installed(resolved):
+        return Side(python=sys.executable, build=torch_build())
+    if env is None:
+        version = resolved.split("+", 1)[0]
+        progress(f"environment of torch {version} (made once)")
+        env = ensure_env(version, offline=offline)
+    return Side(python=str(env.python), build=env.torch_build, env=env.env)
+
+
+def is_installed(version: str) -> bool:
+    """Whether ``version`` (``2.13.0+cpu``) is the torch this interpreter has."""
+    from importlib import metadata
+
+    return metadata.version("torch").split("+")[0] == version.split("+")[0]
 
 
 def head_env_for(facts: ChangeFacts, *, offline: bool = True) -> HeadEnv:

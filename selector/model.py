@@ -128,11 +128,11 @@ class ChangeUnit:
 
     ``key`` is unique: ``path::qualname`` for a Python symbol, ``path`` for any other file,
     ``native_functions:add.Tensor``, ``derivatives:mul.Tensor``, ``opinfo:add``,
-    ``moduleinfo:torch.nn.Linear``.
+    ``moduleinfo:torch.nn.Linear``, ``behaviour:combinations``.
     """
 
     key: str
-    kind: str  # symbol | file | native_function | derivative | opinfo | moduleinfo
+    kind: str  # symbol | file | native_function | derivative | opinfo | moduleinfo | behaviour
     path: str
     status: str
     detail: str = ""

@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     # ~/.cache/crcr-relay/pytorch-ci-stats). Read at import by the commands' defaults: see
     # ci_stats_dir()
     ci_stats: Path | None = None
+    # a release step also compares the OpInfo database's behaviour under both torches (each in
+    # its own environment, made once; fingerprints cached per torch build): what compiled code
+    # changed that no source diff shows. false: source facts only (no environment is made)
+    release_fingerprints: bool = True
     # "module:function" (event, settings) -> RunPlan; unset: the selector's four stages over the
     # bundled universe on runner_backend (the default planner of the workers)
     planner: str | None = None

@@ -16,6 +16,7 @@ from selector.signals.base import (
     SignalContext,
     SignalResult,
 )
+from selector.signals.behaviour import BehaviourChanges
 from selector.signals.coverage import CoverageMap
 from selector.signals.dbentries import DatabaseEntries
 from selector.signals.devices import OtherDevicesOnly
@@ -30,6 +31,7 @@ SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
     "other-devices-only": OtherDevicesOnly,
     "edited-tests": EditedTests,
     "opinfo-moduleinfo": DatabaseEntries,
+    "behaviour": BehaviourChanges,
     "operators": Operators,
     "traced-coverage": TracedCoverage,
     "traced-common": TracedCommon,

@@ -2,7 +2,7 @@
 
 The facts come from :mod:`upstream.changes`; this stage only turns them into the units the
 impact signals account for (a changed Python symbol, a non-Python file, a yaml entry, a database
-entry) and records the counts.
+entry, an OpInfo entry whose observed behaviour changed) and records the counts.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from selector.model import ChangeUnit, StageRecord
 from upstream.changes import ChangeFacts
+
+COMPILED = "<compiled torch>"  # the path of a behaviour unit: no file shows it
 
 
 @dataclass
@@ -61,6 +63,12 @@ def change_units(facts: ChangeFacts) -> list[ChangeUnit]:
     for d in facts.db_entries:
         units.append(
             ChangeUnit(f"{d.kind}:{d.name}", d.kind, d.file, d.status, "; ".join(d.reasons))
+        )
+    for b in facts.behaviour:  # observed, not read: compiled code's changes (see signals.behaviour)
+        units.append(
+            ChangeUnit(
+                f"behaviour:{b.name}", "behaviour", COMPILED, "modified", "; ".join(b.reasons)
+            )
         )
     return units
 

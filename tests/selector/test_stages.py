@@ -551,3 +551,34 @@ def test_comment_only_change_is_no_unit(repo: Any, small_upstream: Any, plan_for
     plan = plan_for(repo)
     assert plan.funnel[0].count_in == 1 and plan.funnel[0].count_out == 0
     assert plan.tests == [] and not plan.fallback
+
+
+def test_behaviour_change_selects_its_entry_at_the_changed_dtypes(
+    repo: Any, small_upstream: Any
+) -> None:
+    from upstream.changes import BehaviourChange
+
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
+    assert not facts.files  # no source changed: only the observed behaviour did
+    why = "float32: backward dispatches +index_put.default -masked_scatter.default"
+    facts = facts.model_copy(
+        update={
+            "behaviour": [
+                BehaviourChange(name="add", dtypes=["float32"], reasons=[why]),
+                BehaviourChange(name="not_in_the_universe", reasons=["entry error: none -> X"]),
+            ]
+        }
+    )
+    plan = select(facts, small_upstream.make_universe(), reader=source_reader(source, facts),
+                  config=NO_PRIOR)  # fmt: skip
+    assert not plan.fallback
+    assert set(plan.test_ids) == {t for t in ids_with(plan, "_add_") if t.endswith("float32")}
+    assert len(plan.test_ids) == len(small_upstream.TEMPLATES)
+    assert (
+        f"behaviour: opinfo add behaves differently on CPU at head: {why}" in plan.tests[0].reasons
+    )
+    assert plan.explained["behaviour:add"] == ["behaviour: 2 variant(s) at float32"]
+    assert plan.explained["behaviour:not_in_the_universe"] == [
+        "behaviour: entry has no variant in the universe at every dtype"
+    ]

@@ -2,6 +2,7 @@
 
 from upstream.changes.facts import (
     FACTS_VERSION,
+    BehaviourChange,
     ChangeFacts,
     DbEntryChange,
     PythonFileChange,
@@ -13,6 +14,7 @@ from upstream.changes.facts import (
 
 __all__ = [
     "FACTS_VERSION",
+    "BehaviourChange",
     "ChangeFacts",
     "DbEntryChange",
     "PythonFileChange",

@@ -72,6 +72,15 @@ class DbEntryChange(_Model):
     reasons: list[str] = Field(default_factory=list)
 
 
+class BehaviourChange(_Model):
+    """An OpInfo entry that behaves differently on CPU at head (its fingerprints under both
+    torches differ: :mod:`upstream.changes.behaviour`), at ``dtypes`` (empty: every dtype)."""
+
+    name: str  # "combinations", "linalg.norm.subgradients_at_zero"
+    dtypes: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+
+
 class ChangeFacts(_Model):
     facts_version: int = FACTS_VERSION
     source_kind: str
@@ -83,6 +92,9 @@ class ChangeFacts(_Model):
     derivatives: list[YamlEntryChange]
     db_entries: list[DbEntryChange]
     changed_info_classes: list[str] = Field(default_factory=list)
+    # what no source diff shows: OpInfo entries whose CPU behaviour changed (filled in by the
+    # release planner when both torches can run; not part of the cached source facts)
+    behaviour: list[BehaviourChange] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     seconds: float = 0.0
 
