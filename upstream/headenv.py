@@ -58,8 +58,9 @@ RUNTIME_PACKAGES = (
     "pydantic",  # backends.base (the backend seam the check and the collection import)
 )
 # Never pinned from the running environment: torch is the point, the project is not installed,
-# pip keeps the version venv gave it.
-UNPINNED = frozenset({"torch", "crcr-relay", "pip"})
+# pip keeps the version venv gave it, and a release bounds its own build tools (torch 2.12.1
+# requires setuptools<82, which a pin to this environment's newer one made unsatisfiable).
+UNPINNED = frozenset({"torch", "crcr-relay", "pip", "setuptools"})
 
 CHECK_SCRIPT = """\
 import json
