@@ -222,6 +222,13 @@ def to_device(call: Call, device: str) -> Call:
         if isinstance(x, torch.Tensor):
             if x.device.type == torch.device(device).type:
                 return x
+            dims = list(zip(x.size(), x.stride(), strict=True))
+            if x.numel() and any(s == 0 and d > 1 for d, s in dims):
+                # an expanded view (elements sharing a location) cannot be written element by
+                # element: move the storage it spans and take the same view of it there
+                span = x.storage_offset() + sum((d - 1) * s for d, s in dims)
+                base = torch.as_strided(x, (span + 1,), (1,), 0).to(device)
+                return torch.as_strided(base, x.size(), x.stride(), x.storage_offset())
             out = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=device)
             return out.copy_(x) if x.numel() else out
         if isinstance(x, list):
