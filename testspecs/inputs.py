@@ -169,8 +169,12 @@ def py_literal(text: str) -> Any:
 
 
 def _value(value: Any, key: str | None = None) -> Any:
-    """A plain value as the op receives it: dtype names become dtypes, tuple text a tuple."""
+    """A plain value as the op receives it: dtype names become dtypes, tuple text a tuple, and
+    Python's own spelling of a constant (``None``, ``True``, ``False``, as a recorder writes a
+    keyword argument's repr) that constant."""
     if isinstance(value, str):
+        if value in _LITERAL_NAMES:
+            return _LITERAL_NAMES[value]
         bare = value.removeprefix("torch.")
         if value.startswith("torch.") or key == "dtype":
             try:

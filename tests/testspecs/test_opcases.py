@@ -200,3 +200,18 @@ def test_an_expanded_view_moves_with_its_strides_and_offset() -> None:
     moved = to_device(build_call(ops[1].inputs(), seed=3), "meta").args[1]
     assert (moved.device.type, moved.shape) == ("meta", expanded.shape)
     assert (moved.stride(), moved.storage_offset()) == ((0, 8, 1), 2)
+
+
+def test_a_python_constant_written_as_text_is_that_constant() -> None:
+    """Recorders write a keyword argument's repr: ``attn_mask: None`` is YAML text, not null."""
+    from testspecs.inputs import build_call
+    from testspecs.models import Inputs
+
+    inputs = Inputs.model_validate(
+        {
+            "args": [{"tensor": {"shape": [2, 3], "dtype": "torch.float16"}}],
+            "kwargs": {"attn_mask": "None", "is_causal": "False", "device": "cuda:0"},
+        }
+    )
+    kwargs = build_call(inputs, seed=0).kwargs
+    assert kwargs == {"attn_mask": None, "is_causal": False, "device": "cuda:0"}
