@@ -169,8 +169,12 @@ def py_literal(text: str) -> Any:
 
 
 def _value(value: Any, key: str | None = None) -> Any:
-    """A plain value as the op receives it: dtype names become dtypes, tuple text a tuple."""
+    """A plain value as the op receives it: dtype names become dtypes, tuple text a tuple, and
+    Python's own spelling of a constant (``None``, ``True``, ``False``, as a recorder writes a
+    keyword argument's repr) that constant."""
     if isinstance(value, str):
+        if value in _LITERAL_NAMES:
+            return _LITERAL_NAMES[value]
         bare = value.removeprefix("torch.")
         if value.startswith("torch.") or key == "dtype":
             try:
@@ -222,6 +226,13 @@ def to_device(call: Call, device: str) -> Call:
         if isinstance(x, torch.Tensor):
             if x.device.type == torch.device(device).type:
                 return x
+            dims = list(zip(x.size(), x.stride(), strict=True))
+            if x.numel() and any(s == 0 and d > 1 for d, s in dims):
+                # an expanded view (elements sharing a location) cannot be written element by
+                # element: move the storage it spans and take the same view of it there
+                span = x.storage_offset() + sum((d - 1) * s for d, s in dims)
+                base = torch.as_strided(x, (span + 1,), (1,), 0).to(device)
+                return torch.as_strided(base, x.size(), x.stride(), x.storage_offset())
             out = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=device)
             return out.copy_(x) if x.numel() else out
         if isinstance(x, list):

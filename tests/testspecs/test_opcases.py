@@ -178,3 +178,40 @@ def test_an_op_test_refuses_module_test_arguments() -> None:
     inputs = Inputs.model_validate({"args": [{"config_path": "toy.Config", "config_kwargs": {}}]})
     with pytest.raises(InputError, match="describes a module test's inputs"):
         build_call(inputs, seed=0)
+
+
+EXPANDED = FIXTURES / "opcases" / "expanded_views_spyre.yaml"
+
+
+def test_expanded_view_inputs_run_on_the_device(tmp_path: Path) -> None:
+    """A recorded input with a zero stride (an expanded view: several elements share one
+    location) reaches the device; copying it element by element failed before the op ran."""
+    assert run(tmp_path, spec=EXPANDED) == {
+        "test_model_ops_db[torch.to.1]": "passed",
+        "test_model_ops_db[torch.mul.1]": "passed",
+    }
+
+
+def test_an_expanded_view_moves_with_its_strides_and_offset() -> None:
+    from testspecs.inputs import build_call, to_device
+
+    ops = load_file(EXPANDED).document.files[0].tests[0].edits.ops.include
+    expanded = build_call(ops[1].inputs(), seed=3).args[1]
+    moved = to_device(build_call(ops[1].inputs(), seed=3), "meta").args[1]
+    assert (moved.device.type, moved.shape) == ("meta", expanded.shape)
+    assert (moved.stride(), moved.storage_offset()) == ((0, 8, 1), 2)
+
+
+def test_a_python_constant_written_as_text_is_that_constant() -> None:
+    """Recorders write a keyword argument's repr: ``attn_mask: None`` is YAML text, not null."""
+    from testspecs.inputs import build_call
+    from testspecs.models import Inputs
+
+    inputs = Inputs.model_validate(
+        {
+            "args": [{"tensor": {"shape": [2, 3], "dtype": "torch.float16"}}],
+            "kwargs": {"attn_mask": "None", "is_causal": "False", "device": "cuda:0"},
+        }
+    )
+    kwargs = build_call(inputs, seed=0).kwargs
+    assert kwargs == {"attn_mask": None, "is_causal": False, "device": "cuda:0"}
