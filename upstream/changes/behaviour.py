@@ -123,11 +123,13 @@ def fingerprints(
 
 
 def _last_line(path: Path) -> str:
+    """The script's latest progress line (torch's own warnings on stderr are not progress)."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return lines[-1][:200] if lines else ""
+    progress = [line for line in lines if line.startswith("fingerprints:")]
+    return progress[-1][:200] if progress else ""
 
 
 def diff_fingerprints(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[BehaviourChange]:
