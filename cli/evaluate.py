@@ -189,8 +189,9 @@ def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profi
                   no_import_map, focus, budget_share):  # fmt: skip
     """The release step's ground truth (two full runs, each under its own torch: the base in
     its own environment unless it is the installed torch) and its plans: the one ``relay
-    replay`` makes (base universe adjusted by the change facts) and the one over the head
-    universe collected for real (``relay replay --head-env``)."""
+    replay`` makes by default (behaviour fingerprints, the head universe collected in the head
+    environment) and the one over the installed universe adjusted by the change facts (``relay
+    replay --estimate-head``)."""
     from evaluation.release import release_truth
     from planner.release import (
         collected_universe,
@@ -231,12 +232,14 @@ def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profi
         budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
         min_closeness=focus, budget_share=budget_share,
     )  # fmt: skip
-    estimated = release_plan(source, facts, installed=installed, **options).plan
+    # ours: what `relay replay` plans by default (the head universe collected in the head
+    # environment the fingerprints need anyway); beside it the universe estimated from the facts
     collected = release_plan(source, facts, installed=installed, head=head, **options).plan
+    estimated = release_plan(source, facts, installed=installed, **options).plan
     names = [e.name for e in truth.events]
-    more = {"ours, head collected": dict.fromkeys(names, collected)}
+    more = {"ours, head estimated (--estimate-head)": dict.fromkeys(names, estimated)}
     # the same ranking without a budget: what each share of the runner-seconds would catch
     options.update(budget_seconds=None, budget_share=None)
-    uncut = release_plan(source, facts, installed=installed, **options).plan
+    uncut = release_plan(source, facts, installed=installed, head=head, **options).plan
     more["ours, no budget cut"] = dict.fromkeys(names, uncut)
-    return truth, head, dict.fromkeys(names, estimated), more
+    return truth, head, dict.fromkeys(names, collected), more

@@ -57,11 +57,13 @@ def replay(
     as_upstream: bool = typer.Option(
         False, "--as-upstream", help="--events: rewrite repository.full_name to RELAY_UPSTREAM_REPO"
     ),
-    head_env: bool = typer.Option(
-        False,
-        "--head-env",
-        help="collect the head universe for real: make (once) a virtual environment with the "
-        "head torch (var/envs), build the backend there and collect the bundled suites with it",
+    head_env: bool | None = typer.Option(
+        None,
+        "--head-env/--estimate-head",
+        help="--head-env: collect the head universe for real in a virtual environment with the "
+        "head torch (var/envs, made once; the backend built there); the default when "
+        "RELAY_RELEASE_FINGERPRINTS is on, which makes that environment anyway. --estimate-head: "
+        "the installed universe adjusted by the change facts (no environment for the universe)",
     ),
 ) -> None:
     """The whole release step through the four stages; prints the funnel, writes the plan.

@@ -160,7 +160,7 @@ def plan_release(
     upstream: str | Path | None = None,
     cache_dir: str | Path | None = None,
     offline: bool = False,
-    head_env: bool = False,
+    head_env: bool | None = None,
     budget_seconds: float | None = None,
     workers: int = 1,
     history: History | None = None,
@@ -171,8 +171,12 @@ def plan_release(
     progress: Progress = lambda _: None,
 ) -> ReleasePlan:
     """A release step planned the one way ``relay replay`` and the workers' replay job both
-    use: the backend's own specs unless others are given, the installed universe adjusted by
-    the change facts (or collected in the head environment), the learned import map."""
+    use: the backend's own specs unless others are given, the behaviour fingerprints of both
+    torches (:func:`with_behaviour`), the head universe collected in the head environment (or,
+    with ``head_env=False``, the installed universe adjusted by the change facts), the learned
+    import map. ``head_env=None`` collects the head universe when the environments are made
+    anyway for the fingerprints (``RELAY_RELEASE_FINGERPRINTS``) and estimates it otherwise, or
+    when that environment cannot be made (the notes say why)."""
     start = time.perf_counter()
     source, facts = open_release(
         base, head, upstream=upstream, cache_dir=cache_dir, offline=offline, progress=progress
@@ -187,10 +191,18 @@ def plan_release(
     installed = universe_from_inventory(backend=backend, specs=spec_paths)
     progress(f"universe: {len(installed)} variants ({installed.label})")
     collected = None
-    if head_env:
-        env = head_env_for(facts, offline=offline)
-        progress(f"head environment: {env.directory} (torch {env.torch_build})")
-        collected = collected_universe(env, specs=spec_paths, backend=backend)
+    auto = head_env is None
+    if head_env or (auto and get_settings().release_fingerprints):
+        try:
+            env = head_env_for(facts, offline=offline)
+        except HeadEnvError as exc:
+            if not auto:
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            behaviour_notes.append(f"head universe estimated from the facts ({first})")
+        else:
+            progress(f"head environment: {env.directory} (torch {env.torch_build})")
+            collected = collected_universe(env, specs=spec_paths, backend=backend)
     if import_map:
         progress("import map and traced coverage of our runs (learned once per torch build)")
     release = release_plan(

@@ -29,7 +29,9 @@ from selector.model import (
     source_of,
 )
 
-NEW_BONUS = 0.5
+# a variant new at head has no history and an unknown outcome: it ranks before every other
+# (more than closeness + agreeing signals + failure and flaky history can add up to)
+NEW_BONUS = 3.0
 FAILURE_WEIGHT = 1.0
 FLAKY_BONUS = 0.3
 NEVER_RUN_BONUS = 0.05

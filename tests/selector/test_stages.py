@@ -582,3 +582,20 @@ def test_behaviour_change_selects_its_entry_at_the_changed_dtypes(
     assert plan.explained["behaviour:not_in_the_universe"] == [
         "behaviour: entry has no variant in the universe at every dtype"
     ]
+
+
+def test_a_new_variant_outranks_any_known_one_however_close_and_failing(small_upstream: Any) -> None:
+    from selector.model import NEW_AT_HEAD, TestHistory
+
+    universe = small_upstream.make_universe()
+    new, old = universe.variants[0].test_id, universe.variants[1].test_id
+    universe.flags[new] = NEW_AT_HEAD
+    agreeing = ("a", "b", "c", "d", "e")  # every signal agrees on the old one
+    candidates = {
+        new: Candidate(new, ("broad",), ("coverage",), 0.0),
+        old: Candidate(old, ("edited",), agreeing, 1.0),
+    }
+    history = History({old: TestHistory(seconds=0.1, runs=1, failures=1, flaky=True)})
+    kept = applicability_stage(candidates, universe).kept
+    result = budget_stage(kept, universe, history=history, estimator=SPYRE_ESTIMATE)
+    assert [r.test_id for r in result.selected] == [new, old]
