@@ -25,7 +25,15 @@ from inventory.importmap import import_map_for
 from planner.durations import DEFAULT_EVAL_RUNS, base_run_history, estimator_for, merged
 from planner.filefacts import store_for
 from planner.revisions import source_reader
-from selector import DEFAULT_PROFILING_MAP, History, SelectionPlan, SignalConfig, Universe, select
+from selector import (
+    DEFAULT_PROFILING_MAP,
+    NEW_AT_HEAD,
+    History,
+    SelectionPlan,
+    SignalConfig,
+    Universe,
+    select,
+)
 from store.settings import get_settings
 from upstream import UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
@@ -86,8 +94,12 @@ def release_plan(
         adjusted = head_universe(installed, facts, source)
         universe, notes = adjusted.universe, adjusted.notes
     else:
-        universe = head
-        notes = [f"universe collected under the head torch: {head.label}, {len(head)} variants"]
+        universe = with_new_at_head(head, installed)
+        new = sum(1 for f in universe.flags.values() if f == NEW_AT_HEAD)
+        notes = [
+            f"universe collected under the head torch: {head.label}, {len(head)} variants "
+            f"({new} new at head)"
+        ]
     learned = merged(base_run_history(installed, runs), history)
     if learned.tests:
         failing = sum(1 for h in learned.tests.values() if h.failures)
@@ -111,6 +123,19 @@ def release_plan(
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return ReleasePlan(plan=plan, universe=universe, notes=notes)
+
+
+def with_new_at_head(head: Universe, installed: Universe) -> Universe:
+    """A collected head universe whose variants the base universe lacks flagged
+    ``new-at-head`` (they rank first: no history, an unknown outcome)."""
+    known = installed.by_id
+    flags = dict(head.flags)
+    for v in head.variants:
+        if v.test_id not in known:
+            flags.setdefault(v.test_id, NEW_AT_HEAD)
+    return Universe(
+        variants=head.variants, label=head.label, kind=head.kind, flags=flags, key=head.key
+    )
 
 
 def learned_import_map(installed: Universe, notes: list[str]) -> Path | None:

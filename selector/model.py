@@ -142,8 +142,9 @@ class ChangeUnit:
 class Universe:
     """The variants that exist for the backend at the head revision (or our best knowledge).
 
-    ``flags`` marks variants that are not from a real collection: ``new-at-head`` (added from
-    the change facts) or ``removed-at-head`` (collected at base, gone at head).
+    ``flags`` marks how a variant relates to the base release: ``new-at-head`` (added from
+    the change facts, or collected at head and absent at base) or ``removed-at-head`` (collected
+    at base, gone at head).
     """
 
     variants: list[Variant]

@@ -94,3 +94,15 @@ def test_fingerprints_that_cannot_be_made_leave_the_facts_and_say_why(
     notes.clear()
     assert release.with_behaviour(facts, cache_dir=tmp_path, notes=notes, enabled=False) is facts
     assert notes == ["behaviour fingerprints off (RELAY_RELEASE_FINGERPRINTS=false)"]
+
+
+def test_a_collected_head_flags_what_the_base_lacks(small_upstream: Any) -> None:
+    from selector import NEW_AT_HEAD
+
+    base = small_upstream.make_universe()
+    head = small_upstream.make_universe()
+    extra = small_upstream.variant("test_compare_cpu", "polar", "float32")
+    head.variants.append(extra)
+    flagged = release.with_new_at_head(head, base)
+    assert flagged.flags == {extra.test_id: NEW_AT_HEAD}
+    assert flagged.variants is head.variants and head.flags == {}
