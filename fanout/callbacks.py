@@ -31,7 +31,6 @@ SELF_REPORTS = ("nightly", "periodic")
 class Answer:
     status: int
     body: dict[str, Any]
-    job_pk: int | None = None  # set when the callback moved a job (its check run follows)
 
 
 def _error(status: int, message: str) -> Answer:
@@ -92,7 +91,6 @@ def handle(
     signed = extra.get("dispatch_token") if isinstance(extra, dict) else None
     self_report = body.event_type in SELF_REPORTS
     dispatch_pk: int | None = None
-    has_check_run = False
     pr_number: int | None = None
     head_sha: str | None = None
     if self_report:
@@ -137,7 +135,6 @@ def handle(
                 delivery = dispatch.delivery
                 pr_number, head_sha = delivery.pr_number, delivery.head_sha
             dispatch_pk = dispatch.id
-            has_check_run = dispatch.check_run_id is not None
     key = machine.JobKey(
         delivery_id=body.delivery_id[:100],
         repo=repository,
@@ -170,7 +167,5 @@ def handle(
         return Answer(200, {"ok": True, "status": "duplicate"})
     if outcome is machine.Outcome.STALE:
         return Answer(200, {"ok": True, "status": "completed", "stale": True})
-    # only a job with a check run has anything for the worker to do (no broker call otherwise)
-    return Answer(
-        200, {"ok": True, "status": outcome.value}, job_pk=job_pk if has_check_run else None
-    )
+    # the transition marked its check run's update (store.check_updates): a worker sends it
+    return Answer(200, {"ok": True, "status": outcome.value})

@@ -1,10 +1,12 @@
 """Check runs on the upstream PR for L3 (when the PR carries ``ciflow/crcr/<device>``) and L4
 (always) downstreams, named ``crcr/<repo>`` (``crcr/<repo>/<workflow>`` when the policy names
 the workflow): created ``queued`` when the dispatch is sent, so a merge gate cannot pass before
-the job starts, then updated in place from the job the callbacks drive.
+the job starts, then updated in place from the job the callbacks drive (each transition marks
+the update in its own transaction, :mod:`store.check_updates`; a worker sends it).
 
-The creation is retried like the dispatch (backoff with jitter, ``Retry-After``), then dead
-(``check_state`` and ``check_error`` on the dispatch). An L3 downstream whose
+The creation and the updates are retried like the dispatch (backoff with jitter,
+``Retry-After``), then dead: ``check_state`` and ``check_error`` on the dispatch, and
+``check_update_state`` and ``check_update_error``. An L3 downstream whose
 ``crcr-demotion/<repo>`` pull request is open upstream gets no new check run (CRCR's freeze:
 :mod:`fanout.demotion` records it); its dispatches still go out.
 
@@ -17,14 +19,14 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from fanout.github import GitHubApi, GitHubError
 from fanout.role import policy_from_json
-from store import outbox
+from store import check_updates, outbox
 from store.db import session_scope
-from store.models import CheckState, Dispatch, Downstream, Job, utcnow
+from store.models import CheckState, CheckUpdateState, Dispatch, Job, utcnow
 from store.settings import Settings
 from wire.crcr.allowlist import Level
 from wire.github.events import CIFLOW_LABEL_PREFIX, UpstreamEvent
@@ -86,28 +88,41 @@ def job_body(job: Job) -> dict[str, Any]:
     return body
 
 
-def update_for_job(settings: Settings, api: GitHubApi, job_pk: int) -> bool:
-    """Bring the dispatch's check run up to date with the job (False: it has none)."""
-    with session_scope(settings.database_url) as session:
-        job = session.get(Job, job_pk)
-        if job is None or job.dispatch_pk is None:
-            return False
-        dispatch = session.get(Dispatch, job.dispatch_pk)
-        if dispatch is None or dispatch.check_run_id is None:
-            return False
-        downstream = session.get(Downstream, dispatch.downstream_pk)
-        body, check_run_id = job_body(job), dispatch.check_run_id
-        upstream = (dispatch.delivery.repo or settings.upstream_repo) if dispatch.delivery else None
-    assert downstream is not None
-    api.update_check_run(upstream or settings.upstream_repo, check_run_id, body)
-    return True
+@dataclass(frozen=True)
+class CheckResult:
+    state: str  # a CheckState (CheckUpdateState) value, or "not-due" when another sender has it
+    detail: str = ""
+    retry_in: float | None = None  # seconds until the next attempt (state pending)
 
 
 @dataclass(frozen=True)
-class CheckResult:
-    state: str  # a CheckState value, or "not-due" when another sender has it
-    detail: str = ""
-    retry_in: float | None = None  # seconds until the next attempt (state pending)
+class Failure:
+    """What a failed GitHub call leads to: a dead letter, or a retry ``wait`` seconds on."""
+
+    dead: bool
+    error: str
+    wait: float = 0.0
+
+    @property
+    def next_attempt_at(self) -> datetime:
+        return utcnow() + timedelta(seconds=self.wait)
+
+
+def failure(settings: Settings, exc: GitHubError, *, attempts: int, rng: random.Random) -> Failure:
+    """Refused (not retryable) or ``RELAY_DISPATCH_MAX_ATTEMPTS`` spent: dead; else backoff with
+    jitter, or what ``Retry-After`` says."""
+    if not exc.retryable or attempts >= settings.dispatch_max_attempts:
+        why = "refused" if not exc.retryable else f"{attempts} attempts spent"
+        return Failure(True, f"{why}: {exc}")
+    wait = backoff(
+        attempts,
+        base=settings.dispatch_backoff_seconds,
+        cap=settings.dispatch_backoff_max_seconds,
+        rng=rng,
+    )
+    if exc.retry_after is not None:
+        wait = exc.retry_after + rng.random() * min(1.0, exc.retry_after / 10 + 0.1)
+    return Failure(False, str(exc), wait)
 
 
 def backoff(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
@@ -147,23 +162,54 @@ def create_for_dispatch(
             event.repo, queued_body(name=name, event=event, dispatch_pk=pk)
         )
     except GitHubError as exc:
-        if not exc.retryable or attempts >= settings.dispatch_max_attempts:
-            why = "refused" if not exc.retryable else f"{attempts} attempts spent"
-            finish(CheckState.DEAD, error=f"{why}: {exc}")
+        failed = failure(settings, exc, attempts=attempts, rng=rng)
+        if failed.dead:
+            finish(CheckState.DEAD, error=failed.error)
             log.warning("check run %s dead-lettered: %s", name, exc)
             return CheckResult(CheckState.DEAD.value, str(exc))
-        wait = backoff(
-            attempts,
-            base=settings.dispatch_backoff_seconds,
-            cap=settings.dispatch_backoff_max_seconds,
-            rng=rng,
-        )
-        if exc.retry_after is not None:
-            wait = exc.retry_after + rng.random() * min(1.0, exc.retry_after / 10 + 0.1)
-        finish(
-            CheckState.PENDING, error=str(exc), next_attempt_at=utcnow() + timedelta(seconds=wait)
-        )
-        log.info("check run %s will be retried in %.1f s: %s", name, wait, exc)
-        return CheckResult(CheckState.PENDING.value, str(exc), retry_in=wait)
+        finish(CheckState.PENDING, error=failed.error, next_attempt_at=failed.next_attempt_at)
+        log.info("check run %s will be retried in %.1f s: %s", name, failed.wait, exc)
+        return CheckResult(CheckState.PENDING.value, str(exc), retry_in=failed.wait)
     finish(CheckState.CREATED, check_run_id=int(created["id"]))
     return CheckResult(CheckState.CREATED.value)
+
+
+def update_for_dispatch(
+    settings: Settings, api: GitHubApi, pk: int, *, rng: random.Random | None = None
+) -> CheckResult:
+    """One attempt at bringing dispatch ``pk``'s check run up to date with the job its newest
+    transition marked (:mod:`store.check_updates`): the job is read after the claim, so what is
+    sent is never older than what was marked; a transition that came meanwhile is sent next."""
+    rng = rng or random.Random()
+    with session_scope(settings.database_url) as session:
+        claimed = check_updates.claim(session, pk=pk, lease_seconds=settings.outbox_claim_seconds)
+        if claimed is None:
+            return CheckResult("not-due")
+        job = session.get(Job, claimed.job_pk) if claimed.job_pk is not None else None
+        dispatch = session.get(Dispatch, pk)
+        assert dispatch is not None
+        body = job_body(job) if job is not None else None
+        upstream = (dispatch.delivery.repo if dispatch.delivery else None) or settings.upstream_repo
+
+    def finish(state: CheckUpdateState, **kw: Any) -> str:
+        with session_scope(settings.database_url) as session:
+            return check_updates.finish(session, pk=pk, seq=claimed.seq, state=state, **kw)
+
+    if body is None:  # the job is gone: nothing to show
+        return CheckResult(finish(CheckUpdateState.DONE))
+    try:
+        api.update_check_run(upstream, claimed.check_run_id, body)
+    except GitHubError as exc:
+        failed = failure(settings, exc, attempts=claimed.attempts, rng=rng)
+        if failed.dead:
+            state = finish(CheckUpdateState.DEAD, error=failed.error)
+            log.warning("check run %s of dispatch %s not updated: %s", claimed.check_run_id, pk,
+                        failed.error)  # fmt: skip
+            return CheckResult(state, str(exc))
+        state = finish(
+            CheckUpdateState.PENDING, error=failed.error, next_attempt_at=failed.next_attempt_at
+        )
+        log.info("check run update of dispatch %s will be retried in %.1f s: %s", pk,
+                 failed.wait, exc)  # fmt: skip
+        return CheckResult(state, str(exc), retry_in=failed.wait)
+    return CheckResult(finish(CheckUpdateState.DONE))

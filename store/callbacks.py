@@ -4,7 +4,9 @@ per job key ``(delivery_id, repo, run_id, run_attempt, job_name)``.
 A transition is one statement that only one caller can win (an INSERT on the job's unique key,
 or an UPDATE guarded by the status it leaves), committed with its JobTransition row: of any
 number of concurrent identical callbacks exactly one transitions, the others are duplicates.
-Also: a dispatch token's nonce bound to its first run, and the per-repository rate counter.
+A transition of a dispatched job also marks its dispatch's check run for an update, in the same
+transaction (:mod:`store.check_updates`). Also: a dispatch token's nonce bound to its first run,
+and the per-repository rate counter.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from store import check_updates
 from store.models import (
     CallbackNonce,
     CallbackRate,
@@ -119,6 +122,8 @@ def _insert(session: Session, key: JobKey, report: Report) -> Job | None:
             conclusion=report.conclusion, source="callback", detail=report.detail,
         )
     )  # fmt: skip
+    if job.dispatch_pk is not None:  # its check run shows it (the same transaction)
+        check_updates.want(session, dispatch_pk=job.dispatch_pk, job_pk=job.id)
     session.commit()
     return job
 
@@ -152,6 +157,8 @@ def apply(session: Session, *, key: JobKey, report: Report) -> tuple[Outcome, in
                 conclusion=report.conclusion, source="callback", detail=report.detail,
             )
         )  # fmt: skip
+        if job.dispatch_pk is not None:
+            check_updates.want(session, dispatch_pk=job.dispatch_pk, job_pk=job.id)
         session.commit()
         return Outcome.COMPLETED, job.id
     raise RuntimeError(f"job {key} changed under three attempts in a row")
@@ -263,5 +270,6 @@ def time_out(session: Session, *, overdue: Overdue, now: datetime) -> int | None
             detail={"reason": "in progress past the run timeout"},
         )
     )  # fmt: skip
+    check_updates.want(session, dispatch_pk=overdue.dispatch_pk, job_pk=overdue.job_pk)
     session.commit()
     return overdue.job_pk

@@ -6,7 +6,8 @@ PostgreSQL. Schema changes go through Alembic (``store/migrations/``); ``STORED_
 number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's indexes and a
 result's op and dtype; 4: a selection's variants as rows, SelectionTest; 5: the relay role's
 outbox columns on Dispatch, CallbackNonce, CallbackRate and CrcrResult; 6: a job's
-planning_started_at).
+planning_started_at; 7: the outbox's publishing and check-run creation columns; 8: the check
+run's updates as an outbox on Dispatch).
 """
 
 from __future__ import annotations
@@ -67,6 +68,16 @@ class CheckState(enum.StrEnum):
     CREATED = "created"  # check_run_id holds it
     SUPPRESSED = "suppressed"  # held back: the downstream's crcr-demotion PR is open
     DEAD = "dead"  # the attempts are spent or GitHub refused: check_error says why
+
+
+class CheckUpdateState(enum.StrEnum):
+    """A dispatch's check run brought up to date with its job: the callbacks' outbox, written in
+    the transaction of the job's transition, sent by a worker (fanout.checks)."""
+
+    PENDING = "pending"  # to send at check_update_next_attempt_at (once the check run exists)
+    UPDATING = "updating"  # claimed by a sender until check_update_next_attempt_at
+    DONE = "done"  # the check run shows the transition numbered check_update_seq
+    DEAD = "dead"  # the attempts are spent or GitHub refused: check_update_error says why
 
 
 class DispatchState(enum.StrEnum):
@@ -191,6 +202,15 @@ class Dispatch(Base):
     check_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     check_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     check_error: Mapped[str | None] = mapped_column(Text)
+    # the check run's updates (CheckUpdateState): each job transition of the dispatch numbers
+    # itself (check_update_seq) in its own transaction; a sender shows the newest one
+    check_update_state: Mapped[str | None] = mapped_column(String(20))
+    check_update_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    check_update_job_pk: Mapped[int | None] = mapped_column(Integer)  # the job to show
+    check_update_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    check_update_next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    check_update_enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    check_update_error: Mapped[str | None] = mapped_column(Text)
 
     delivery: Mapped[Delivery] = relationship(back_populates="dispatches")
     downstream: Mapped[Downstream] = relationship()
@@ -199,6 +219,9 @@ class Dispatch(Base):
         UniqueConstraint("delivery_pk", "downstream_pk"),
         Index("ix_dispatch_state_next_attempt_at", "state", "next_attempt_at"),
         Index("ix_dispatch_check_state", "check_state", "check_next_attempt_at"),
+        Index(
+            "ix_dispatch_check_update_state", "check_update_state", "check_update_next_attempt_at"
+        ),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from store import check_updates
 from store.models import CheckState, Delivery, Dispatch, DispatchState, Downstream, Job, utcnow
 
 
@@ -180,7 +181,7 @@ def release_expired(session: Session, *, now: datetime | None = None) -> int:
 
 def retry_dead(session: Session, *, pk: int) -> bool:
     """A dead letter back into the outbox with its attempts reset (commits): a dead dispatch,
-    or a sent dispatch whose check run could not be created."""
+    or a sent dispatch whose check run could not be created or updated."""
     result = session.execute(
         update(Dispatch)
         .where(Dispatch.id == pk, Dispatch.state == DispatchState.DEAD.value)
@@ -193,21 +194,24 @@ def retry_dead(session: Session, *, pk: int) -> bool:
             check_state=CheckState.PENDING.value, check_attempts=0, check_next_attempt_at=utcnow()
         )
     )
+    updates = check_updates.retry_dead(session, pk=pk)
     session.commit()
-    return result.rowcount == 1 or checks.rowcount == 1  # type: ignore[attr-defined]
+    return result.rowcount == 1 or checks.rowcount == 1 or updates  # type: ignore[attr-defined]
 
 
 # --- a dispatch's check run: created once the dispatch is sent, retried like it
 
 
 def want_check(session: Session, *, pk: int) -> None:
-    """The dispatch needs its check run, now (commits)."""
+    """The dispatch needs its check run, now (commits); a job that reported before this moment
+    (a fast downstream) gets its update once the check run exists."""
     session.execute(
         update(Dispatch)
         .where(Dispatch.id == pk, Dispatch.check_state.is_(None))
         .values(check_state=CheckState.PENDING.value, check_next_attempt_at=utcnow())
     )
     session.commit()
+    check_updates.want_latest(session, dispatch_pk=pk)
 
 
 def claim_check(

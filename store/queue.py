@@ -24,7 +24,7 @@ TASK_DOWNSTREAM_NIGHTLIES = "workers.downstream_nightlies"  # the relay role: po
 TASK_REPLAY = "workers.replay"  # a release replay (``relay replay --run``)
 TASK_SEND_DISPATCH = "workers.send_dispatch"  # the relay role: one outbox row to GitHub
 TASK_SEND_OUTBOX = "workers.send_outbox"  # the relay role: a delivery's outbox, concurrently
-TASK_CHECK_RUN = "workers.check_run"  # the relay role: a job's check run brought up to date
+TASK_CHECK_RUN = "workers.update_check_run"  # the relay role: a dispatch's check run, updated
 TASK_CREATE_CHECK_RUN = "workers.create_check_run"  # the relay role: a dispatch's queued check run
 CONTROL_QUEUE = DEFAULT_QUEUE = "relay"  # deliveries, planning, reports, sweeps: short tasks
 SHARD_QUEUE = "shards"  # test shards: long tasks, on their own workers

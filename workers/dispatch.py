@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
-from fanout.checks import create_for_dispatch, update_for_job
+from fanout.checks import create_for_dispatch, update_for_dispatch
 from fanout.demotion import reconcile
-from fanout.github import GitHubApi, GitHubError
+from fanout.github import GitHubApi
 from fanout.send import send_one
 from fanout.sweep import sweep_timeouts
-from store import outbox
+from store import check_updates, outbox
 from store.db import session_scope
 from store.models import utcnow
 from store.queue import TASK_CHECK_RUN, TASK_CREATE_CHECK_RUN, TASK_SEND_DISPATCH, TASK_SEND_OUTBOX
@@ -86,17 +86,17 @@ def create_check_run(pk: int) -> str:
     return result.state
 
 
-@app.task(name=TASK_CHECK_RUN, acks_late=True, bind=True, max_retries=8)
-def check_run_task(self: Any, job_pk: int) -> bool:
-    """Bring a job's L3/L4 check run up to date (after a callback or a timeout)."""
+@app.task(name=TASK_CHECK_RUN, acks_late=True)
+def update_check_run(pk: int) -> str:
+    """One attempt at bringing dispatch ``pk``'s check run up to date with its newest job
+    transition (published by the outbox publisher; a retry waits in the database for it)."""
     settings = get_settings()
     try:
-        return update_for_job(settings, github_api(settings), job_pk)
-    except GitHubError as exc:
-        if not exc.retryable:
-            log.error("check run of job %s not updated: %s", job_pk, exc)
-            return False
-        raise self.retry(countdown=exc.retry_after or 2 ** min(self.request.retries, 8)) from exc
+        api = github_api(settings)
+    except ValueError as exc:  # no credentials: the update stays in the outbox
+        log.error("check run of dispatch %s not updated: %s", pk, exc)
+        return "unconfigured"
+    return update_for_dispatch(settings, api, pk).state
 
 
 def send_many(pks: list[int], settings: Settings) -> dict[str, int]:
@@ -143,7 +143,8 @@ def enqueue_outbox(delivery_pk: int, settings: Settings | None = None) -> int:
 
 def sweep_outbox(settings: Settings | None = None) -> dict[str, Any]:
     """Release rows whose sender died, send every row overdue by more than the grace (and every
-    check run whose creation is), reconcile the L3 demotion freezes, and time out relayed jobs
+    check run whose creation is; check-run updates whose message was lost or whose sender died go
+    back to the outbox publisher), reconcile the L3 demotion freezes, and time out relayed jobs
     past their downstream's start or run timeout."""
     settings = settings or get_settings()
     overdue = utcnow() - timedelta(seconds=SWEEP_GRACE_SECONDS)
@@ -152,6 +153,7 @@ def sweep_outbox(settings: Settings | None = None) -> dict[str, Any]:
         due = outbox.due(session, now=overdue)
         outbox.mark_enqueued(session, pks=due)
         checks_due = outbox.checks_due(session, now=overdue)
+        updates_released = check_updates.release_lost(session, older_than=overdue)
     for pk in due:
         send_dispatch.apply_async(args=[pk])
     for pk in checks_due:
@@ -162,13 +164,12 @@ def sweep_outbox(settings: Settings | None = None) -> dict[str, Any]:
             demotions = reconcile(settings, github_api(settings))
         except ValueError:  # no GitHub credentials: nothing to look up
             demotions = {}
-    timed_out, jobs = sweep_timeouts(settings)
-    for job_pk in jobs:
-        check_run_task.apply_async(args=[job_pk])
+    timed_out, _ = sweep_timeouts(settings)  # their check runs' updates are in the outbox
     return {
         "dispatches_released": released,
         "dispatches_requeued": len(due),
         "check_runs_requeued": len(checks_due),
+        "check_updates_released": updates_released,
         "downstreams_demoted": demotions.get("demoted", 0),
         "downstreams_restored": demotions.get("restored", 0),
         **timed_out,

@@ -1,5 +1,6 @@
-"""The outbox publisher: hands stored deliveries to the broker, so the webhook request does one
-durable write (the delivery and its dispatch rows, one transaction) and nothing else.
+"""The outbox publisher: hands stored deliveries (and check-run updates) to the broker, so the
+webhook request does one durable write (the delivery and its dispatch rows, one transaction)
+and nothing else, and the callback request one (the job's transition and its check run's mark).
 
 It runs as a thread in every worker that consumes the control queue (a Celery bootstep:
 ``relay up``'s control worker, the compose file's ``control`` service). It publishes
@@ -11,6 +12,11 @@ SQLite it polls every RELAY_PUBLISH_POLL_SECONDS. A broker that is down leaves t
 they are: the publisher backs off and publishes them when the broker returns. Several publishers
 (several control workers) never publish the same row twice on PostgreSQL (``SKIP LOCKED``);
 a row published twice anyway is processed once (:func:`store.deliveries.claim`).
+
+The check-run updates the callbacks mark (:mod:`store.check_updates`) go out the same way: each
+due update whose check run exists is published once as ``update_check_run`` (a retry is
+published again when its time comes, so a broker outage only delays it), and the callback's
+transaction NOTIFYs on PostgreSQL too.
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ from typing import Any
 
 from celery import Celery, bootsteps
 
-from store import deliveries
+from store import check_updates, deliveries
 from store.db import session_scope
-from store.queue import CONTROL_QUEUE, TASK_PROCESS_DELIVERY
+from store.queue import CONTROL_QUEUE, TASK_CHECK_RUN, TASK_PROCESS_DELIVERY
 from store.settings import Settings, get_settings
 from workers.celery_app import app
 
@@ -52,7 +58,8 @@ class Publisher:
         self.settings = settings
         self.producer = producer
         self.batch = batch
-        self.published = 0  # since start, for logs and tests
+        self.published = 0  # deliveries since start, for logs and tests
+        self.updates_published = 0  # check-run updates since start
         self._stop = threading.Event()
         self._listener: Any = None
 
@@ -78,6 +85,25 @@ class Publisher:
         self.published += len(done)
         if done:
             log.debug("published %d deliveries", len(done))
+        if error is not None:
+            raise BrokerUnavailable(f"{type(error).__name__}: {error}") from error
+        return len(done) + self.publish_check_updates()
+
+    def publish_check_updates(self) -> int:
+        """Publish the due check-run updates (commits); raises BrokerUnavailable like
+        :meth:`publish_once`."""
+        error: Exception | None = None
+        with session_scope(self.settings.database_url) as session:
+            done: list[int] = []
+            for pk in check_updates.unpublished(session, limit=self.batch):
+                try:
+                    self.producer.send_task(TASK_CHECK_RUN, args=[pk], retry=False)
+                except Exception as exc:  # any transport error: the rest waits for the broker
+                    error = exc
+                    break
+                done.append(pk)
+            check_updates.mark_published(session, pks=done)
+        self.updates_published += len(done)
         if error is not None:
             raise BrokerUnavailable(f"{type(error).__name__}: {error}") from error
         return len(done)

@@ -39,6 +39,12 @@ def _public(row: Dispatch, repo: str, delivery_id: str) -> dict[str, Any]:
         "check_attempts": row.check_attempts,
         "check_error": row.check_error,
         "check_run_id": row.check_run_id,
+        # its updates from the job (pending, updating, done, dead): the number of job
+        # transitions it has been told of, and the last failure
+        "check_update_state": row.check_update_state,
+        "check_update_seq": row.check_update_seq,
+        "check_update_attempts": row.check_update_attempts,
+        "check_update_error": row.check_update_error,
     }
 
 

@@ -88,7 +88,6 @@ async def _callback(request: Request) -> JSONResponse:
         settings=request.app.state.settings,
         repository_id=claims.get("repository_id"),
     )
-    if answer.job_pk is not None:
-        # the L3/L4 check run follows the job, in a worker (no request waits on GitHub)
-        await run_in_threadpool(request.app.state.enqueue_check_run, answer.job_pk)
+    # the L3/L4 check run follows the job: the transition's transaction marked its update, the
+    # outbox publisher hands it to a worker (neither GitHub nor the broker is asked here)
     return JSONResponse(status_code=answer.status, content=answer.body)

@@ -40,8 +40,6 @@ def _callback(b: Any, issuer: Any, repo: str, status: str, conclusion: str | Non
 def test_l4_check_run_is_queued_at_dispatch_and_follows_the_job(
     bench: Callable[..., Any], issuer: Any, example_events: Path
 ) -> None:
-    from fanout.checks import update_for_job
-
     policy = "downstreams:\n  org/gate:\n    workflow: upstream-tests\n"
     b = bench({"L2": ["org/hud"], "L3": ["org/device"], "L4": ["org/gate"]}, policy=policy)
     payload = _pr(example_events)
@@ -56,12 +54,10 @@ def test_l4_check_run_is_queued_at_dispatch_and_follows_the_job(
     )
 
     assert _callback(b, issuer, "org/gate", "in_progress").status_code == 200
-    for job_pk in b.check_run_jobs:
-        update_for_job(b.settings, b.github_api(), job_pk)
+    b.settle()
     assert run["status"] == "in_progress" and run["details_url"] == "https://ci/run/3"
     assert _callback(b, issuer, "org/gate", "completed", "success", total=0).status_code == 200
-    for job_pk in b.check_run_jobs:
-        update_for_job(b.settings, b.github_api(), job_pk)
+    b.settle()
     assert (run["status"], run["conclusion"]) == ("completed", "neutral")
     assert run["output"]["title"] == "neutral (success reported, but no test ran)"
     assert run["external_id"] == f"3:{payload['number']}"

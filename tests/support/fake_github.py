@@ -113,6 +113,15 @@ class FakeGitHub:
                 if c.status == 204 and c.method == "POST" and c.path.endswith("/dispatches")
             )  # fmt: skip
 
+    def check_run_updates(self, status: int | None = 200) -> list[Call]:
+        """The PATCHes of check runs (answered ``status``; None: all of them)."""
+        with self.lock:
+            return [
+                c for c in self.calls
+                if c.method == "PATCH" and "/check-runs/" in c.path
+                and (status is None or c.status == status)
+            ]  # fmt: skip
+
     def token_requests(self) -> list[Call]:
         return [c for c in self.calls if c.path.endswith("/access_tokens")]
 
@@ -202,6 +211,11 @@ class FakeGitHub:
                 self.check_runs[run_id] = {"repo": m.group(1), **(body or {})}
             return Scripted(201, body={"id": run_id, **(body or {})})
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/check-runs/(\d+)", path):
+            with self.lock:
+                queue = self.scripts.get(f"check-run-update:{m.group(1)}")
+                scripted = queue.popleft() if queue else None
+            if scripted is not None:
+                return scripted
             with self.lock:
                 run = self.check_runs.get(int(m.group(2)))
                 if run is None:

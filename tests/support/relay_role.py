@@ -1,6 +1,7 @@
 """A relay-role test bench: an allowlist of downstreams, a migrated database, the app in process
 (TestClient) with the fake GitHub API as its GitHub, signed webhooks, and a settle helper that
-sends the outbox until nothing is due (the sender's own code, in this process)."""
+sends the outbox until nothing is due (the sender's own code, in this process: dispatches, check
+runs created and updated)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fanout.checks import create_for_dispatch
+from fanout.checks import create_for_dispatch, update_for_dispatch
 from fanout.github import GitHubApi
 from fanout.send import SendResult, send_one
-from store import outbox
+from store import check_updates, outbox
 from store.db import session_scope
 from store.models import Dispatch, DispatchState
 from store.settings import Settings
@@ -60,7 +61,6 @@ class Bench:
     client: Any
     allowlist: Path
     policy: Path
-    check_run_jobs: list[int] = field(default_factory=list)  # jobs whose check run is to update
     api: GitHubApi | None = None
 
     def github_api(self) -> GitHubApi:
@@ -96,7 +96,7 @@ class Bench:
         return {repo: d.state for d, repo, _ in self.dispatches()}
 
     def send_due(self, rng: random.Random | None = None) -> list[SendResult]:
-        """Send the due outbox rows, and create the check runs whose (re)try is due."""
+        """Send the due outbox rows, and create (update) the check runs whose (re)try is due."""
         with session_scope(self.settings.database_url) as session:
             outbox.release_expired(session)
             due = outbox.due(session)
@@ -105,6 +105,10 @@ class Bench:
             checks_due = outbox.checks_due(session)
         for pk in checks_due:
             create_for_dispatch(self.settings, self.github_api(), pk, rng=rng)
+        with session_scope(self.settings.database_url) as session:
+            updates_due = check_updates.due(session)
+        for pk in updates_due:
+            update_for_dispatch(self.settings, self.github_api(), pk, rng=rng)
         return sent
 
     def settle(self, timeout: float = 30.0) -> None:
@@ -115,7 +119,9 @@ class Bench:
             busy = [
                 d for d, _, _ in self.dispatches()
                 if (d.state in (DispatchState.PENDING.value, DispatchState.SENDING.value)
-                    or d.check_state in ("pending", "creating"))
+                    or d.check_state in ("pending", "creating")
+                    or (d.check_run_id is not None
+                        and d.check_update_state in ("pending", "updating")))
                 and d.target != "runner"
             ]  # fmt: skip
             if not busy:
