@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from planner.release import open_release
+from planner.release import DEFAULT_RELEASE_SHARE, open_release
 from selector import DEFAULT_PROFILING_MAP
 from upstream import UpstreamError, UpstreamSource, default_cache_dir
 from upstream.changes import ChangeFacts
@@ -29,10 +29,10 @@ BUDGET = typer.Option(
     "time is shown beside it)",
 )
 BUDGET_SHARE = typer.Option(
-    0.15,
+    DEFAULT_RELEASE_SHARE,
     "--budget-share",
     help="release step without --budget: the budget is this share of the applicable "
-    "universe's runner-seconds (0: no cut)",
+    "universe's runner-seconds as the plan estimates them (0: no cut)",
 )
 WORKERS = typer.Option(1, "--workers", "-n", help="shards to split the selection into")
 HISTORY = typer.Option(
