@@ -142,7 +142,7 @@ def run(report: Report) -> None:
         "two. Overhead per test: (wall x workers - sum of test durations) / tests. First result: "
         "from the webhook (or process start) to the first stored result, the start-up cost "
         "(planning here is a fixed plan of one shard per worker; the warm pool imports torch and "
-        "the test databases once, a module server collects each test module once per worker).",
+        "the test databases once; each child collects the requested ids of its test file).",
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
