@@ -8,6 +8,8 @@
    (fp16, batch 64, 256 -> 512 -> 512 -> 256 with GELU), `torch.compile(backend="spyre")` against
    the same model run eagerly on spyre (baseline). These are cost-model estimates, not
    measurements.
+3. What a test costs: the bundled conformance suites and an upstream-style unary ufunc test,
+   per test on spyre against the same test on the CPU (:mod:`benchmarks.spyre_per_test`).
 """
 
 from __future__ import annotations
