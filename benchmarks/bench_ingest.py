@@ -133,13 +133,20 @@ def _last_pk(database_url: str) -> int:
         return int(session.scalar(select(func.max(Delivery.id))) or 0)
 
 
-def _drain(database_url: str, expected: int, timeout: float = DRAIN_SECONDS) -> tuple[float, int]:
-    """Seconds until ``expected`` deliveries are processed (or the timeout), and how many were."""
+def _drain(database_url: str, expected: int, timeout: float = DRAIN_SECONDS) -> str:
+    """Wait until ``expected`` deliveries are processed (or the timeout): what happened."""
     began = time.monotonic()
     while True:
-        done = _states(database_url).get("processed", 0)
+        states = _states(database_url)
+        done = states.get("processed", 0)
         if done >= expected or time.monotonic() - began > timeout:
-            return time.monotonic() - began, done
+            waiting = sum(n for state, n in states.items() if state in ("received", "processing"))
+            failed = sum(n for state, n in states.items() if state in ("failed", "rejected"))
+            return (
+                f"{done} of {expected} processed {time.monotonic() - began:.0f} s after resuming"
+                + (f", {waiting} still queued" if waiting else "")
+                + f", {failed} failed"
+            )
         time.sleep(0.5)
 
 
@@ -157,9 +164,8 @@ def _measure(name: str, tmp: Path, database_url: str, broker_url: str, table: An
             ingest = _timed_load(stack, stack.webhook, webhook=True, body=body)
         finally:
             _signal_workers(stack, signal.SIGCONT)
-        drained, processed = _drain(database_url, ingest["count"])
-        _row(table, name, "API alone (workers paused during the load)", floor, ingest,
-             f"{processed} of {ingest['count']} processed {drained:.0f} s after resuming")  # fmt: skip
+        drained = _drain(database_url, ingest["count"])
+        _row(table, name, "API alone (workers paused during the load)", floor, ingest, drained)
         # 2. all in one: `relay up` as it runs, the workers processing during the load
         last_pk = _last_pk(database_url)
         floor = _timed_load(stack, f"{stack.base_url}/healthz", webhook=False, body=body)
