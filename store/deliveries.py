@@ -23,7 +23,7 @@ from store.models import Delivery, DeliveryState, utcnow
 NOTIFY_CHANNEL = "relay_delivery"
 
 
-def _announce(session: Session) -> None:
+def announce(session: Session) -> None:
     """NOTIFY the outbox publisher when the transaction commits (PostgreSQL; SQLite polls)."""
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text(f"NOTIFY {NOTIFY_CHANNEL}"))
@@ -86,21 +86,10 @@ def fit(data: DeliveryCreate) -> DeliveryCreate:
     return replace(data, **changes, normalized=None, error=error)
 
 
-def store(
-    session: Session,
-    *,
-    data: DeliveryCreate,
-    outbox: Callable[[Session, int], object] | None = None,
-) -> tuple[StoreOutcome, int]:
-    """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
-    unique constraint on delivery_id; a failed one is flipped back to RECEIVED atomically so
-    exactly one of several concurrent redeliveries re-enqueues it. A delivery with an ``error``
-    is stored REJECTED (never processed); values its columns cannot hold are cleared (:func:`fit`).
-    ``outbox(session, delivery_pk)`` adds rows in the same transaction as a new delivery (the
-    relay role's dispatches: both are stored, or neither)."""
-    data = fit(data)
+def row_values(data: DeliveryCreate) -> dict[str, Any]:
+    """The delivery's row as stored when new (``data`` already :func:`fit`)."""
     rejected = data.error is not None
-    values = {
+    return {
         "delivery_id": data.delivery_id,
         "event": data.event,
         "action": data.action,
@@ -120,13 +109,30 @@ def store(
         "processed_at": utcnow() if rejected else None,
         "attempts": 0,
     }
+
+
+def store(
+    session: Session,
+    *,
+    data: DeliveryCreate,
+    outbox: Callable[[Session, int], object] | None = None,
+) -> tuple[StoreOutcome, int]:
+    """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
+    unique constraint on delivery_id; a failed one is flipped back to RECEIVED atomically so
+    exactly one of several concurrent redeliveries re-enqueues it. A delivery with an ``error``
+    is stored REJECTED (never processed); values its columns cannot hold are cleared (:func:`fit`).
+    ``outbox(session, delivery_pk)`` adds rows in the same transaction as a new delivery (the
+    relay role's dispatches: both are stored, or neither)."""
+    data = fit(data)
+    rejected = data.error is not None
+    values = row_values(data)
     try:
         # one INSERT statement (no ORM unit of work: this is the webhook's hot path)
         pk = int(session.execute(_INSERT, values).scalar_one())
         if outbox is not None and not rejected:
             outbox(session, pk)
         if not rejected:
-            _announce(session)
+            announce(session)
         session.commit()
         return StoreOutcome.NEW, pk
     except IntegrityError:
@@ -141,7 +147,7 @@ def store(
         .values(state=DeliveryState.RECEIVED.value, received_at=utcnow(), published_at=None)
     )
     if result.rowcount == 1:  # type: ignore[attr-defined]
-        _announce(session)
+        announce(session)
     session.commit()
     if result.rowcount == 1:  # type: ignore[attr-defined]
         return StoreOutcome.REDELIVERY, pk
@@ -253,6 +259,6 @@ def requeue_stuck(session: Session, *, pk: int) -> bool:
         .values(state=DeliveryState.RECEIVED.value, received_at=utcnow(), published_at=None)
     )
     if result.rowcount == 1:  # type: ignore[attr-defined]
-        _announce(session)
+        announce(session)
     session.commit()
     return result.rowcount == 1  # type: ignore[attr-defined]

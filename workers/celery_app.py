@@ -21,6 +21,22 @@ from workers.harness.procs import die_with_parent
 
 STAGES = ["ingest", "dispatch", "plan", "run", "report", "sweep", "schedule", "publish"]
 
+#: how often a worker polls an empty queue of the embedded (SQLite) broker; kombu's default is a
+#: second, and a worker that takes one message at a time (prefetch 1, acks late) polls once
+#: between messages too, so the embedded stack processed about one delivery a second
+EMBEDDED_BROKER_POLL_SECONDS = 0.1
+
+
+def _poll_embedded_broker_faster() -> None:
+    """kombu's SQLAlchemy transport hands every transport option to create_engine, so its
+    polling interval cannot be configured through ``broker_transport_options``: set on its class,
+    in the worker processes (the web app only publishes)."""
+    from kombu.transport import sqlalchemy as kombu_sqlalchemy
+
+    kombu_sqlalchemy.Transport.polling_interval = EMBEDDED_BROKER_POLL_SECONDS
+
+
+_poll_embedded_broker_faster()
 app = Celery("relay", include=[f"workers.{stage}" for stage in STAGES])
 app.config_from_object("workers.celeryconfig")
 

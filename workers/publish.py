@@ -25,6 +25,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -65,48 +66,49 @@ class Publisher:
 
     def publish_once(self) -> int:
         """Publish one batch (commits); raises BrokerUnavailable after publishing what it could."""
-        error: Exception | None = None
         with session_scope(self.settings.database_url) as session:
             due = deliveries.unpublished(session, limit=self.batch)
-            done: list[int] = []
-            for pk, delivery_id in due:
-                try:
-                    self.producer.send_task(
-                        TASK_PROCESS_DELIVERY,
-                        args=[pk],
-                        headers={"delivery_id": delivery_id},
-                        retry=False,
-                    )
-                except Exception as exc:  # any transport error: the rest waits for the broker
-                    error = exc
-                    break
-                done.append(pk)
+            done, error = self._send(
+                (
+                    pk,
+                    TASK_PROCESS_DELIVERY,
+                    {"args": [pk], "headers": {"delivery_id": delivery_id}},
+                )
+                for pk, delivery_id in due
+            )
             deliveries.mark_published(session, pks=done)
         self.published += len(done)
         if done:
             log.debug("published %d deliveries", len(done))
-        if error is not None:
-            raise BrokerUnavailable(f"{type(error).__name__}: {error}") from error
+        _raise_unavailable(error)
         return len(done) + self.publish_check_updates()
 
     def publish_check_updates(self) -> int:
         """Publish the due check-run updates (commits); raises BrokerUnavailable like
         :meth:`publish_once`."""
-        error: Exception | None = None
         with session_scope(self.settings.database_url) as session:
-            done: list[int] = []
-            for pk in check_updates.unpublished(session, limit=self.batch):
-                try:
-                    self.producer.send_task(TASK_CHECK_RUN, args=[pk], retry=False)
-                except Exception as exc:  # any transport error: the rest waits for the broker
-                    error = exc
-                    break
-                done.append(pk)
+            done, error = self._send(
+                (pk, TASK_CHECK_RUN, {"args": [pk]})
+                for pk in check_updates.unpublished(session, limit=self.batch)
+            )
             check_updates.mark_published(session, pks=done)
         self.updates_published += len(done)
-        if error is not None:
-            raise BrokerUnavailable(f"{type(error).__name__}: {error}") from error
+        _raise_unavailable(error)
         return len(done)
+
+    def _send(
+        self, messages: Iterable[tuple[int, str, dict[str, Any]]]
+    ) -> tuple[list[int], Exception | None]:
+        """Send ``(pk, task, send_task options)`` in order until the broker refuses one: the
+        pks sent, and the first transport error (the rest wait for the broker)."""
+        done: list[int] = []
+        for pk, task, options in messages:
+            try:
+                self.producer.send_task(task, retry=False, **options)
+            except Exception as exc:  # any transport error: the rest waits for the broker
+                return done, exc
+            done.append(pk)
+        return done, None
 
     def run(self) -> None:
         failures = 0
@@ -164,6 +166,11 @@ class Publisher:
             with contextlib.suppress(Exception):
                 self._listener.close()
             self._listener = None
+
+
+def _raise_unavailable(error: Exception | None) -> None:
+    if error is not None:
+        raise BrokerUnavailable(f"{type(error).__name__}: {error}") from error
 
 
 def _listen(database_url: str) -> Any:

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from store import deliveries
-from store.db import session_scope
 from store.deliveries import DeliveryCreate, StoreOutcome
+from store.group_commit import GroupCommit
 from store.logs import bind
 from wire.github import signature
 from wire.github.events import (
@@ -130,7 +128,7 @@ async def github_webhook(request: Request) -> JSONResponse:
         data = deliveries.fit(data_or_ignore)
         role = getattr(request.app.state, "relay_role", None)
         outbox = role.outbox_of(data.normalized, payload) if role and data.normalized else None
-        outcome, pk = await run_in_threadpool(_store, settings.database_url, data, outbox)
+        outcome, pk = await _writer(request).store(data, outbox)
         if data.error is not None:
             # valid JSON, not the shape of its event: stored (nothing is lost) as rejected
             log.warning("delivery rejected: %s", data.error, extra={"delivery_pk": pk})
@@ -194,12 +192,13 @@ def _one_line(text: str) -> str:
     return flat if len(flat) <= MAX_REASON else flat[: MAX_REASON - 3] + "..."
 
 
-def _store(
-    url: str, data: DeliveryCreate, outbox: Callable[[], Any] | None = None
-) -> tuple[StoreOutcome, int]:
-    """Store the delivery; ``outbox()`` (the relay role's) gives what to write with it."""
-    with session_scope(url) as session:
-        return deliveries.store(session, data=data, outbox=outbox() if outbox else None)
+def _writer(request: Request) -> GroupCommit:
+    """The app's group-commit writer (one per app and database, started on first use)."""
+    state = request.app.state
+    writer: GroupCommit | None = getattr(state, "group_commit", None)
+    if writer is None or writer.url != state.settings.database_url:
+        writer = state.group_commit = GroupCommit(state.settings.database_url)
+    return writer
 
 
 def _classify(
