@@ -1,7 +1,8 @@
 """The warm pool's fork server: ``python -m workers.harness.warm_server MODULE...``.
 
-Imports the given modules once (``spyre_stack:register`` style entries call a function), prints
-``{"ready": seconds}``, then for every request line ``{"args": [...], "log": path}`` on stdin
+Imports the given modules once (``spyre_stack:register`` style entries call a function), then
+pytest and the plugins every child loads (its entry-point plugins and the harness's report
+plugin). Prints ``{"ready": seconds}``, then for every request line ``{"args": [...], "log": path}`` on stdin
 forks a child that runs ``pytest.main(args)`` with stdout/stderr sent to ``log``, prints
 ``{"pid": n}``, and later ``{"pid": n, "exit": code}`` (negative code: killed by that signal).
 Children run single-threaded (OMP_NUM_THREADS=1 is expected in the environment): forking a
@@ -37,6 +38,21 @@ def _preload(entries: list[str]) -> None:
             getattr(mod, func)()
 
 
+def _preload_pytest() -> None:
+    """pytest, its entry-point plugins and the report plugin: what every child imports before
+    its first test (0.5-1 s each otherwise, more without bytecode caches). They are not
+    assertion-rewritten then; pytest's note saying so is a config-time warning, which the
+    runners' ``-p no:warnings`` silences."""
+    from importlib.metadata import entry_points
+
+    import pytest  # noqa: F401
+
+    for ep in entry_points(group="pytest11"):
+        with contextlib.suppress(Exception):  # a broken plugin fails in the child, as it would
+            importlib.import_module(ep.module)
+    importlib.import_module("workers.harness.report_plugin")
+
+
 def _child(args: list[str], log: str) -> None:
     from workers.harness.procs import die_with_parent
 
@@ -69,6 +85,7 @@ def main(entries: list[str]) -> None:
     start = time.perf_counter()
     try:
         _preload(entries)
+        _preload_pytest()
     except Exception as exc:
         _say(error=f"{type(exc).__name__}: {exc}")
         sys.exit(1)
