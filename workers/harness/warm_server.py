@@ -2,7 +2,7 @@
 
 Imports the given modules once (``spyre_stack:register`` style entries call a function), then
 pytest and the plugins every child loads (its entry-point plugins and the harness's report
-plugin). Prints ``{"ready": seconds}``, then for every request line ``{"args": [...], "log": path}`` on stdin
+plugin), and the syntax trees failure reports need of the preloaded modules. Prints ``{"ready": seconds}``, then for every request line ``{"args": [...], "log": path}`` on stdin
 forks a child that runs ``pytest.main(args)`` with stdout/stderr sent to ``log``, prints
 ``{"pid": n}``, and later ``{"pid": n, "exit": code}`` (negative code: killed by that signal).
 Children run single-threaded (OMP_NUM_THREADS=1 is expected in the environment): forking a
@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 _out_lock = threading.Lock()
 _running: set[int] = set()
@@ -51,6 +52,21 @@ def _preload_pytest() -> None:
         with contextlib.suppress(Exception):  # a broken plugin fails in the child, as it would
             importlib.import_module(ep.module)
     importlib.import_module("workers.harness.report_plugin")
+
+
+def _seed_tracebacks(entries: list[str]) -> None:
+    """The syntax trees of the preloaded modules (upstream's test databases: the frames of every
+    expected failure's traceback), parsed once here for every child's reports
+    (:func:`backends.tbcache.seed`)."""
+    from backends import tbcache
+
+    files = []
+    for entry in entries:
+        module = sys.modules.get(entry.partition(":")[0])
+        path = getattr(module, "__file__", None)
+        if path and not path.endswith("__init__.py"):
+            files.append(Path(path))
+    tbcache.seed(files)
 
 
 def _child(args: list[str], log: str) -> None:
@@ -86,6 +102,7 @@ def main(entries: list[str]) -> None:
     try:
         _preload(entries)
         _preload_pytest()
+        _seed_tracebacks(entries)
     except Exception as exc:
         _say(error=f"{type(exc).__name__}: {exc}")
         sys.exit(1)
