@@ -257,3 +257,14 @@ def test_a_warm_pool_started_ahead_serves_the_first_shard(project: Path) -> None
         assert pool._server is server
     finally:
         pool.close()
+
+
+def test_warnings_as_errors_do_not_stop_a_warm_child(project: Path, launcher: Launcher) -> None:
+    """The warm pool preloads pytest's plugins, which pytest then cannot assertion-rewrite and
+    would warn about: under ``filterwarnings = error`` that warning must not stop the child."""
+    (project / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    run = run_shard(
+        ["test_shard_sample.py::test_a_passes"], launcher=launcher,
+        pytest_args=["--rootdir", str(project)], per_test_timeout=30, workdir=project / "w6",
+    )  # fmt: skip
+    assert [r.outcome for r in run.results] == ["passed"], run.results[0].message

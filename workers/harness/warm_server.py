@@ -39,11 +39,17 @@ def _preload(entries: list[str]) -> None:
             getattr(mod, func)()
 
 
+#: pytest's note that a plugin imported before it configured cannot be assertion-rewritten:
+#: true of every plugin the server preloads, and an error under ``filterwarnings = error``;
+#: a child's own test modules and conftests are imported (and rewritten) in the child
+_NOT_REWRITTEN_IS_FINE = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+
+
 def _preload_pytest() -> None:
     """pytest, its entry-point plugins and the report plugin: what every child imports before
     its first test (0.5-1 s each otherwise, more without bytecode caches). They are not
-    assertion-rewritten then; pytest's note saying so is a config-time warning, which the
-    runners' ``-p no:warnings`` silences."""
+    assertion-rewritten then (their own asserts: the tests' are), which pytest would warn
+    about: children are started with that warning ignored (``_NOT_REWRITTEN_IS_FINE``)."""
     from importlib.metadata import entry_points
 
     import pytest  # noqa: F401
@@ -83,7 +89,11 @@ def _child(args: list[str], log: str) -> None:
     try:
         import pytest
 
-        code = int(pytest.main(args))
+        code = int(pytest.main([*_NOT_REWRITTEN_IS_FINE, *args]))
+    except BaseException:  # pytest itself failed: say why in the child's log
+        import traceback
+
+        traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
