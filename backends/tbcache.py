@@ -14,6 +14,11 @@ but the runner's shard pays it. Here the formatter of every report shares one ca
 of the most recently used modules' trees, so a module is parsed once per process. The reports
 are the same text (tests/backends/test_tbcache.py).
 
+A process that forks pytest sessions (the runner's warm pool) can :func:`seed` the trees of the
+large modules its tracebacks go through once, before it forks: every session then starts with
+them (each child of a shard otherwise parses common_methods_invocations.py again at its first
+expected failure).
+
 The cache is installed when pytest is configured and removed when it is unconfigured (a narrow,
 reversible patch of pytest's report formatter); if pytest's formatter no longer has the cache
 this relies on, the plugin does nothing.
@@ -60,6 +65,29 @@ class ModuleTrees(OrderedDict[str | Path, ast.AST]):
             self.popitem(last=False)
 
 
+#: trees every session of this process starts with (see :func:`seed`)
+_seeded: ModuleTrees = ModuleTrees()
+
+
+def seed(paths: list[Path]) -> int:
+    """Parse ``paths`` now, the trees pytest's formatter would make of them (its key is the
+    code object's file as a Path; the tree is only read for line numbers), so that every session
+    this process (or a fork of it) configures later starts with them; how many were parsed."""
+    import linecache
+
+    done = 0
+    for path in paths[: MAX_MODULES // 2]:
+        lines = linecache.getlines(str(path))
+        if not lines:
+            continue
+        try:
+            _seeded[Path(path)] = ast.parse("".join(lines), "source", "exec")
+        except SyntaxError:
+            continue
+        done += 1
+    return done
+
+
 def install(trees: ModuleTrees) -> Callable[[], None] | None:
     """Make every report formatter share ``trees``; returns the undo (None: not installed)."""
     try:
@@ -85,7 +113,10 @@ def install(trees: ModuleTrees) -> Callable[[], None] | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    undo = install(ModuleTrees())
+    trees = ModuleTrees()
+    for key, tree in _seeded.items():
+        trees[key] = tree
+    undo = install(trees)
     if undo is not None:
         config.stash[_restore] = undo
 

@@ -93,6 +93,10 @@ class Settings(BaseSettings):
     per_test_timeout: float = Field(default=300.0, gt=0)
     job_timeout_seconds: int = Field(default=6 * 3600, gt=0)
     warm_pool: bool = True
+    # a shard worker process starts the default runner's warm pool when it boots (logs "warm
+    # pool ready"), so the first shard does not pay torch's import; off for stacks whose jobs
+    # all run another recipe (the sample suite's tests)
+    warm_pool_at_boot: bool = True
     # test modules a warm pool keeps collected (each shard child forks one); 0: collect per child
     # 0 by default: measured (500 variants over 6 conformance files, 2026-12-02), a server
     # collects its whole module first, so one shard took 45.5 s with 2 servers against 31.9 s

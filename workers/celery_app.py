@@ -9,14 +9,17 @@ nothing.
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 from celery import Celery
 from celery.signals import beat_init, setup_logging, worker_process_init, worker_process_shutdown
 
 from store import logs
+from store.queue import SHARD_QUEUE
 from store.settings import get_settings
-from workers.harness.pools import close_pools
+from workers.harness.pools import boot_pool, close_pools, warm_and_log
 from workers.harness.procs import die_with_parent
 
 STAGES = ["ingest", "dispatch", "plan", "run", "report", "sweep", "schedule", "publish"]
@@ -57,3 +60,26 @@ def _close_pools(**_: Any) -> None:
 def _die_with_parent(**_: Any) -> None:
     # Pool and embedded-beat processes go when their worker goes, even on SIGKILL.
     die_with_parent()
+
+
+@worker_process_init.connect
+def _warm_shard_pool(**_: Any) -> None:
+    """A process of a worker that runs shards starts its warm pool when it boots (torch and the
+    test databases imported: a persistent worker's normal state), not when the first shard
+    comes. The server is started here, in the process's main thread (it dies with the thread
+    that started it); its imports are waited for in a thread, as Celery gives a pool process a
+    few seconds to report up. Logs "warm pool ready" when done."""
+    from celery.worker import state
+
+    if state.should_stop not in (None, False) or state.should_terminate not in (None, False):
+        return  # a pool process replaced while the worker shuts down: nothing will run here
+    settings = get_settings()
+    if not settings.runner_enabled or SHARD_QUEUE not in (app.amqp.queues.consume_from or {}):
+        return
+    try:
+        pool = boot_pool(settings)
+    except Exception:  # the first shard tries again and reports what fails
+        logging.getLogger("workers.harness").exception("warm pool failed to start")
+        return
+    if pool is not None:
+        threading.Thread(target=warm_and_log, args=(pool,), name="warm-pool", daemon=True).start()

@@ -115,3 +115,29 @@ def test_the_cache_keeps_the_most_recent_modules_and_is_removed_with_the_session
     finally:
         undo()
     assert ExceptionInfoFormatter().astcache is not trees
+
+
+def test_a_seeded_process_starts_every_session_with_the_seeded_trees(tmp_path: Path) -> None:
+    """The warm pool seeds the trees of upstream's large modules before it forks: a session
+    there parses only what was not seeded, and its reports read the same."""
+    (tmp_path / "helper.py").write_text(textwrap.dedent(HELPER))
+    (tmp_path / "test_cases.py").write_text(textwrap.dedent(TESTS))
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    plain = _run(tmp_path, "-p", TB_CACHE_PLUGIN)
+    out = tmp_path / "seeded.json"
+    script = (
+        "import sys, pathlib, pytest\n"
+        "from backends import tbcache\n"
+        "assert tbcache.seed([pathlib.Path('helper.py').resolve()]) == 1\n"
+        "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'backends.tbcache',"
+        " 'test_cases.py']))\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path,
+        env={"OUT": str(out), "PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{root}"},
+        capture_output=True, check=False, timeout=300,
+    )  # fmt: skip
+    seeded = json.loads(out.read_text())
+    assert seeded["reports"] == plain["reports"]
+    assert (plain["parses"], seeded["parses"]) == (2, 1)  # the helper's tree came seeded

@@ -70,6 +70,9 @@ def runner_env(tmp: Path, callback_url: str) -> dict[str, str]:
         "RELAY_CALLBACK_URL": callback_url,
         "RELAY_CALLBACK_TOKEN": TOKEN,
         "RELAY_EVENT_HANDLERS": "[]",
+        # the sample suite runs with its own recipe: the default one's pool would import torch
+        # for nothing at boot
+        "RELAY_WARM_POOL_AT_BOOT": "false",
     }
 
 

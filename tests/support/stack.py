@@ -252,10 +252,31 @@ def start_stack(
             timeout=90,
             what="the three Celery workers (control, planner, shards) and the beat",
         )
+        if _warms_at_boot(env):
+            # each shard worker process starts its warm pool when it boots: a stack is ready
+            # when they are (or said why not; the first shard then tries again)
+            stack.wait_for(
+                lambda: log_path.read_bytes().count(b"warm pool ready")
+                + log_path.read_bytes().count(b"warm pool failed")
+                >= workers,
+                timeout=180,
+                what=f"the warm pools of {workers} shard worker process(es)",
+            )
     except BaseException:
         stack.stop()
         raise
     return stack
+
+
+def _warms_at_boot(env: dict[str, str]) -> bool:
+    def on(name: str, default: str) -> bool:
+        return env.get(name, default).strip().lower() in ("1", "true", "yes", "on")
+
+    return (
+        on("RELAY_RUNNER_ENABLED", "true")
+        and on("RELAY_WARM_POOL", "true")
+        and on("RELAY_WARM_POOL_AT_BOOT", "true")
+    )
 
 
 class RelayUp:

@@ -182,3 +182,89 @@ def test_one_child_per_test_file(project: Path, launcher: Launcher) -> None:
     )  # fmt: skip
     assert [r.outcome for r in run.results] == ["passed", "passed", "passed"]
     assert run.children == 2
+
+
+MANY = textwrap.dedent(
+    """
+    import unittest
+
+    class TestMany(unittest.TestCase):
+        pass
+
+    for i in range(200):
+        setattr(TestMany, f"test_{i}", lambda self, i=i: self.assertLess(i, 1000))
+    """
+)
+
+COUNT_COLLECTED = textwrap.dedent(
+    """
+    import sys
+
+    def pytest_collection_finish(session):
+        # the tests the class held when pytest built its items from it
+        cls = sys.modules["test_many"].TestMany
+        with open("collected.txt", "a") as f:
+            f.write(f"{sum(1 for name in vars(cls) if name.startswith('test_'))}\\n")
+    """
+)
+
+
+def test_a_child_builds_only_the_unittest_tests_it_was_given(
+    project: Path, launcher: Launcher
+) -> None:
+    """A device-generic class holds thousands of tests: a child given a few by name builds only
+    those (the others are gone from the class before pytest collects it), and they run."""
+    (project / "test_many.py").write_text(MANY)
+    (project / "conftest.py").write_text(COUNT_COLLECTED)
+    ids = ["test_many.py::TestMany::test_3", "test_many.py::TestMany::test_150"]
+    run = run_shard(
+        ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
+        workdir=project / "work4",
+    )  # fmt: skip
+    assert [(r.test_id, r.outcome) for r in run.results] == [(t, "passed") for t in ids]
+    # a module server (RELAY_MODULE_SERVERS) collects its whole module once, by design
+    whole = isinstance(launcher, CollectingLauncher)
+    assert (project / "collected.txt").read_text().split() == ["200" if whole else "2"]
+
+
+
+def test_a_warm_pool_started_ahead_serves_the_first_shard(project: Path) -> None:
+    """A worker at boot: ``spawn`` starts the server from the main thread and ``warm`` waits for
+    it in a thread that then ends (the server lives on); a shard asking meanwhile waits for
+    that same server rather than starting a second."""
+    import threading
+
+    env = {
+        **os.environ,
+        "HARNESS_COUNTER": str(project / "counter.txt"),
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "OMP_NUM_THREADS": "1",
+    }
+    pool = WarmPool(cwd=project, env=env, preload=["json", "pytest"])
+    try:
+        pool.spawn()
+        server = pool._server
+        warming = threading.Thread(target=pool.warm)
+        warming.start()
+        run = run_shard(
+            ["test_shard_sample.py::test_a_passes"], launcher=pool,
+            pytest_args=["--rootdir", str(project)], per_test_timeout=30, workdir=project / "w",
+        )  # fmt: skip
+        warming.join(timeout=60)
+        assert server is not None and server.poll() is None and pool._server is server
+        assert [r.outcome for r in run.results] == ["passed"]
+        pool.warm()  # already up: the same server
+        assert pool._server is server
+    finally:
+        pool.close()
+
+
+def test_warnings_as_errors_do_not_stop_a_warm_child(project: Path, launcher: Launcher) -> None:
+    """The warm pool preloads pytest's plugins, which pytest then cannot assertion-rewrite and
+    would warn about: under ``filterwarnings = error`` that warning must not stop the child."""
+    (project / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    run = run_shard(
+        ["test_shard_sample.py::test_a_passes"], launcher=launcher,
+        pytest_args=["--rootdir", str(project)], per_test_timeout=30, workdir=project / "w6",
+    )  # fmt: skip
+    assert [r.outcome for r in run.results] == ["passed"], run.results[0].message

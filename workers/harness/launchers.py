@@ -110,6 +110,8 @@ class WarmPool:
     _pids: list[int] = field(default_factory=list)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _reader: threading.Thread | None = None
+    _starting: threading.Lock = field(default_factory=threading.Lock)
+    _ready_for: subprocess.Popen[bytes] | None = None  # the server whose ready line was read
     ready_seconds: float | None = None
 
     def _command(self) -> list[str]:
@@ -118,7 +120,26 @@ class WarmPool:
     def _request(self, args: list[str], log: Path) -> dict[str, object]:
         return {"args": args, "log": str(log)}
 
+    def spawn(self) -> None:
+        """Start the server process now, not waiting for it to import its modules (``warm``,
+        or the first ``start``, waits). The server gets SIGKILL when the *thread* that started
+        it ends (``PR_SET_PDEATHSIG`` is per thread): call this from a thread that lives as
+        long as the pool, e.g. a worker process's main thread."""
+        with self._starting:
+            self._spawn()
+
+    def warm(self) -> None:
+        """Wait until the server imported its modules (starting it when it is not running)."""
+        self._ensure()
+
     def _ensure(self) -> subprocess.Popen[bytes]:
+        with self._starting:  # one start at a time: a warm-up thread and a shard may both ask
+            server = self._spawn()
+            if self._ready_for is not server:
+                self._await_ready(server)
+            return server
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
         if self._server is not None and self._server.poll() is None:
             return self._server
         self._server = subprocess.Popen(
@@ -130,16 +151,17 @@ class WarmPool:
             stderr=None,
             preexec_fn=die_with_parent,
         )
-        assert self._server.stdout is not None
-        first = json.loads(
-            self._server.stdout.readline() or b'{"error": "warm server died at start"}'
-        )
+        return self._server
+
+    def _await_ready(self, server: subprocess.Popen[bytes]) -> None:
+        assert server.stdout is not None
+        first = json.loads(server.stdout.readline() or b'{"error": "warm server died at start"}')
         if "ready" not in first:
             raise RuntimeError(f"warm server failed to start: {first.get('error')}")
         self.ready_seconds = float(first["ready"])
-        self._reader = threading.Thread(target=self._read, args=(self._server,), daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(server,), daemon=True)
         self._reader.start()
-        return self._server
+        self._ready_for = server
 
     def _read(self, server: subprocess.Popen[bytes]) -> None:
         assert server.stdout is not None

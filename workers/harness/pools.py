@@ -1,16 +1,24 @@
 """The launchers a worker process keeps: one warm pool per runner recipe, closed when the worker
-process ends."""
+process ends; :func:`warm_default` and :func:`warm_and_log` start the default recipe's pool before the first shard asks."""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 from pathlib import Path
 
+from backends import get_backend
 from backends.base import RunnerConfig
+from store.settings import Settings
 from workers.harness.collecting import CollectingLauncher
 from workers.harness.launchers import FreshProcessLauncher, Launcher, WarmPool
 
+log = logging.getLogger("workers.harness")
+
 _pools: dict[str, Launcher] = {}
+_lock = threading.Lock()
 
 
 def launcher_for(runner: RunnerConfig, *, warm: bool, module_servers: int = 0) -> Launcher:
@@ -22,16 +30,59 @@ def launcher_for(runner: RunnerConfig, *, warm: bool, module_servers: int = 0) -
     if not warm:
         return FreshProcessLauncher(cwd=cwd, env=env)
     key = repr((runner.rootdir, sorted(runner.env.items()), runner.preload, module_servers))
-    pool = _pools.get(key)
-    if pool is None:
-        warm_pool = WarmPool(cwd=cwd, env=env, preload=list(runner.preload))
-        pool = _pools[key] = (
-            CollectingLauncher(warm_pool, keep=module_servers) if module_servers else warm_pool
-        )
+    with _lock:
+        pool = _pools.get(key)
+        if pool is None:
+            warm_pool = WarmPool(cwd=cwd, env=env, preload=list(runner.preload))
+            pool = _pools[key] = (
+                CollectingLauncher(warm_pool, keep=module_servers) if module_servers else warm_pool
+            )
     return pool
 
 
+def default_runner(settings: Settings) -> RunnerConfig:
+    """The recipe the default planner's jobs run with: ``RELAY_RUNNER_BACKEND`` under
+    ``RELAY_RUNNER_SPECS`` (default: the backend's own specs)."""
+    backend = get_backend(settings.runner_backend)
+    specs = [Path(p).resolve() for p in settings.runner_specs] or list(backend.default_specs)
+    return backend.runner_config(specs)
+
+
+def boot_pool(settings: Settings) -> WarmPool | None:
+    """The warm pool of :func:`default_runner`, its server started now (a shard worker process
+    at boot: from that process's main thread, as the server dies with the thread that started
+    it), not yet waited for; None when there is nothing to warm. ``warm`` it in a thread so the
+    first shard does not wait for torch and the test databases to import (a shard asking
+    meanwhile waits for the same start)."""
+    if not (settings.warm_pool and settings.warm_pool_at_boot):
+        return None
+    launcher = launcher_for(
+        default_runner(settings), warm=True, module_servers=settings.module_servers
+    )
+    pool = launcher.base if isinstance(launcher, CollectingLauncher) else launcher
+    if not isinstance(pool, WarmPool):
+        return None
+    pool.spawn()
+    return pool
+
+
+def warm_and_log(pool: WarmPool) -> None:
+    """Wait for ``pool`` to be ready; log "warm pool ready" (or why it failed: the first shard
+    then tries again and reports what fails)."""
+    began = time.perf_counter()
+    try:
+        pool.warm()
+    except Exception:
+        log.exception("warm pool failed to start")
+        return
+    log.info(
+        "warm pool ready",
+        extra={"seconds": round(time.perf_counter() - began, 2), "pid": os.getpid()},
+    )
+
+
 def close_pools() -> None:
-    for pool in _pools.values():
-        pool.close()
-    _pools.clear()
+    with _lock:
+        for pool in _pools.values():
+            pool.close()
+        _pools.clear()

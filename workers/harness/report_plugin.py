@@ -7,6 +7,13 @@ truncated message, the full failure text as an artifact, user properties such as
 tags) and
 ``{"kind": "collect_error", ...}`` for modules that failed to import. Lines are flushed at once:
 if the process dies, everything before the line that was running is on disk.
+
+A child is given node ids (``file::Class::test``); pytest collects all of a class's tests to find
+them, and upstream's device-generic classes hold thousands (``TestCommonPRIVATEUSE1``: 16,717),
+so collecting a class costs seconds for a shard of a few hundred. The plugin removes, from a
+unittest class the child is given tests of by name only, the test methods it was not given
+before pytest collects it: the same tests run, with the same ids, and the rest are never built.
+A class also named whole (``file::Class``, or its file or folder) is left alone.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import hashlib
 import json
 import os
 import time
+import unittest
 from pathlib import Path
 from typing import Any
 
@@ -147,9 +155,50 @@ def _expected_failure(outcome: str, rep: pytest.TestReport) -> tuple[str, str, s
     return outcome, f"xfail{why}: {crash or text or 'failed as expected'}"[:MESSAGE_LIMIT], text
 
 
+class _OnlyRequested:
+    """Trims a unittest class to the tests of it the child was given by name (see the module's
+    docstring)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.names: dict[tuple[Path, str], set[str]] = {}
+        self.whole: set[tuple[Path, str]] = set()
+        self.paths: set[Path] = set()  # files or folders named without a class
+        here = Path(config.invocation_params.dir)
+        for arg in config.args:
+            path, *parts = str(arg).split("::")
+            resolved = (here / path).resolve()
+            if not parts:
+                self.paths.add(resolved)
+            elif len(parts) == 1:
+                self.whole.add((resolved, parts[0]))
+            elif len(parts) == 2 and "[" not in parts[1]:
+                self.names.setdefault((resolved, parts[0]), set()).add(parts[1])
+            else:  # a nested class or a parametrized id: that class is not trimmed
+                self.whole.add((resolved, parts[0]))
+
+    def pytest_collectstart(self, collector: pytest.Collector) -> None:
+        from _pytest.unittest import UnitTestCase
+
+        if not isinstance(collector, UnitTestCase):
+            return
+        path = collector.path.resolve()
+        key = (path, collector.name)
+        wanted = self.names.get(key)
+        if not wanted or key in self.whole or any(p == path or p in path.parents for p in self.paths):
+            return
+        cls = collector.obj
+        if not (isinstance(cls, type) and issubclass(cls, unittest.TestCase)):
+            return
+        prefix = unittest.TestLoader.testMethodPrefix
+        for name in [n for n in vars(cls) if n.startswith(prefix) and n not in wanted]:
+            if callable(vars(cls)[name]):
+                delattr(cls, name)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("relay_events")
     if path:
+        config.pluginmanager.register(_OnlyRequested(config), "relay-only-requested")
         writer = _Writer(
             path, config.getoption("relay_artifacts"), config.getoption("relay_device_time")
         )

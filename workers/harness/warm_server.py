@@ -1,7 +1,8 @@
 """The warm pool's fork server: ``python -m workers.harness.warm_server MODULE...``.
 
-Imports the given modules once (``spyre_stack:register`` style entries call a function), prints
-``{"ready": seconds}``, then for every request line ``{"args": [...], "log": path}`` on stdin
+Imports the given modules once (``spyre_stack:register`` style entries call a function), then
+pytest and the plugins every child loads (its entry-point plugins and the harness's report
+plugin), and the syntax trees failure reports need of the preloaded modules. Prints ``{"ready": seconds}``, then for every request line ``{"args": [...], "log": path}`` on stdin
 forks a child that runs ``pytest.main(args)`` with stdout/stderr sent to ``log``, prints
 ``{"pid": n}``, and later ``{"pid": n, "exit": code}`` (negative code: killed by that signal).
 Children run single-threaded (OMP_NUM_THREADS=1 is expected in the environment): forking a
@@ -18,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 _out_lock = threading.Lock()
 _running: set[int] = set()
@@ -37,6 +39,42 @@ def _preload(entries: list[str]) -> None:
             getattr(mod, func)()
 
 
+#: pytest's note that a plugin imported before it configured cannot be assertion-rewritten:
+#: true of every plugin the server preloads, and an error under ``filterwarnings = error``;
+#: a child's own test modules and conftests are imported (and rewritten) in the child
+_NOT_REWRITTEN_IS_FINE = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+
+
+def _preload_pytest() -> None:
+    """pytest, its entry-point plugins and the report plugin: what every child imports before
+    its first test (0.5-1 s each otherwise, more without bytecode caches). They are not
+    assertion-rewritten then (their own asserts: the tests' are), which pytest would warn
+    about: children are started with that warning ignored (``_NOT_REWRITTEN_IS_FINE``)."""
+    from importlib.metadata import entry_points
+
+    import pytest  # noqa: F401
+
+    for ep in entry_points(group="pytest11"):
+        with contextlib.suppress(Exception):  # a broken plugin fails in the child, as it would
+            importlib.import_module(ep.module)
+    importlib.import_module("workers.harness.report_plugin")
+
+
+def _seed_tracebacks(entries: list[str]) -> None:
+    """The syntax trees of the preloaded modules (upstream's test databases: the frames of every
+    expected failure's traceback), parsed once here for every child's reports
+    (:func:`backends.tbcache.seed`)."""
+    from backends import tbcache
+
+    files = []
+    for entry in entries:
+        module = sys.modules.get(entry.partition(":")[0])
+        path = getattr(module, "__file__", None)
+        if path and not path.endswith("__init__.py"):
+            files.append(Path(path))
+    tbcache.seed(files)
+
+
 def _child(args: list[str], log: str) -> None:
     from workers.harness.procs import die_with_parent
 
@@ -51,7 +89,11 @@ def _child(args: list[str], log: str) -> None:
     try:
         import pytest
 
-        code = int(pytest.main(args))
+        code = int(pytest.main([*_NOT_REWRITTEN_IS_FINE, *args]))
+    except BaseException:  # pytest itself failed: say why in the child's log
+        import traceback
+
+        traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -69,6 +111,8 @@ def main(entries: list[str]) -> None:
     start = time.perf_counter()
     try:
         _preload(entries)
+        _preload_pytest()
+        _seed_tracebacks(entries)
     except Exception as exc:
         _say(error=f"{type(exc).__name__}: {exc}")
         sys.exit(1)
