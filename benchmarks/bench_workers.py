@@ -17,6 +17,7 @@ import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -27,15 +28,18 @@ from benchmarks.report import Report
 from inventory.build import universe_from_inventory
 from store.db import session_scope
 from store.models import TestResult
+from store.settings import Settings
 from tests.support.planners import LABELLED
 from tests.support.runs import pr_body
 from tests.support.services import free_port
 from tests.support.stack import start_stack
+from workers.sharding import shard_by_time
 
 N = int(os.environ.get("BENCH_WORKERS_TESTS", "2000"))
 
 
 SPYRE = get_backend("spyre")
+SETTINGS = Settings()
 RUNNER = SPYRE.runner_config(SPYRE.default_specs)
 
 
@@ -47,6 +51,25 @@ def _variants() -> list[str]:
 
 class BaselineFailed(RuntimeError):
     """The plain pytest run did not run what the workers run: its time means nothing."""
+
+
+def _durations(junit: Path) -> dict[tuple[str, str], float]:
+    """Each test's time in a JUnit report, by (class name, test name)."""
+    out: dict[tuple[str, str], float] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        cls = case.get("classname", "").rsplit(".", 1)[-1]
+        out[(cls, case.get("name", ""))] = float(case.get("time", 0) or 0)
+    return out
+
+
+def _history(ids: list[str], measured: dict[tuple[str, str], float]) -> dict[str, float]:
+    """The plain run's times as the runner's history of ``ids`` (node ids)."""
+    out = {}
+    for t in ids:
+        parts = t.split("::")
+        if len(parts) >= 3 and (parts[-2], parts[-1]) in measured:
+            out[t] = measured[(parts[-2], parts[-1])]
+    return out
 
 
 def _plain_pytest(ids: list[str], tmp: Path) -> tuple[float, dict[str, int]]:
@@ -74,10 +97,35 @@ def _plain_pytest(ids: list[str], tmp: Path) -> tuple[float, dict[str, int]]:
     return wall, counts
 
 
-def _through_workers(ids: list[str], workers: int, tmp: Path) -> tuple[float, float, float]:
+def _shards(ids: list[str], workers: int, history: dict[str, float]) -> list[list[str]]:
+    shards, _ = shard_by_time(
+        ids, history, target_seconds=SETTINGS.runner_shard_seconds,
+        max_shards=SETTINGS.runner_shards, parallel=workers,
+    )  # fmt: skip
+    return shards
+
+
+def _plain_parallel(shards: list[list[str]], tmp: Path) -> float:
+    """Wall seconds of one plain pytest process per shard, all at once: what the machine's cores
+    give to independent processes, without the relay (its ceiling for the workers)."""
+    subs = []
+    for i in range(len(shards)):
+        subs.append(tmp / f"plain-{i}")
+        subs[-1].mkdir()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(len(shards)) as pool:
+        list(pool.map(_plain_pytest, shards, subs))
+    return time.perf_counter() - start
+
+
+def _through_workers(
+    ids: list[str], workers: int, tmp: Path, history: dict[str, float]
+) -> tuple[float, float, float]:
     """(wall seconds from webhook to job completed, seconds to the first result, sum of test
-    durations)."""
-    shards = [ids[i::workers] for i in range(workers)]
+    durations). The shards are the runner's own cut (workers.sharding, the default target, one
+    share per worker) with the plain run's times as the history, as a planner with history
+    gives them."""
+    shards = _shards(ids, workers, history)
     plans = tmp / "plans.json"
     plans.write_text(json.dumps({"bench": {"shards": shards, **RUNNER.model_dump()}}))
     stack = start_stack(
@@ -140,8 +188,10 @@ def run(report: Report) -> None:
          "overhead per test ms"],
         note="Goals: wall <= 1.05x plain pytest's with one shard worker, throughput >= 1.8x with "
         "two. Overhead per test: (wall x workers - sum of test durations) / tests. First result: "
-        "from the webhook to the first stored result (planning here is a fixed plan of one "
-        "shard per worker; each child collects the requested ids of its test file). The stack is "
+        "from the webhook to the first stored result (planning here is a fixed plan, cut into "
+        "shards by the runner's own rule: one share of equal time per shard worker, tests of a "
+        "file together, the plain run's per-test times as the history; each child collects "
+        "the requested ids of its test files). The stack is "
         "measured ready, as a persistent one is: the clock starts after start_stack returned, "
         "which waits until every shard worker process has logged its warm pool ready (torch, "
         "the test databases and pytest imported at boot); plain pytest's time includes its "
@@ -150,16 +200,29 @@ def run(report: Report) -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         plain, counts = _plain_pytest(ids, tmp)
+        history = _history(ids, _durations(tmp / "plain.xml"))
+        table.note += f" History found for {len(history)} of {len(ids)} variants."
         table.rows.append(["plain pytest, one process", f"{plain:.1f}", "1.00", "1.00", "-", "-"])
         table.note += (
             f" Plain pytest ran all {counts['tests']} (failed {counts['failures']}, errors "
             f"{counts['errors']}, skipped or xfailed {counts['skipped']}); each workers' run "
             "stored a result for every one of them."
         )
+        two = _shards(ids, 2, history)
+        ceiling = _plain_parallel(two, tmp)
+        table.rows.append(
+            [f"plain pytest, {len(two)} processes at once (the runner's {len(two)} shards)",
+             f"{ceiling:.1f}", f"{ceiling / plain:.2f}", f"{plain / ceiling:.2f}", "-", "-"]
+        )  # fmt: skip
+        table.note += (
+            " The second row is the machine's own ceiling for two shards: the same two shards "
+            "as two plain pytest processes at once, no relay (two vCPUs of a virtual machine "
+            "need not give twice one's throughput)."
+        )
         for workers in (1, 2):
             sub = tmp / f"w{workers}"
             sub.mkdir()
-            wall, first, busy = _through_workers(ids, workers, sub)
+            wall, first, busy = _through_workers(ids, workers, sub, history)
             overhead = (wall * workers - busy) / len(ids) * 1000
             table.rows.append(
                 [

@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     # for a worker); RELAY_RUNNER_SHARDS is the most shards one job is cut into
     runner_shard_seconds: float = Field(default=120.0, gt=0)
     runner_shards: int = Field(default=64, ge=1)
+    # shard workers running at once (`relay up --workers N` sets it for its processes): a job
+    # shorter than that many shards is cut into one shard per worker (each at least 20 s)
+    runner_parallel: int = Field(default=1, ge=1)
     runner_budget_seconds: float | None = None  # runner-seconds; None: no cut
     # runner-minutes for an event the selector cannot analyse (no checkout to read its SHAs);
     # 0 or None: no cut (the whole universe)

@@ -147,6 +147,7 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
             target_seconds=settings.runner_shard_seconds,
             max_shards=settings.runner_shards,
             durations=planned.runner_seconds() or None,
+            parallel=settings.runner_parallel,
         )
         with session_scope(settings.database_url) as session:
             job, created = jobs.create_job(

@@ -19,6 +19,10 @@ from planner import RunPlan
 #: spyre variants (113.8 s for 2,000, README's workers benchmark)
 PRIOR_SECONDS = 0.057
 
+#: the least runner-seconds a shard is cut to so that idle shard workers get a share of a job: a
+#: shard's child pays about 2 s to start (fork of the warm pool, collection of its files)
+MIN_SHARD_SECONDS = 20.0
+
 
 def _file_of(test_id: str) -> str:
     return test_id.split("::", 1)[0]
@@ -31,10 +35,16 @@ def shard_by_time(
     target_seconds: float,
     max_shards: int,
     prior_seconds: float = PRIOR_SECONDS,
+    parallel: int = 1,
+    min_shard_seconds: float = MIN_SHARD_SECONDS,
 ) -> tuple[list[list[str]], list[float]]:
     """(shards, estimated seconds of each): ``test_ids`` (in their order within a file, files
     in order of first appearance) cut into consecutive shards of at most ``target_seconds``
-    (a test longer than that alone), at most ``max_shards`` of them, longest first."""
+    (a test longer than that alone), at most ``max_shards`` of them, longest first.
+
+    ``parallel`` is how many shard workers run at once: a job that would make fewer shards than
+    that is cut into as many shards of equal time as there are workers (each at least
+    ``min_shard_seconds``), so no worker idles while it runs."""
     ids = list(dict.fromkeys(test_ids))
     if not ids:
         return [], []
@@ -45,9 +55,13 @@ def shard_by_time(
     seconds = [max(0.0, float(durations.get(t, prior_seconds))) for t in ordered]
     total = sum(seconds)
     target = max(target_seconds, total / max(1, max_shards), 1e-9)
+    cap = max_shards
+    share = min(parallel, max_shards, int(total // max(min_shard_seconds, 1e-9)))
+    if share > 1 and total / target < share:
+        target, cap = total / share, share
     while True:
         shards, loads = _cut(ordered, seconds, target)
-        if len(shards) <= max(1, max_shards):
+        if len(shards) <= max(1, cap):
             break
         target *= 1.05
     order = sorted(range(len(shards)), key=lambda i: (-loads[i], i))
@@ -75,6 +89,7 @@ def time_shards(
     max_shards: int,
     durations: Mapping[str, float] | None = None,
     prior_seconds: float = PRIOR_SECONDS,
+    parallel: int = 1,
 ) -> tuple[list[list[str]], list[float] | None]:
     """The shards a job runs: the plan's tests cut in time, each test's runner-seconds from
     ``durations`` (by node id), else ``prior_seconds``. A plan without a selection and without
@@ -88,5 +103,5 @@ def time_shards(
     ids = [t for shard in plan.shards for t in shard]
     return shard_by_time(
         ids, known, target_seconds=target_seconds, max_shards=max_shards,
-        prior_seconds=prior_seconds,
+        prior_seconds=prior_seconds, parallel=parallel,
     )  # fmt: skip

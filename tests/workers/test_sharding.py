@@ -39,6 +39,29 @@ def test_the_shard_ceiling_makes_shards_longer() -> None:
     assert max(seconds) <= 26
 
 
+def test_a_short_job_is_cut_into_one_shard_per_worker() -> None:
+    ids = [f"a.py::t{i}" for i in range(60)] + [f"b.py::t{i}" for i in range(60)]
+    # 120 s in all: one shard at the 200 s target, whatever the workers
+    assert len(shard_by_time(ids, {}, target_seconds=200, max_shards=64, prior_seconds=1)[0]) == 1
+    shards, seconds = shard_by_time(
+        ids, {}, target_seconds=200, max_shards=64, prior_seconds=1, parallel=2
+    )
+    assert len(shards) == 2 and sorted(t for s in shards for t in s) == sorted(ids)
+    assert seconds == [60.0, 60.0]  # equal shares, each file in one shard here
+    assert {t.split("::")[0] for t in shards[0]} != {t.split("::")[0] for t in shards[1]}
+    # three workers: three shares of 40 s; ten workers: no shard under 20 s, so six
+    assert len(shard_by_time(ids, {}, target_seconds=200, max_shards=64, prior_seconds=1,
+                             parallel=3)[0]) == 3  # fmt: skip
+    tens = shard_by_time(ids, {}, target_seconds=200, max_shards=64, prior_seconds=1, parallel=10)
+    assert len(tens[0]) == 6 and min(tens[1]) >= 20
+    # too short to share (under 2 x 20 s): one shard; the ceiling still holds
+    few = ids[:30]
+    assert len(shard_by_time(few, {}, target_seconds=200, max_shards=64, prior_seconds=1,
+                             parallel=2)[0]) == 1  # fmt: skip
+    assert len(shard_by_time(ids, {}, target_seconds=200, max_shards=2, prior_seconds=1,
+                             parallel=4)[0]) == 2  # fmt: skip
+
+
 def test_an_empty_plan_has_no_shard() -> None:
     assert shard_by_time([], {}, target_seconds=1, max_shards=4) == ([], [])
 
