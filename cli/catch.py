@@ -57,14 +57,14 @@ def mutant_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     from cli.event_selection import select_event
     from evaluation.groundtruth import mutation_event
     from inventory.build import universe_from_inventory
+    from workers.harness.pools import runner_backend
     from workers.plan import default_planner
 
     planted, clean = _label(event, "mutant"), _label(event, "clean")
     if not (planted or clean):
         return default_planner(event, settings)
     name = (planted or clean)[0]
-    backend = get_backend(settings.runner_backend)
-    specs = [Path(p).resolve() for p in settings.runner_specs] or list(backend.default_specs)
+    backend, specs = runner_backend(settings)
     universe = universe_from_inventory(
         backend=backend.name, specs=specs, suites=_label(event, "catch-suite")
     )

@@ -77,35 +77,20 @@ def up(
     os.environ.setdefault("RELAY_RUNNER_PARALLEL", str(workers))
     workers_up = [
         _Supervised(
-            "control",
+            name,
             worker_command(
-                concurrency=1,
+                concurrency=concurrency,
                 beat=False,
                 var_dir=settings.var_dir,
-                queues=CONTROL_QUEUE,
-                name="control",
+                queues=queues,
+                name=name,
             ),
-        ),
-        _Supervised(
-            "planner",
-            worker_command(
-                concurrency=planners,
-                beat=False,
-                var_dir=settings.var_dir,
-                queues=PLAN_QUEUE,
-                name="planner",
-            ),
-        ),
-        _Supervised(
-            "shards",
-            worker_command(
-                concurrency=workers,
-                beat=False,
-                var_dir=settings.var_dir,
-                queues=SHARD_QUEUE,
-                name="shards",
-            ),
-        ),
+        )
+        for name, concurrency, queues in (
+            ("control", 1, CONTROL_QUEUE),
+            ("planner", planners, PLAN_QUEUE),
+            ("shards", workers, SHARD_QUEUE),
+        )
     ]
     workers_up.append(_Supervised("beat", beat_command(var_dir=settings.var_dir)))
     control, planner, runner, beat = (w.proc for w in workers_up)

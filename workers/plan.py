@@ -14,12 +14,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from celery import Task
 from sqlalchemy import select
 
-from backends import get_backend
 from planner import RunPlan, plan_event
 from planner.durations import history_for
 from store import jobs, scheduling
@@ -39,6 +37,7 @@ from store.queue import TASK_PLAN
 from store.settings import Settings, get_settings
 from wire.github.events import UpstreamEvent
 from workers.celery_app import app
+from workers.harness.pools import runner_backend
 from workers.report import report
 from workers.run import run_shard_task
 from workers.sharding import time_shards
@@ -52,8 +51,7 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     """The selector's four stages over the bundled universe on ``RELAY_RUNNER_BACKEND`` under
     ``RELAY_RUNNER_SPECS`` (default: the backend's own), with our per-test history (runner-
     seconds, failures, flakiness; simulated device time beside)."""
-    backend = get_backend(settings.runner_backend)
-    specs = [Path(p).resolve() for p in settings.runner_specs] or list(backend.default_specs)
+    backend, specs = runner_backend(settings)
     with session_scope(settings.database_url) as session:
         rows = session.scalars(
             select(TestStat).where(TestStat.downstream_repo == settings.runner_repo)

@@ -17,7 +17,8 @@ from inventory.build import universe_from_inventory
 from planner import RunPlan, StoredPlan
 from selector import select_everything
 from store.outcomes import Outcome
-from workers.harness.pools import launcher_for
+from store.settings import Settings
+from workers.harness.pools import default_runner, launcher_for, runner_backend
 from workers.harness.runner import run_shard
 
 
@@ -56,6 +57,20 @@ def test_pytest_args_are_written_once_for_every_run() -> None:
     assert runner.env["TORCH_TEST_DEVICES"].endswith("testspecs/device_base.py")
     assert "spyre_stack:register" in runner.preload
     assert runner.device_time_property == "spyre_device_us"
+
+
+def test_the_runner_backend_and_its_specs_are_resolved_in_one_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RELAY_RUNNER_BACKEND under RELAY_RUNNER_SPECS (resolved from the working folder), else under
+    the backend's own specs: what the planner plans with and what the warm pool at boot runs."""
+    monkeypatch.chdir(tmp_path)
+    backend, specs = runner_backend(Settings(runner_backend="cpu"))
+    assert backend.name == "cpu" and specs == list(backend.default_specs)
+    settings = Settings(runner_backend="spyre", runner_specs='["mine.yaml"]')
+    backend, specs = runner_backend(settings)
+    assert backend.name == "spyre" and specs == [tmp_path / "mine.yaml"]
+    assert default_runner(settings) == backend.runner_config([tmp_path / "mine.yaml"])
 
 
 def test_the_cpu_backend_plans_and_runs_a_few_variants_through_the_same_harness(

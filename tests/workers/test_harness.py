@@ -4,6 +4,7 @@ rest of the shard continues in a fresh process; nothing finished is lost or run 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -196,15 +197,19 @@ MANY = textwrap.dedent(
     """
 )
 
-COUNT_COLLECTED = textwrap.dedent(
+COUNT_BUILT = textwrap.dedent(
     """
-    import sys
+    import pytest
+    from _pytest.unittest import UnitTestCase
 
-    def pytest_collection_finish(session):
-        # the tests the class held when pytest built its items from it
-        cls = sys.modules["test_many"].TestMany
-        with open("collected.txt", "a") as f:
-            f.write(f"{sum(1 for name in vars(cls) if name.startswith('test_'))}\\n")
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(collector):
+        # the tests pytest built of a unittest class, matched to the ids it was given or not
+        report = yield
+        if isinstance(collector, UnitTestCase):
+            with open("built.txt", "a") as f:
+                f.write(f"{collector.name}={len(report.result or [])}\\n")
+        return report
     """
 )
 
@@ -215,7 +220,7 @@ def test_a_child_builds_only_the_unittest_tests_it_was_given(
     """A device-generic class holds thousands of tests: a child given a few by name builds only
     those (the others are gone from the class before pytest collects it), and they run."""
     (project / "test_many.py").write_text(MANY)
-    (project / "conftest.py").write_text(COUNT_COLLECTED)
+    (project / "conftest.py").write_text(COUNT_BUILT)
     ids = ["test_many.py::TestMany::test_3", "test_many.py::TestMany::test_150"]
     run = run_shard(
         ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
@@ -224,8 +229,87 @@ def test_a_child_builds_only_the_unittest_tests_it_was_given(
     assert [(r.test_id, r.outcome) for r in run.results] == [(t, "passed") for t in ids]
     # a module server (RELAY_MODULE_SERVERS) collects its whole module once, by design
     whole = isinstance(launcher, CollectingLauncher)
-    assert (project / "collected.txt").read_text().split() == ["200" if whole else "2"]
+    assert (project / "built.txt").read_text().split() == ["TestMany=200" if whole else "TestMany=2"]
 
+
+GENERIC = textwrap.dedent(
+    """
+    import unittest
+
+    class TestShared(unittest.TestCase):
+        # tests a device-generic class inherits (from a base of the generic class, as
+        # instantiate_device_type_tests' classes do), a class collected itself as well
+        def test_shared_7(self):
+            self.assertEqual(7, 8, "seven is not eight")
+
+    for i in range(100):
+        if i != 7:
+            setattr(TestShared, f"test_shared_{i}", lambda self, i=i: self.assertLess(i, 1000))
+
+    class TestGenericCPU(TestShared):
+        device_type = "cpu"
+
+        def test_shared_7(self):  # overridden on the device class: passes there
+            self.assertEqual(self.device_type, "cpu")
+
+        def test_shared_5(self):  # overridden, calling the test it overrides
+            super().test_shared_5()
+            self.assertEqual(self.device_type, "cpu")
+
+    for i in range(100):
+        setattr(TestGenericCPU, f"test_own_{i}_cpu", lambda self, i=i: self.assertLess(i, 1000))
+    """
+)
+
+
+def _plain_pytest(project: Path, ids: list[str]) -> dict[str, str]:
+    """The outcome of each of ``ids`` in one plain pytest run, no plugin of ours."""
+    plain = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *ids],
+        cwd=project, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    )  # fmt: skip
+    return {
+        line.split()[1]: line.split()[0].lower()
+        for line in plain.stdout.splitlines()
+        if line.startswith(("PASSED ", "FAILED ", "ERROR "))
+    }
+
+
+def test_a_child_builds_only_the_inherited_unittest_tests_it_was_given(
+    project: Path, launcher: Launcher
+) -> None:
+    """The tests a device-generic class inherits are not built either, unless given, and the class
+    it inherits them from, trimmed for its own id first, is found whole again: a test of the base
+    class, an inherited one and an overridden one run as plain pytest runs them, and so does a
+    test calling the one it overrides, of a base trimmed after."""
+    (project / "test_generic.py").write_text(GENERIC)
+    (project / "conftest.py").write_text(COUNT_BUILT)
+    ids = [
+        "test_generic.py::TestShared::test_shared_7",
+        "test_generic.py::TestGenericCPU::test_shared_3",  # inherited
+        "test_generic.py::TestGenericCPU::test_shared_7",  # overridden
+        "test_generic.py::TestGenericCPU::test_own_50_cpu",
+    ]
+    run = run_shard(
+        ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
+        workdir=project / "work5",
+    )  # fmt: skip
+    built = (project / "built.txt").read_text().split()
+    plain = _plain_pytest(project, ids)
+    assert plain == dict(zip(ids, ["failed", "passed", "passed", "passed"], strict=True))
+    assert {r.test_id: r.outcome for r in run.results} == plain
+    whole = isinstance(launcher, CollectingLauncher)  # a module server builds its whole module
+    assert built == (["TestShared=100", "TestGenericCPU=200"] if whole else ["TestShared=1", "TestGenericCPU=3"])
+
+    calling_up = ["test_generic.py::TestGenericCPU::test_shared_5", ids[0]]  # the base collected last
+    run = run_shard(
+        calling_up, launcher=launcher, pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30, workdir=project / "work6",
+    )  # fmt: skip
+    plain = _plain_pytest(project, calling_up)
+    assert plain == dict(zip(calling_up, ["passed", "failed"], strict=True))
+    assert {r.test_id: r.outcome for r in run.results} == plain
 
 
 def test_a_warm_pool_started_ahead_serves_the_first_shard(project: Path) -> None:

@@ -9,8 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from backends import get_backend
-from backends.base import RunnerConfig
+from backends import Backend, RunnerConfig, get_backend
 from store.settings import Settings
 from workers.harness.collecting import CollectingLauncher
 from workers.harness.launchers import FreshProcessLauncher, Launcher, WarmPool
@@ -40,11 +39,18 @@ def launcher_for(runner: RunnerConfig, *, warm: bool, module_servers: int = 0) -
     return pool
 
 
-def default_runner(settings: Settings) -> RunnerConfig:
-    """The recipe the default planner's jobs run with: ``RELAY_RUNNER_BACKEND`` under
-    ``RELAY_RUNNER_SPECS`` (default: the backend's own specs)."""
+def runner_backend(settings: Settings) -> tuple[Backend, list[Path]]:
+    """The backend jobs run on (``RELAY_RUNNER_BACKEND``) and the specs they run under:
+    ``RELAY_RUNNER_SPECS``, else the backend's own."""
     backend = get_backend(settings.runner_backend)
     specs = [Path(p).resolve() for p in settings.runner_specs] or list(backend.default_specs)
+    return backend, specs
+
+
+def default_runner(settings: Settings) -> RunnerConfig:
+    """The recipe the default planner's jobs run with: :func:`runner_backend`'s backend under
+    its specs."""
+    backend, specs = runner_backend(settings)
     return backend.runner_config(specs)
 
 

@@ -10,10 +10,12 @@ if the process dies, everything before the line that was running is on disk.
 
 A child is given node ids (``file::Class::test``); pytest collects all of a class's tests to find
 them, and upstream's device-generic classes hold thousands (``TestCommonPRIVATEUSE1``: 16,717),
-so collecting a class costs seconds for a shard of a few hundred. The plugin removes, from a
-unittest class the child is given tests of by name only, the test methods it was not given
-before pytest collects it: the same tests run, with the same ids, and the rest are never built.
-A class also named whole (``file::Class``, or its file or folder) is left alone.
+so collecting a class costs seconds for a shard of a few hundred. The plugin hides, from a
+unittest class the child is given tests of by name only, the test methods it was not given (its
+own and those it inherits) before pytest collects it: the same tests run, with the same ids, and
+the rest are never built. A class also named whole (``file::Class``, or its file or folder) is
+left alone; a class collected after one it inherits from was trimmed (or the same class again,
+imported into another module) finds that one as it was.
 """
 
 from __future__ import annotations
@@ -156,13 +158,16 @@ def _expected_failure(outcome: str, rep: pytest.TestReport) -> tuple[str, str, s
 
 
 class _OnlyRequested:
-    """Trims a unittest class to the tests of it the child was given by name (see the module's
-    docstring)."""
+    """Trims a unittest class to the tests of it the child was given by name before pytest builds
+    its items (see the module's docstring)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.names: dict[tuple[Path, str], set[str]] = {}
         self.whole: set[tuple[Path, str]] = set()
         self.paths: set[Path] = set()  # files or folders named without a class
+        # what is hidden of each class trimmed so far, kept until the collection ends: another
+        # class collected later may be the same class or inherit from it
+        self.hidden: dict[type, dict[str, Any]] = {}
         here = Path(config.invocation_params.dir)
         for arg in config.args:
             path, *parts = str(arg).split("::")
@@ -181,18 +186,55 @@ class _OnlyRequested:
 
         if not isinstance(collector, UnitTestCase):
             return
+        cls = collector.obj
+        if not (isinstance(cls, type) and issubclass(cls, unittest.TestCase)):
+            return
+        for base in cls.__mro__:  # this class, or one it inherits from, trimmed for another id
+            if base in self.hidden:
+                _put_back(base, self.hidden.pop(base))
         path = collector.path.resolve()
         key = (path, collector.name)
         wanted = self.names.get(key)
         if not wanted or key in self.whole or any(p == path or p in path.parents for p in self.paths):
             return
-        cls = collector.obj
-        if not (isinstance(cls, type) and issubclass(cls, unittest.TestCase)):
-            return
-        prefix = unittest.TestLoader.testMethodPrefix
-        for name in [n for n in vars(cls) if n.startswith(prefix) and n not in wanted]:
-            if callable(vars(cls)[name]):
-                delattr(cls, name)
+        self.hidden[cls] = _hide_tests(cls, keep=wanted)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # a test may call the one it overrides: a class that the class of a test inherits from is
+        # put back; the tests hidden of the others are let go (kept, the 16,711 of
+        # TestCommonPRIVATEUSE1 cost the rest of a child about a CPU-second of garbage collection)
+        bases: set[type] = set()
+        for item in session.items:
+            cls = getattr(item, "cls", None)
+            if isinstance(cls, type):
+                bases.update(cls.__mro__[1:])
+        for cls in bases & self.hidden.keys():
+            _put_back(cls, self.hidden.pop(cls))
+        self.hidden.clear()
+
+
+_INHERITED = object()  # what a hidden name was on the class itself: nothing, it was inherited
+
+
+def _hide_tests(cls: type[unittest.TestCase], *, keep: set[str]) -> dict[str, Any]:
+    """Hide from unittest's loader (which pytest asks) every test method of ``cls`` but ``keep``:
+    those defined on it and those it inherits, each shadowed on ``cls`` alone by a None (the loader
+    passes over what is not callable; the bases, which other classes share, are not touched).
+    Returns what each hidden name was on ``cls`` itself, for :func:`_put_back`."""
+    hidden: dict[str, Any] = {}
+    for name in unittest.TestLoader().getTestCaseNames(cls):
+        if name not in keep:
+            hidden[name] = vars(cls).get(name, _INHERITED)
+            setattr(cls, name, None)
+    return hidden
+
+
+def _put_back(cls: type, hidden: dict[str, Any]) -> None:
+    for name, value in hidden.items():
+        if value is _INHERITED:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, value)
 
 
 def pytest_configure(config: pytest.Config) -> None:

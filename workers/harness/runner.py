@@ -199,6 +199,13 @@ def _supervise(
             elif ev["kind"] == "collect_error":
                 collect_errors.append(ev)
 
+    def lost(outcome: Outcome, message: str) -> None:
+        # the child ended (or was killed) during a test: that outcome, unless its result came in
+        consume()
+        if current is not None:
+            duration = time.monotonic() - started
+            record(TestOutcome(current, outcome, duration_s=duration, message=message))
+
     while True:
         consume()
         code = child.poll()
@@ -215,27 +222,12 @@ def _supervise(
                 return True
         if current is not None and time.monotonic() - started > per_test_timeout:
             child.kill()
-            consume()
-            if current is not None:
-                record(
-                    TestOutcome(
-                        current,
-                        Outcome.TIMEOUT,
-                        duration_s=time.monotonic() - started,
-                        message=f"test ran past the per-test timeout of {per_test_timeout:g} s; process killed",
-                    )
-                )
+            lost(
+                Outcome.TIMEOUT,
+                f"test ran past the per-test timeout of {per_test_timeout:g} s; process killed",
+            )
             return False
         time.sleep(poll_interval)
-    consume()
-    if current is not None:
-        how = _signal_name(code) if code < 0 else f"exit code {code}"
-        record(
-            TestOutcome(
-                current,
-                Outcome.CRASHED,
-                duration_s=time.monotonic() - started,
-                message=f"the test process died during this test ({how})",
-            )
-        )
+    how = _signal_name(code) if code < 0 else f"exit code {code}"
+    lost(Outcome.CRASHED, f"the test process died during this test ({how})")
     return False
