@@ -29,6 +29,11 @@ class InputError(ValueError):
     """An input description that cannot be built (the test reports it as an error)."""
 
 
+class OpNotRegistered(InputError):
+    """A custom operator (``torch.ops.<namespace>.<op>``) whose library is not loaded in this
+    process: the recording is fine, the test cannot run here (the test reports a skip)."""
+
+
 @dataclass
 class Call:
     """The positional and keyword arguments of one op call."""
@@ -265,6 +270,12 @@ def resolve_op(name: str) -> Callable[..., Any]:
             break
     if obj is not None and callable(obj) and not isinstance(obj, torch.dtype):
         return obj
+    if len(parts) >= 4 and parts[1] == "ops" and parts[2] not in ("aten", "prims"):
+        raise OpNotRegistered(
+            f"op {name!r}: no operator {'.'.join(parts[3:])!r} is registered in the "
+            f"{parts[2]!r} namespace of this process (import the library that defines it, as "
+            "the recording model did)"
+        )
     last = parts[-1]
     method = getattr(torch.Tensor, last, None)
     if len(parts) == 2 and callable(method):

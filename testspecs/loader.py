@@ -24,6 +24,9 @@ from testspecs.models import PATH_TOKENS, SpecDocument, did_you_mean
 
 _MAX_DEPTH = 64
 _COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: the fewest nodes a document may expand to before it counts as an alias bomb; a document
+#: without repeated aliases has fewer nodes than characters, so the budget is the larger of this
+#: and the text's length (torch-spyre's largest model op files: 1.5 M characters, ~60,000 nodes)
 _MAX_NODES = 200_000
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -57,10 +60,11 @@ class _Marks:
 
 
 class _Converter:
-    def __init__(self, marks: _Marks) -> None:
+    def __init__(self, marks: _Marks, max_nodes: int = _MAX_NODES) -> None:
         self.marks = marks
         self.issues: list[SpecIssue] = []
         self.count = 0
+        self.max_nodes = max_nodes
         self.constructor = yaml.SafeLoader("")
 
     def issue(self, mark: yaml.Mark | None, path: Path_, message: str) -> None:
@@ -68,8 +72,15 @@ class _Converter:
 
     def convert(self, node: Node, path: Path_, depth: int = 0) -> Any:
         self.count += 1
-        if depth > _MAX_DEPTH or self.count > _MAX_NODES:
-            raise _TooBig(node, path)
+        if depth > _MAX_DEPTH:
+            raise _TooBig(node, path, f"document nested deeper than {_MAX_DEPTH} levels")
+        if self.count > self.max_nodes:
+            raise _TooBig(
+                node,
+                path,
+                f"document expands to more than {self.max_nodes:,} values, more than its "
+                "characters: an alias repeated over and over (recursive alias?)",
+            )
         self.marks.values.setdefault(path, self.marks.loc(node.start_mark))
         if isinstance(node, MappingNode):
             if node.tag not in _MAP_TAGS:
@@ -135,9 +146,10 @@ class _Converter:
 
 
 class _TooBig(Exception):
-    def __init__(self, node: Node, path: Path_) -> None:
+    def __init__(self, node: Node, path: Path_, reason: str) -> None:
         self.node = node
         self.path = path
+        self.reason = reason
 
 
 def _compose(text: str, marks: _Marks) -> tuple[Node | None, list[SpecIssue]]:
@@ -309,7 +321,7 @@ def load_text(text: str, file: str = "<string>") -> LoadedSpec:
         raise SpecError(
             [SpecIssue(marks.loc(None), (), "empty spec: expected 'test_suite_config'")]
         )
-    conv = _Converter(marks)
+    conv = _Converter(marks, max_nodes=max(_MAX_NODES, len(text)))
     try:
         data = conv.convert(node, ())
     except _TooBig as e:
@@ -318,7 +330,7 @@ def load_text(text: str, file: str = "<string>") -> LoadedSpec:
                 SpecIssue(
                     marks.loc(e.node.start_mark),
                     e.path[:4],
-                    "document too deep or too large (recursive alias?)",
+                    e.reason,
                 )
             ]
         ) from None

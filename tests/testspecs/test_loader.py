@@ -104,8 +104,31 @@ def test_load_files_reports_all_files_at_once(tmp_path: Path) -> None:
 
 
 def test_recursive_alias_is_a_spec_error() -> None:
-    with pytest.raises(SpecError, match="too deep or too large"):
+    with pytest.raises(SpecError, match="nested deeper than 64 levels"):
         load_text("&a {x: *a}")
+
+
+def test_an_alias_bomb_is_a_spec_error() -> None:
+    # nine levels of ten aliases each: a few hundred characters that expand to 10**9 values
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    text = "x-relay/v1: {}\ntest_suite_config:\n  " + "\n  ".join(lines) + "\n"
+    with pytest.raises(SpecError, match="expands to more than 200,000 values") as info:
+        load_text(text)
+    assert len(info.value.issues) == 1
+
+
+def test_a_large_document_without_aliases_loads() -> None:
+    # more values than the alias-bomb floor (200,000), each written out: the budget follows
+    # the text's length (torch-spyre's largest model op files hold about 60,000 values)
+    names = ", ".join(f"t{i}" for i in range(220_000))
+    text = (
+        "test_suite_config:\n  files:\n  - path: /x/test_a.py\n    tests:\n"
+        f"    - names: [{names}]\n      mode: skip\n"
+    )
+    spec = load_text(text)
+    assert len(spec.document.files[0].tests[0].names) == 220_000
 
 
 # ---- property tests: the loader only ever raises SpecError ------------------------------

@@ -215,3 +215,27 @@ def test_a_python_constant_written_as_text_is_that_constant() -> None:
     )
     kwargs = build_call(inputs, seed=0).kwargs
     assert kwargs == {"attn_mask": None, "is_causal": False, "device": "cuda:0"}
+
+
+INPLACE = FIXTURES / "opcases" / "inplace_spyre.yaml"
+
+
+def test_an_in_place_op_gets_inputs_of_its_own_on_each_side(tmp_path: Path) -> None:
+    """``x.add_(y)`` run on the CPU first changes ``x``: the device must not be given the
+    changed ``x`` (it would compute x + 2y and fail against x + y)."""
+    outcomes = run(tmp_path, spec=INPLACE)
+    assert outcomes["test_model_ops_db[torch.Tensor.add_.1]"] == "passed"
+    assert outcomes["test_model_ops_db[torch.Tensor.mul_.1]"] == "passed"
+    assert outcomes["test_model_ops_db[torch.add.1]"] == "passed"
+
+
+def test_a_custom_op_whose_library_is_not_loaded_is_skipped_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    from testspecs.inputs import OpNotRegistered, resolve_op
+
+    outcomes = run(tmp_path, spec=INPLACE)
+    assert outcomes["test_model_ops_db[torch.ops.demo_models.fused_router.1]"] == "skipped"
+    with pytest.raises(OpNotRegistered, match="'demo_models' namespace"):
+        resolve_op("torch.ops.demo_models.fused_router")
+    assert callable(resolve_op("torch.ops.aten.add"))
