@@ -71,7 +71,8 @@ class GroupCommit:
         self._pending: dict[asyncio.AbstractEventLoop, list[_Item]] = {}
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._connection: Connection | None = None  # the writer thread's own
+        self._closed = False
+        self._local = threading.local()  # .connection: the writer thread's own
 
     async def store(
         self, data: DeliveryCreate, outbox: Callable[[], OutboxWrite | None] | None = None
@@ -91,27 +92,31 @@ class GroupCommit:
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         items = self._pending.pop(loop)
-        self._start()
-        self._queue.put(items)
+        with self._lock:
+            self._queue.put(items)
+            if self._closed:  # (not expected) handed over after close(): stored, then stop
+                self._queue.put(None)
+                self._start()
+            elif self._thread is None:
+                self._thread = self._start()
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop the writer once the deliveries queued before this call are stored (its
-        connection goes back to the pool); ``wait``: until then."""
+        """Stop the writer once the deliveries handed to it before this call are stored (its
+        connection goes back to the pool); ``wait``: until then. A request's delivery is handed
+        over in the event loop's next iteration: an event loop closing a writer it used does so
+        from a callback (``loop.call_soon(writer.close, ...)``), which runs after."""
         with self._lock:
+            self._closed = True
             thread, self._thread = self._thread, None
             if thread is not None:
                 self._queue.put(None)
         if thread is not None and wait:
             thread.join(timeout=10)
 
-    def _start(self) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="ingest-group-commit", daemon=True
-                    )
-                    self._thread.start()
+    def _start(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="ingest-group-commit", daemon=True)
+        thread.start()
+        return thread
 
     def _run(self) -> None:
         try:
@@ -159,9 +164,7 @@ class GroupCommit:
                 continue
             try:  # already stored: duplicate or redelivery
                 with session_scope(self.url) as session:
-                    results.append(
-                        deliveries.existing(session, delivery_id=item.data.delivery_id)
-                    )
+                    results.append(deliveries.existing(session, delivery_id=item.data.delivery_id))
             except Exception:
                 results.append(_exception())
         return results
@@ -173,9 +176,9 @@ class GroupCommit:
         first: dict[str, int] = {}
         for index, data in enumerate(fitted):
             first.setdefault(data.delivery_id, index)
-        connection = self._connection
+        connection: Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = self._connection = get_engine(self.url).connect()
+            connection = self._local.connection = get_engine(self.url).connect()
         with connection.begin():
             cursor = connection.connection.cursor()
             try:
@@ -203,7 +206,8 @@ class GroupCommit:
         return pks
 
     def _release(self, *, invalidate: bool = False) -> None:
-        connection, self._connection = self._connection, None
+        connection: Connection | None = getattr(self._local, "connection", None)
+        self._local.connection = None
         if connection is not None:
             with contextlib.suppress(Exception):
                 if invalidate:

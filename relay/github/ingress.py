@@ -17,12 +17,14 @@ normalized upstream event.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 from dataclasses import replace
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from store import deliveries
@@ -193,12 +195,23 @@ def _one_line(text: str) -> str:
 
 
 def _writer(request: Request) -> GroupCommit:
-    """The app's group-commit writer (one per app and database, started on first use)."""
+    """The app's group-commit writer (one per app and database, started on first use; one
+    for a database the app no longer uses is closed once it stored what it was given)."""
     state = request.app.state
     writer: GroupCommit | None = getattr(state, "group_commit", None)
     if writer is None or writer.url != state.settings.database_url:
+        if writer is not None:  # after the hand-over of its deliveries, queued before this
+            asyncio.get_running_loop().call_soon(functools.partial(writer.close, wait=False))
         writer = state.group_commit = GroupCommit(state.settings.database_url)
     return writer
+
+
+def close_writer(app: FastAPI) -> None:
+    """Stop the app's group-commit writer once what it was given is stored (at shutdown)."""
+    writer: GroupCommit | None = getattr(app.state, "group_commit", None)
+    if writer is not None:
+        app.state.group_commit = None
+        writer.close()
 
 
 def _classify(
