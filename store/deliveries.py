@@ -136,13 +136,19 @@ class _Insert:
         tail = "ON CONFLICT (delivery_id) DO NOTHING RETURNING id, delivery_id"
         self.arrays = dialect.name == "postgresql"
         if self.arrays:
+            # one statement (one round trip): the rows, and the NOTIFY (delivered at commit)
+            # when one of the new rows is to be published
             types = [c.type.compile(dialect=dialect) for c in columns]
             unnest = ", ".join(f"%b::{t}[]" for t in types)
-            self.sql = f"INSERT INTO delivery ({names}) SELECT * FROM unnest({unnest}) {tail}"
-        else:
+            self.sql = (
+                f"WITH new AS (INSERT INTO delivery ({names}) SELECT * FROM unnest({unnest}) "
+                f"{tail}, state), announced AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') "
+                f"FROM new WHERE state = '{DeliveryState.RECEIVED.value}' LIMIT 1) "
+                "SELECT id, delivery_id FROM new WHERE (SELECT count(*) FROM announced) >= 0"
+            )
+        else:  # SQLite polls: nothing to announce
             marks = ", ".join("?" if dialect.paramstyle == "qmark" else "%s" for _ in columns)
             self.sql = f"INSERT INTO delivery ({names}) VALUES ({marks}) {tail}"
-        self.notify = _NOTIFY if dialect.name == "postgresql" else None
 
     def bound(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(
@@ -158,10 +164,12 @@ def insert_new(cursor: Any, dialect: Dialect, batch: Sequence[DeliveryCreate]) -
     """Insert the deliveries of ``batch`` (each already :func:`fit`, their ids distinct) whose
     delivery id is not stored yet, on ``cursor`` (a DBAPI cursor of the caller's transaction,
     not committed); returns delivery id -> pk of the rows inserted. When one of them is to be
-    processed (not rejected), the outbox publisher is announced to (:func:`announce`).
+    processed (not rejected), the outbox publisher is announced to (as :func:`announce` does).
 
     The one INSERT of a new delivery: :func:`store` (one delivery, in a Session) and
     :mod:`store.group_commit` (a batch, on the writer's own connection) both go through it."""
+    if not batch:
+        return {}
     insert = _inserts.get(dialect)
     if insert is None:
         insert = _inserts[dialect] = _Insert(dialect)
@@ -175,8 +183,6 @@ def insert_new(cursor: Any, dialect: Dialect, batch: Sequence[DeliveryCreate]) -
             cursor.execute(insert.sql, row)
             for pk, delivery_id in cursor.fetchall():
                 stored[delivery_id] = pk
-    if insert.notify and any(d.error is None and d.delivery_id in stored for d in batch):
-        cursor.execute(insert.notify)
     return stored
 
 
