@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from relay.api import router as api_router
 from relay.docs import add_docs
 from relay.github.ingress import close_writer
-from relay.github.ingress import router as github_router
+from relay.github.ingress import install as install_ingress
 from relay.github.relay_role import install as install_relay_role
 from relay.web.routes import router as web_router
 from store import logs
@@ -49,7 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     producer = make_producer(settings)
     app.state.producer = producer
-    app.include_router(github_router)
+    install_ingress(app)  # the webhook (documented, served by a plain route)
     app.include_router(api_router)
     app.include_router(web_router)  # the HUD's pages
     install_relay_role(app, settings)  # outbox, callbacks, dispatches (fanout/)
