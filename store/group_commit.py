@@ -10,12 +10,14 @@ delivery, as before.
 
 The writer keeps one connection of the engine's pool checked out while it runs (no checkout, no
 pre-ping, no ORM session per batch; a connection a batch failed on is dropped and the next batch
-checks out a fresh one) and writes on its DBAPI cursor: :func:`store.deliveries.insert_new`, the
+checks out a fresh one) and writes on its DBAPI cursor :func:`store.deliveries.insert_new`, the
 one INSERT of a new delivery (``ON CONFLICT (delivery_id) DO NOTHING RETURNING``), for the whole
-batch, then the outbox rows (the relay role's dispatches, through a Session joined to the same
-transaction) and one commit. A delivery id already stored (a duplicate, or a redelivery of a
-failed delivery) returns no row and is answered by :func:`store.deliveries.existing` after the
-batch, as :func:`store.deliveries.store` answers it. When a batch's transaction fails, each of its
+batch: on SQLite one transaction, one commit; on PostgreSQL one statement (the rows as arrays,
+the NOTIFY in it) in autocommit, its own transaction, one round trip. A batch with outbox rows
+to add (the relay role's dispatches) is written through a Session instead, the rows in the
+deliveries' transaction. A delivery id already stored (a duplicate, or a redelivery of a failed
+delivery) returns no row and is answered by :func:`store.deliveries.existing` after the batch,
+as :func:`store.deliveries.store` answers it. When a batch's transaction fails, each of its
 deliveries is stored again alone, so one bad delivery fails only its own request.
 """
 
@@ -176,34 +178,34 @@ class GroupCommit:
         first: dict[str, int] = {}
         for index, data in enumerate(fitted):
             first.setdefault(data.delivery_id, index)
+        new = [d for i, d in enumerate(fitted) if first[d.delivery_id] == i]
+        if any(write is not None for write in writes):
+            # outbox rows to add (the relay role's dispatches): through a Session, on a pooled
+            # connection, in the deliveries' transaction
+            with session_scope(self.url) as session:
+                stored = _insert_new(session.connection(), new)
+                pks = _pks(fitted, first, stored)
+                for data, pk, write in zip(fitted, pks, writes, strict=True):
+                    if write is not None and pk is not None and data.error is None:
+                        write(session, pk)
+            return pks
+        connection = self._connection()
+        if connection.dialect.name == "postgresql":
+            # autocommit: the INSERT (and its NOTIFY) is one statement, its own transaction,
+            # one round trip for the batch
+            return _pks(fitted, first, _insert_new(connection, new))
+        with connection.begin():
+            return _pks(fitted, first, _insert_new(connection, new))
+
+    def _connection(self) -> Connection:
+        """The writer thread's own connection (checked out of the pool on first use)."""
         connection: Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = self._local.connection = get_engine(self.url).connect()
-        with connection.begin():
-            cursor = connection.connection.cursor()
-            try:
-                stored = deliveries.insert_new(
-                    cursor,
-                    connection.dialect,
-                    [d for i, d in enumerate(fitted) if first[d.delivery_id] == i],
-                )
-            finally:
-                cursor.close()
-            pks: list[int | None] = [
-                stored.get(d.delivery_id) if first[d.delivery_id] == i else None
-                for i, d in enumerate(fitted)
-            ]
-            todo = [
-                (write, pk)
-                for data, pk, write in zip(fitted, pks, writes, strict=True)
-                if write is not None and pk is not None and data.error is None
-            ]
-            if todo:  # a Session on this connection joins its transaction (commits nothing)
-                with Session(bind=connection, join_transaction_mode="rollback_only") as session:
-                    for write, pk in todo:
-                        write(session, pk)
-                    session.flush()
-        return pks
+            connection = get_engine(self.url).connect()
+            if connection.dialect.name == "postgresql":
+                connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            self._local.connection = connection
+        return connection
 
     def _release(self, *, invalidate: bool = False) -> None:
         connection: Connection | None = getattr(self._local, "connection", None)
@@ -213,6 +215,24 @@ class GroupCommit:
                 if invalidate:
                     connection.invalidate()
                 connection.close()
+
+
+def _insert_new(connection: Connection, new: list[DeliveryCreate]) -> dict[str, int]:
+    cursor = connection.connection.cursor()
+    try:
+        return deliveries.insert_new(cursor, connection.dialect, new)
+    finally:
+        cursor.close()
+
+
+def _pks(
+    fitted: list[DeliveryCreate], first: dict[str, int], stored: dict[str, int]
+) -> list[int | None]:
+    """Each delivery's new pk: None for an id stored already, or earlier in the batch."""
+    return [
+        stored.get(d.delivery_id) if first[d.delivery_id] == i else None
+        for i, d in enumerate(fitted)
+    ]
 
 
 def _exception() -> BaseException:
