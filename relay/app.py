@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,7 +16,8 @@ from starlette.concurrency import run_in_threadpool
 
 from relay.api import router as api_router
 from relay.docs import add_docs
-from relay.github.ingress import router as github_router
+from relay.github.ingress import close_writer
+from relay.github.ingress import install as install_ingress
 from relay.github.relay_role import install as install_relay_role
 from relay.web.routes import router as web_router
 from store import logs
@@ -34,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     logs.configure(settings.log_level, settings.log_json)
     app = FastAPI(
+        lifespan=_lifespan,
         docs_url=None,  # relay.docs serves /docs and /redoc with local assets
         redoc_url=None,
         title="crcr-relay",
@@ -46,7 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     producer = make_producer(settings)
     app.state.producer = producer
-    app.include_router(github_router)
+    install_ingress(app)  # the webhook (documented, served by a plain route)
     app.include_router(api_router)
     app.include_router(web_router)  # the HUD's pages
     install_relay_role(app, settings)  # outbox, callbacks, dispatches (fanout/)
@@ -74,6 +77,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    # the webhook's group-commit writer: what it was given is stored, its connection returned
+    await run_in_threadpool(close_writer, app)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

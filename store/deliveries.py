@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import select, text, update
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
 from store.models import Delivery, DeliveryState, utcnow
@@ -26,11 +26,10 @@ NOTIFY_CHANNEL = "relay_delivery"
 def announce(session: Session) -> None:
     """NOTIFY the outbox publisher when the transaction commits (PostgreSQL; SQLite polls)."""
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(text(f"NOTIFY {NOTIFY_CHANNEL}"))
+        session.execute(text(_NOTIFY))
 
 
-#: the delivery's INSERT, built once (a Core statement on the table: compiled and cached once)
-_INSERT = insert(Delivery.__table__).returning(Delivery.__table__.c.id)  # type: ignore[arg-type]
+_NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"
 
 
 class StoreOutcome(enum.StrEnum):
@@ -86,61 +85,114 @@ def fit(data: DeliveryCreate) -> DeliveryCreate:
     return replace(data, **changes, normalized=None, error=error)
 
 
-def row_values(data: DeliveryCreate) -> dict[str, Any]:
-    """The delivery's row as stored when new (``data`` already :func:`fit`)."""
-    rejected = data.error is not None
-    return {
-        "delivery_id": data.delivery_id,
-        "event": data.event,
-        "action": data.action,
-        "repo": data.repo,
-        "source": data.source,
-        "upstream_delivery_id": data.upstream_delivery_id,
-        "hook_id": data.hook_id,
-        "head_sha": data.head_sha,
-        "base_sha": data.base_sha,
-        "pr_number": data.pr_number,
-        "raw_body": data.raw_body,
-        "body_sha256": hashlib.sha256(data.raw_body).hexdigest(),
-        "normalized": data.normalized,
-        "last_error": data.error[:4000] if data.error else None,
-        "state": (DeliveryState.REJECTED if rejected else DeliveryState.RECEIVED).value,
-        "received_at": utcnow(),
-        "processed_at": utcnow() if rejected else None,
-        "attempts": 0,
-    }
+#: the columns of a new delivery's row, in the order of :func:`row_values`
+COLUMNS = (
+    "delivery_id", "event", "action", "repo", "source", "upstream_delivery_id", "hook_id",
+    "head_sha", "base_sha", "pr_number", "raw_body", "body_sha256", "normalized", "last_error",
+    "state", "received_at", "processed_at", "attempts",
+)  # fmt: skip
 
 
-def store(
-    session: Session,
-    *,
-    data: DeliveryCreate,
-    outbox: Callable[[Session, int], object] | None = None,
-) -> tuple[StoreOutcome, int]:
-    """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
-    unique constraint on delivery_id; a failed one is flipped back to RECEIVED atomically so
-    exactly one of several concurrent redeliveries re-enqueues it. A delivery with an ``error``
-    is stored REJECTED (never processed); values its columns cannot hold are cleared (:func:`fit`).
-    ``outbox(session, delivery_pk)`` adds rows in the same transaction as a new delivery (the
-    relay role's dispatches: both are stored, or neither)."""
-    data = fit(data)
+def row_values(data: DeliveryCreate) -> tuple[Any, ...]:
+    """The delivery's row as stored when new (``data`` already :func:`fit`), in
+    :data:`COLUMNS` order."""
     rejected = data.error is not None
-    values = row_values(data)
-    try:
-        # one INSERT statement (no ORM unit of work: this is the webhook's hot path)
-        pk = int(session.execute(_INSERT, values).scalar_one())
-        if outbox is not None and not rejected:
-            outbox(session, pk)
-        if not rejected:
-            announce(session)
-        session.commit()
-        return StoreOutcome.NEW, pk
-    except IntegrityError:
-        session.rollback()
-    existing = session.scalar(select(Delivery.id).where(Delivery.delivery_id == data.delivery_id))
-    if existing is None:  # pragma: no cover - the conflicting row cannot vanish (no deletes)
-        raise RuntimeError(f"delivery {data.delivery_id} conflicted but is not stored")
-    pk = existing
+    now = utcnow()
+    return (
+        data.delivery_id,
+        data.event,
+        data.action,
+        data.repo,
+        data.source,
+        data.upstream_delivery_id,
+        data.hook_id,
+        data.head_sha,
+        data.base_sha,
+        data.pr_number,
+        data.raw_body,
+        hashlib.sha256(data.raw_body).hexdigest(),
+        data.normalized,
+        data.error[:4000] if data.error else None,
+        (DeliveryState.REJECTED if rejected else DeliveryState.RECEIVED).value,
+        now,
+        now if rejected else None,
+        0,
+    )
+
+
+class _Insert:
+    """The one INSERT of new deliveries, for one dialect: ``ON CONFLICT (delivery_id) DO
+    NOTHING RETURNING id, delivery_id``, the values bound as SQLAlchemy binds them (its
+    column types' bind processors), run on the DBAPI cursor of the caller's transaction. On
+    PostgreSQL the rows go as one array per column (``unnest``: one statement of fixed text
+    for any number of rows, prepared once); on SQLite one statement per row (sqlite3 caches
+    it; there is no round trip)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        table = Delivery.__table__
+        columns = [table.c[name] for name in COLUMNS]
+        self.processors = [c.type.dialect_impl(dialect).bind_processor(dialect) for c in columns]
+        names = ", ".join(COLUMNS)
+        tail = "ON CONFLICT (delivery_id) DO NOTHING RETURNING id, delivery_id"
+        self.arrays = dialect.name == "postgresql"
+        if self.arrays:
+            # one statement (one round trip): the rows, and the NOTIFY (delivered at commit)
+            # when one of the new rows is to be published
+            types = [c.type.compile(dialect=dialect) for c in columns]
+            unnest = ", ".join(f"%b::{t}[]" for t in types)
+            self.sql = (
+                f"WITH new AS (INSERT INTO delivery ({names}) SELECT * FROM unnest({unnest}) "
+                f"{tail}, state), announced AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') "
+                f"FROM new WHERE state = '{DeliveryState.RECEIVED.value}' LIMIT 1) "
+                "SELECT id, delivery_id FROM new WHERE (SELECT count(*) FROM announced) >= 0"
+            )
+        else:  # SQLite polls: nothing to announce
+            marks = ", ".join("?" if dialect.paramstyle == "qmark" else "%s" for _ in columns)
+            self.sql = f"INSERT INTO delivery ({names}) VALUES ({marks}) {tail}"
+
+    def bound(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(
+            value if process is None else process(value)
+            for value, process in zip(row, self.processors, strict=True)
+        )
+
+
+_inserts: dict[Dialect, _Insert] = {}
+
+
+def insert_new(cursor: Any, dialect: Dialect, batch: Sequence[DeliveryCreate]) -> dict[str, int]:
+    """Insert the deliveries of ``batch`` (each already :func:`fit`, their ids distinct) whose
+    delivery id is not stored yet, on ``cursor`` (a DBAPI cursor of the caller's transaction,
+    not committed); returns delivery id -> pk of the rows inserted. When one of them is to be
+    processed (not rejected), the outbox publisher is announced to (as :func:`announce` does).
+
+    The one INSERT of a new delivery: :func:`store` (one delivery, in a Session) and
+    :mod:`store.group_commit` (a batch, on the writer's own connection) both go through it."""
+    if not batch:
+        return {}
+    insert = _inserts.get(dialect)
+    if insert is None:
+        insert = _inserts[dialect] = _Insert(dialect)
+    rows = [insert.bound(row_values(data)) for data in batch]
+    stored: dict[str, int] = {}
+    if insert.arrays:
+        cursor.execute(insert.sql, [list(column) for column in zip(*rows, strict=True)])
+        stored.update((delivery_id, pk) for pk, delivery_id in cursor.fetchall())
+    else:
+        for row in rows:
+            cursor.execute(insert.sql, row)
+            for pk, delivery_id in cursor.fetchall():
+                stored[delivery_id] = pk
+    return stored
+
+
+def existing(session: Session, *, delivery_id: str) -> tuple[StoreOutcome, int]:
+    """The answer to a delivery whose id is stored already (commits): a redelivery of a failed
+    one is flipped back to RECEIVED atomically (exactly one of several concurrent redeliveries
+    re-enqueues it), anything else is a duplicate."""
+    pk = session.scalar(select(Delivery.id).where(Delivery.delivery_id == delivery_id))
+    if pk is None:  # pragma: no cover - the conflicting row cannot vanish (no deletes)
+        raise RuntimeError(f"delivery {delivery_id} conflicted but is not stored")
     result = session.execute(
         update(Delivery)
         .where(Delivery.id == pk, Delivery.state == DeliveryState.FAILED.value)
@@ -152,6 +204,35 @@ def store(
     if result.rowcount == 1:  # type: ignore[attr-defined]
         return StoreOutcome.REDELIVERY, pk
     return StoreOutcome.DUPLICATE, pk
+
+
+def store(
+    session: Session,
+    *,
+    data: DeliveryCreate,
+    outbox: Callable[[Session, int], object] | None = None,
+) -> tuple[StoreOutcome, int]:
+    """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
+    unique constraint on delivery_id (:func:`insert_new`); a failed one is flipped back to
+    RECEIVED atomically so exactly one of several concurrent redeliveries re-enqueues it
+    (:func:`existing`). A delivery with an ``error`` is stored REJECTED (never processed);
+    values its columns cannot hold are cleared (:func:`fit`). ``outbox(session, delivery_pk)``
+    adds rows in the same transaction as a new delivery (the relay role's dispatches: both are
+    stored, or neither)."""
+    data = fit(data)
+    connection = session.connection()
+    cursor = connection.connection.cursor()
+    try:
+        pk = insert_new(cursor, connection.dialect, [data]).get(data.delivery_id)
+    finally:
+        cursor.close()
+    if pk is None:
+        session.rollback()
+        return existing(session, delivery_id=data.delivery_id)
+    if outbox is not None and data.error is None:
+        outbox(session, pk)
+    session.commit()
+    return StoreOutcome.NEW, pk
 
 
 def pk_of(session: Session, *, delivery_id: str) -> int | None:

@@ -101,8 +101,8 @@ def app_settings(tmp_path: Path, relay_up: RelayUp) -> Settings:
 
 @pytest.fixture
 def make_client() -> Iterator[Any]:
-    """``make_client(settings)``: a TestClient on ``create_app`` (closed after the
-    test)."""
+    """``make_client(settings)``: a TestClient on ``create_app``, its lifespan started (and shut
+    down after the test)."""
     from relay.app import create_app
 
     test_client = _test_client()
@@ -110,12 +110,13 @@ def make_client() -> Iterator[Any]:
 
     def make(settings: Settings) -> Any:
         client = test_client(create_app(settings))
+        client.__enter__()  # the app's lifespan: its shutdown stops the group-commit writer
         opened.append(client)
         return client
 
     yield make
     for client in opened:
-        client.close()
+        client.__exit__(None, None, None)
 
 
 @pytest.fixture

@@ -443,3 +443,54 @@ def test_a_pull_request_without_its_head_is_stored_rejected_with_the_reason(
     assert row is not None and row.normalized is None and row.state == "rejected"
     assert row.last_error == "payload has no head.sha"
     assert webhook.enqueued.calls == []
+
+
+def test_the_group_commit_writer_stops_with_the_app_and_when_its_database_changes(
+    app_settings: Any, tmp_path: Path, opened: Any, relay_up: Any
+) -> None:
+    import warnings
+
+    from sqlalchemy import func, select
+
+    from relay.app import create_app
+    from store import migrate
+    from store.db import session_scope
+    from store.models import Delivery
+    from wire.github.signature import sign
+
+    with warnings.catch_warnings():  # starlette prefers httpx2 (see conftest)
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+    body = opened()
+
+    def post(client: Any) -> int:
+        headers = {
+            "Content-Type": "application/json", "X-GitHub-Event": "pull_request",
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-Hub-Signature-256": sign(relay_up.SECRETS[0], body),
+        }  # fmt: skip
+        return int(client.post("/github/webhook", content=body, headers=headers).status_code)
+
+    def count(url: str) -> int:
+        with session_scope(url) as session:
+            return int(session.scalar(select(func.count()).select_from(Delivery)) or 0)
+
+    other_url = f"sqlite:///{tmp_path}/other.sqlite"
+    migrate.upgrade(other_url)
+    app = create_app(app_settings)
+    with TestClient(app) as client:
+        assert post(client) == 202
+        first = app.state.group_commit
+        first_thread = first._thread
+        assert first_thread is not None and first_thread.is_alive()
+        app.state.settings = app_settings.model_copy(update={"database_url": other_url})
+        assert post(client) == 202
+        second = app.state.group_commit
+        assert second is not first and second.url == other_url
+        first_thread.join(timeout=10)
+        assert not first_thread.is_alive()  # closed once it had stored what it was given
+        second_thread = second._thread
+        assert second_thread is not None and second_thread.is_alive()
+    assert app.state.group_commit is None
+    assert not second_thread.is_alive()  # the app's shutdown stopped it
+    assert (count(app_settings.database_url), count(other_url)) == (1, 1)

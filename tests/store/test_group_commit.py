@@ -97,3 +97,33 @@ def test_one_at_a_time_is_one_transaction_each(database_url: str) -> None:
         writer.close()
     assert [r[0] for r in results] == [StoreOutcome.NEW] * 5
     assert writer.batches == 5
+
+
+def test_postgres_announces_a_batch_only_when_it_stored_a_delivery_to_publish(
+    postgres_url: str,
+) -> None:
+    """The batch's one statement NOTIFYs the outbox publisher (at commit) when one of its new
+    rows is to be published: not for rejected rows, nor for ids stored already."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from store import migrate
+
+    migrate.upgrade(postgres_url)
+    dsn = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    listener = psycopg.connect(dsn, autocommit=True)
+    listener.execute(f"LISTEN {deliveries.NOTIFY_CHANNEL}")
+    writer = GroupCommit(postgres_url)
+
+    def notified(items: list[tuple[DeliveryCreate, Callable[[], Any] | None]]) -> int:
+        asyncio.run(_store_all(writer, items))
+        return len(list(listener.notifies(timeout=0.5)))
+
+    try:
+        assert notified([(_data("new-1"), None), (_data("new-2"), None)]) == 1
+        assert notified([(_data("bad", pr_number=2**40), None)]) == 0  # rejected only
+        assert notified([(_data("new-1"), None), (_data("bad"), None)]) == 0  # stored already
+        assert notified([(_data("bad-2", pr_number=-1), None), (_data("new-3"), None)]) == 1
+    finally:
+        writer.close()
+        listener.close()
