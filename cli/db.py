@@ -36,4 +36,3 @@ def current() -> None:
     typer.echo(
         f"current: {migrate.current_revision(url) or 'base'}; head: {migrate.head_revision()}"
     )
-

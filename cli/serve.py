@@ -21,6 +21,9 @@ from store.queue import CONTROL_QUEUE, PLAN_QUEUE, SHARD_QUEUE
 from store.settings import Settings, get_settings
 from workers.harness.procs import die_with_parent
 
+#: the Celery worker processes ``relay up`` starts, by name, and the queues each consumes
+WORKER_QUEUES = (("control", CONTROL_QUEUE), ("planner", PLAN_QUEUE), ("shards", SHARD_QUEUE))
+
 
 def worker_command(
     *, concurrency: int = 1, beat: bool = True, var_dir: Path, queues: str, name: str = "worker"
@@ -86,11 +89,8 @@ def up(
                 name=name,
             ),
         )
-        for name, concurrency, queues in (
-            ("control", 1, CONTROL_QUEUE),
-            ("planner", planners, PLAN_QUEUE),
-            ("shards", workers, SHARD_QUEUE),
-        )
+        for name, queues in WORKER_QUEUES
+        for concurrency in [{"control": 1, "planner": planners, "shards": workers}[name]]
     ]
     workers_up.append(_Supervised("beat", beat_command(var_dir=settings.var_dir)))
     control, planner, runner, beat = (w.proc for w in workers_up)

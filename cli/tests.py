@@ -33,7 +33,8 @@ _SPECS = typer.Option(
 _NO_SPECS = typer.Option(False, "--no-specs", help="no spec decisions")
 _HISTORY = typer.Option(None, help="our durations: JSON {test id: seconds}")
 _TIMES = typer.Option(
-    DEFAULT_TEST_TIMES, help="PyTorch's public test-times.json (per-file prior; optional; the folder is RELAY_CI_STATS)"
+    DEFAULT_TEST_TIMES,
+    help="PyTorch's public test-times.json (per-file prior; optional; the folder is RELAY_CI_STATS)",
 )
 _CACHE = typer.Option(DEFAULT_CACHE_DIR, help="inventory cache folder")
 _REFRESH = typer.Option(False, "--refresh", help="ignore the cache and collect again")

@@ -20,16 +20,23 @@ app = typer.Typer(
 
 UpstreamOpt = Annotated[
     Path | None,
-    typer.Option("--upstream", envvar="RELAY_UPSTREAM_PATH",
-                 help="A PyTorch git checkout; without it revisions are released wheels."),
+    typer.Option(
+        "--upstream",
+        envvar="RELAY_UPSTREAM_PATH",
+        help="A PyTorch git checkout; without it revisions are released wheels.",
+    ),
 ]
 CacheOpt = Annotated[
     Path | None,
-    typer.Option("--cache-dir", envvar="RELAY_UPSTREAM_CACHE",
-                 help=f"Wheel and change-facts cache [default: {default_cache_dir()}]"),
+    typer.Option(
+        "--cache-dir",
+        envvar="RELAY_UPSTREAM_CACHE",
+        help=f"Wheel and change-facts cache [default: {default_cache_dir()}]",
+    ),
 ]
 OfflineOpt = Annotated[
-    bool, typer.Option("--offline", help="Never ask the package index; use cached wheels only."),
+    bool,
+    typer.Option("--offline", help="Never ask the package index; use cached wheels only."),
 ]
 
 
@@ -70,7 +77,9 @@ def diff_cmd(
     offline: OfflineOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full facts as JSON.")] = False,
     limit: Annotated[int, typer.Option(help="Names listed per section (0: counts only).")] = 15,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Recompute, ignore stored facts.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Recompute, ignore stored facts.")
+    ] = False,
 ) -> None:
     """Change facts between two revisions: files, symbols, native_functions, OpInfo entries."""
     source = _source(upstream, cache_dir, offline)
@@ -138,7 +147,9 @@ def _collect_both(python: Path, env: dict[str, str]) -> None:
         )
     old = {v.test_id for v in base.variants}
     new = {v.test_id for v in head.variants}
-    typer.echo(f"  only in this env: {len(new - old)}; only with the installed torch: {len(old - new)}")
+    typer.echo(
+        f"  only in this env: {len(new - old)}; only with the installed torch: {len(old - new)}"
+    )
 
 
 def _sample(names: list[str], limit: int) -> str:
@@ -181,8 +192,10 @@ def render(facts: ChangeFacts, *, limit: int = 15) -> str:
     dispatch_only = [e for e in facts.native_functions if e.fields == ["dispatch"]]
     if dispatch_only:
         keys = Counter(k for e in dispatch_only for k in e.dispatch_keys)
-        lines.append(f"    dispatch-only changes: {len(dispatch_only)} entries; keys: "
-                     + ", ".join(f"{k} {n}" for k, n in keys.most_common(6)))
+        lines.append(
+            f"    dispatch-only changes: {len(dispatch_only)} entries; keys: "
+            + ", ".join(f"{k} {n}" for k, n in keys.most_common(6))
+        )
     lines.append(_sample(sorted(facts.changed_overloads()), limit))
     lines.append(
         f"OpInfo entries: {c['opinfos']}  (+{c['opinfos_added']} -{c['opinfos_removed']} "
@@ -191,8 +204,10 @@ def render(facts: ChangeFacts, *, limit: int = 15) -> str:
     )
     lines.append(_sample(sorted(facts.changed_opinfos() | facts.changed_moduleinfos()), limit))
     if facts.changed_info_classes:
-        lines.append("changed Info classes (affect every entry of that class): "
-                     + ", ".join(facts.changed_info_classes))
+        lines.append(
+            "changed Info classes (affect every entry of that class): "
+            + ", ".join(facts.changed_info_classes)
+        )
     for error in facts.errors:
         lines.append(f"warning: {error}")
     return "\n".join(line for line in lines if line != "")

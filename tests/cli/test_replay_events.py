@@ -50,7 +50,9 @@ def _jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
 
 def test_folder_events_are_named_by_their_folder_in_path_order(github_fixtures: Path) -> None:
     events = load_events(github_fixtures)
-    on_disk = sorted(p.relative_to(github_fixtures).as_posix() for p in github_fixtures.rglob("*.json"))
+    on_disk = sorted(
+        p.relative_to(github_fixtures).as_posix() for p in github_fixtures.rglob("*.json")
+    )
     assert [Path(e.origin).relative_to(github_fixtures).as_posix() for e in events] == on_disk
     assert [e.event for e in events] == [p.split("/")[0] for p in on_disk]
     assert [e.n for e in events] == list(range(1, len(on_disk) + 1))
@@ -163,7 +165,9 @@ def test_export_then_load_round_trip(
     upstream = relay_up.UPSTREAM
     url = f"sqlite:///{tmp_path / 'relay.sqlite'}"
     migrate.upgrade(url)
-    pr = json.dumps(pr_payload("opened", 11, "c" * 40), indent=2).encode()  # formatting kept by GitHub
+    pr = json.dumps(
+        pr_payload("opened", 11, "c" * 40), indent=2
+    ).encode()  # formatting kept by GitHub
     push = (github_fixtures / "push/with-new-branch.payload.json").read_bytes()
     dispatch = json.dumps(
         {
@@ -223,7 +227,9 @@ def test_neither_release_nor_events_is_an_error(github_fixtures: Path) -> None:
     result = CliRunner().invoke(build_app(), ["replay"])
     assert result.exit_code == 2
     assert "give --from and --to" in result.output and "--events FILE" in result.output
-    both = CliRunner().invoke(build_app(), ["replay", "--events", str(github_fixtures), "--from", "2.13"])
+    both = CliRunner().invoke(
+        build_app(), ["replay", "--events", str(github_fixtures), "--from", "2.13"]
+    )
     assert both.exit_code == 2
     assert "--events replays recorded events: without --from/--to/--run" in both.output
 
@@ -231,7 +237,8 @@ def test_neither_release_nor_events_is_an_error(github_fixtures: Path) -> None:
 def test_unreachable_relay_is_a_clear_error(github_fixtures: Path, free_port: Any) -> None:
     port = free_port()  # nothing listens there
     result = CliRunner().invoke(
-        build_app(), ["replay", "--events", str(github_fixtures), "--url", f"http://127.0.0.1:{port}"]
+        build_app(),
+        ["replay", "--events", str(github_fixtures), "--url", f"http://127.0.0.1:{port}"],
     )
     assert result.exit_code == 2
     assert f"error: cannot reach the relay at http://127.0.0.1:{port}" in result.output

@@ -115,6 +115,4 @@ def test_explain_reports_what_the_plugin_sees() -> None:
 def test_explain_of_an_unknown_test_is_one_line(test_id: str, code: int, message: str) -> None:
     result = specs("explain", test_id)
     assert result.exit_code == code, result.output
-    assert len(result.output.splitlines()) == 1 and result.output.startswith(message), (
-        result.output
-    )
+    assert len(result.output.splitlines()) == 1 and result.output.startswith(message), result.output
