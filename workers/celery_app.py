@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from celery import Celery
@@ -28,15 +29,39 @@ STAGES = ["ingest", "dispatch", "plan", "run", "report", "sweep", "schedule", "p
 #: second, and a worker that takes one message at a time (prefetch 1, acks late) polls once
 #: between messages too, so the embedded stack processed about one delivery a second
 EMBEDDED_BROKER_POLL_SECONDS = 0.1
+#: while messages keep coming (one delivered within the last BUSY_WINDOW seconds) the worker
+#: polls this often: at 0.1 s a burst of deliveries drained at about ten a second, each waiting
+#: out a poll after the one before was done (the wait, not the work, set the pace)
+EMBEDDED_BROKER_BUSY_POLL_SECONDS = 0.005
+EMBEDDED_BROKER_BUSY_WINDOW_SECONDS = 1.0
 
 
 def _poll_embedded_broker_faster() -> None:
     """kombu's SQLAlchemy transport hands every transport option to create_engine, so its
     polling interval cannot be configured through ``broker_transport_options``: set on its class,
-    in the worker processes (the web app only publishes)."""
+    in the worker processes (the web app only publishes). The interval adapts: short while
+    messages arrive, :data:`EMBEDDED_BROKER_POLL_SECONDS` once the queues have been quiet for
+    a second (an idle worker does not hammer the SQLite file)."""
     from kombu.transport import sqlalchemy as kombu_sqlalchemy
 
-    kombu_sqlalchemy.Transport.polling_interval = EMBEDDED_BROKER_POLL_SECONDS
+    transport: Any = kombu_sqlalchemy.Transport
+    if getattr(transport, "_relay_adaptive_poll", False):
+        return
+    deliver = transport._deliver
+
+    def _deliver(self: Any, message: Any, queue: Any) -> Any:
+        self._relay_last_delivery = time.monotonic()
+        return deliver(self, message, queue)
+
+    def _interval(self: Any) -> float:
+        last = getattr(self, "_relay_last_delivery", None)
+        if last is not None and time.monotonic() - last < EMBEDDED_BROKER_BUSY_WINDOW_SECONDS:
+            return EMBEDDED_BROKER_BUSY_POLL_SECONDS
+        return EMBEDDED_BROKER_POLL_SECONDS
+
+    transport._deliver = _deliver
+    transport.polling_interval = property(_interval)
+    transport._relay_adaptive_poll = True
 
 
 _poll_embedded_broker_faster()
