@@ -88,11 +88,14 @@ def up(
                 queues=queues,
                 name=name,
             ),
+            nice=settings.worker_nice,
         )
         for name, queues in WORKER_QUEUES
         for concurrency in [{"control": 1, "planner": planners, "shards": workers}[name]]
     ]
-    workers_up.append(_Supervised("beat", beat_command(var_dir=settings.var_dir)))
+    workers_up.append(
+        _Supervised("beat", beat_command(var_dir=settings.var_dir), nice=settings.worker_nice)
+    )
     control, planner, runner, beat = (w.proc for w in workers_up)
     halt = threading.Event()
     watcher = threading.Thread(target=_supervise, args=(workers_up, halt), daemon=True)
@@ -143,14 +146,21 @@ def up(
 class _Supervised:
     """A worker process `relay up` keeps running: started at once, restarted if it exits."""
 
-    def __init__(self, name: str, command: list[str]) -> None:
-        self.name, self.command = name, command
-        self.proc = _spawn(command)
+    def __init__(self, name: str, command: list[str], nice: int = 0) -> None:
+        self.name, self.command, self.nice = name, command, nice
+        self.proc = _spawn(command, nice)
 
 
-def _spawn(command: list[str]) -> subprocess.Popen[bytes]:
-    # The workers die with `relay up`, however it ends (even SIGKILL).
-    return subprocess.Popen(command, preexec_fn=die_with_parent, start_new_session=True)
+def _spawn(command: list[str], nice: int = 0) -> subprocess.Popen[bytes]:
+    """A worker process: it dies with `relay up`, however that ends (even SIGKILL), and runs
+    ``nice`` steps nicer than `relay up` (RELAY_WORKER_NICE: the web server's answers first)."""
+
+    def child() -> None:
+        die_with_parent()
+        if nice:
+            os.nice(nice)
+
+    return subprocess.Popen(command, preexec_fn=child, start_new_session=True)
 
 
 def _supervise(workers: list[_Supervised], halt: threading.Event) -> None:
@@ -164,7 +174,7 @@ def _supervise(workers: list[_Supervised], halt: threading.Event) -> None:
             typer.echo(f"relay up: the {w.name} worker exited ({code}); restarting it", err=True)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(w.proc.pid, signal.SIGKILL)  # its pool processes
-            w.proc = _spawn(w.command)
+            w.proc = _spawn(w.command, w.nice)
 
 
 def _request_demo_replay(settings: Settings) -> str:

@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     # shard workers running at once (`relay up --workers N` sets it for its processes): a job
     # shorter than that many shards is cut into one shard per worker (each at least 20 s)
     runner_parallel: int = Field(default=1, ge=1)
+    # `relay up` starts its Celery workers this much nicer than the web server (Unix niceness,
+    # 0-19): on one machine the webhook answer (GitHub waits 10 s) comes before background work
+    worker_nice: int = Field(default=5, ge=0, le=19)
     runner_budget_seconds: float | None = None  # runner-seconds; None: no cut
     # runner-minutes for an event the selector cannot analyse (no checkout to read its SHAs);
     # 0 or None: no cut (the whole universe)

@@ -1,0 +1,29 @@
+"""`relay up`'s worker processes: nicer than the web server, and dying with it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from cli import serve
+from store.settings import Settings
+
+
+def _niceness_of_child(tmp_path: Path, nice: int) -> int:
+    out = tmp_path / f"nice{nice}.txt"
+    code = f"import os, pathlib; pathlib.Path({str(out)!r}).write_text(str(os.nice(0)))"
+    proc = serve._spawn([sys.executable, "-c", code], nice)
+    assert proc.wait(timeout=60) == 0
+    return int(out.read_text())
+
+
+def test_workers_run_nicer_than_relay_up(tmp_path: Path) -> None:
+    mine = os.nice(0)
+    assert _niceness_of_child(tmp_path, 5) == min(mine + 5, 19)
+    assert _niceness_of_child(tmp_path, 0) == mine
+
+
+def test_the_default_niceness_is_a_setting() -> None:
+    assert Settings().worker_nice == 5
+    assert Settings(worker_nice=0).worker_nice == 0
