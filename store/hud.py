@@ -243,7 +243,9 @@ def facets(session: Session, *, job_pk: int) -> Facets:
     out = Facets()
     where = func.instr if session.get_bind().dialect.name == "sqlite" else func.strpos
     cut = where(TestResult.test_id, "::")
-    test_file = case((cut > 0, func.substr(TestResult.test_id, 1, cut - 1)), else_=TestResult.test_id)
+    test_file = case(
+        (cut > 0, func.substr(TestResult.test_id, 1, cut - 1)), else_=TestResult.test_id
+    )
     tags = cast(TestResult.tags, String)
     rows = session.execute(
         select(test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags,
