@@ -408,11 +408,11 @@ def gating_failures(session: Session, *, job_pk: int) -> int:
     with neither gates."""
     plan = SelectionTest
     mode = func.coalesce(TestResult.spec_mode, plan.mode)
+    planned = (plan.job_pk == job_pk) & (plan.kind == SelectionKind.SELECTED.value)
     query = (
         select(func.count())
         .select_from(TestResult)
-        .outerjoin(plan, (plan.job_pk == job_pk) & (plan.kind == SelectionKind.SELECTED.value)
-                   & (plan.test_id == TestResult.test_id))  # fmt: skip
+        .outerjoin(plan, planned & (plan.test_id == TestResult.test_id))
         .where(
             TestResult.job_pk == job_pk,
             TestResult.outcome.in_(sorted(o.value for o in FAILED)),

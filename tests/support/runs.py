@@ -34,8 +34,7 @@ PLANS: dict[str, Any] = {
     "empty": {"shards": [ids("test_skipped")]},
     "broken_import": {
         "shards": [
-            ids("test_passes_one")
-            + [f"{SAMPLE_DIR}/sample_broken_import.py::test_uses_the_helper"]
+            [*ids("test_passes_one"), f"{SAMPLE_DIR}/sample_broken_import.py::test_uses_the_helper"]
         ]
     },
     "faults": {

@@ -129,9 +129,7 @@ def test_the_same_module_planned_as_xfail_does_not_gate(database_url: str, suite
     assert conclusion is Conclusion.SUCCESS
 
 
-def test_tests_a_cancelled_run_never_finished_stay_neutral(
-    database_url: str, suite: Path
-) -> None:
+def test_tests_a_cancelled_run_never_finished_stay_neutral(database_url: str, suite: Path) -> None:
     modes = {PASSES: "mandatory_success", WAITS: "mandatory_success"}
     conclusion, results = _run_and_conclude(database_url, suite, modes, stop_when_waiting=True)
     assert results[PASSES].outcome == "passed"

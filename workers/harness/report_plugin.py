@@ -126,14 +126,19 @@ class _Writer:
 
 
 def _collect_message(text: str) -> str:
-    """A collection error's message: its exception line (``E   ImportError: ...``, the last of
-    a traceback) first, then as much of the text's end as fits."""
+    """A collection error's message: its exception line (``E   ImportError: ...``, the first of
+    the traceback's last ``E`` block) first, then as much of the text's end as fits."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
-    headline = (errors[-1] if errors else lines[-1] if lines else "collection failed")[:300]
+    marked = [i for i, ln in enumerate(lines) if ln.startswith("E ")]
+    first = marked[-1] if marked else len(lines) - 1
+    while first - 1 in marked:
+        first -= 1
+    headline = (lines[first].removeprefix("E ").strip() if lines else "collection failed")[:300]
     room = MESSAGE_LIMIT - len(headline) - 2
     rest = text.strip()
-    return f"{headline}\n\n{rest if len(rest) <= room else '...' + rest[-(room - 3):]}"
+    if len(rest) > room:
+        rest = "..." + rest[len(rest) - room + 3 :]
+    return f"{headline}\n\n{rest}".rstrip()
 
 
 def _summarize(reports: list[pytest.TestReport]) -> tuple[str, str | None, str | None]:

@@ -110,7 +110,11 @@ def _collect_error_of(test_id: str, errors: list[dict[str, Any]]) -> dict[str, A
     folder), else the first one (a conftest, for instance: pytest then runs nothing)."""
 
     def holds(nodeid: str) -> bool:
-        return nodeid in ("", ".") or test_id == nodeid or test_id.startswith((nodeid + "::", nodeid + "/"))
+        return (
+            nodeid in ("", ".")
+            or test_id == nodeid
+            or test_id.startswith((nodeid + "::", nodeid + "/"))
+        )
 
     nearest = [e for e in errors if holds(str(e.get("nodeid") or ""))]
     if nearest:
