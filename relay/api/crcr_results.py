@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from store import crcr_results
 from store.db import session_scope
+from wire.values import MAX_INT, json_problem
 
 router = APIRouter(tags=["crcr"])
 
@@ -50,6 +51,15 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _range_problem(named: dict[str, Any]) -> str | None:
+    """The first of ``named`` (where -> value) that is an integer past its INTEGER column."""
+    for where, value in named.items():
+        number = _int(value)
+        if number is not None and not 0 <= number <= MAX_INT:
+            return f"{where} is out of range (0 to {MAX_INT})"
+    return None
+
+
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -82,6 +92,12 @@ def row_of(envelope: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
     assert isinstance(counts, dict)
     metrics = trusted.get("ci_metrics") if isinstance(trusted.get("ci_metrics"), dict) else {}
     assert isinstance(metrics, dict)
+    problem = _range_problem(
+        {f"workflow.test_results.{k}": counts.get(k) for k in ("passed", "failed", "skipped", "total")}
+        | {"payload.pull_request.number": pr.get("number"), "payload.number": payload.get("number")}
+    )
+    if problem is not None:
+        return problem
     failed = workflow.get("failed_tests")
     failed_tests = (
         [str(t)[:500] for t in failed[:MAX_FAILED_TESTS]] if isinstance(failed, list) else None
@@ -145,6 +161,9 @@ async def crcr_results_ingest(request: Request) -> JSONResponse:
         return _error(400, "malformed JSON")
     if not isinstance(envelope, dict):
         return _error(400, "the body must be a JSON object")
+    problem = json_problem(envelope)  # every string it holds may reach a column or a log
+    if problem is not None:
+        return _error(400, problem[:300])
     parsed = row_of(envelope)
     if isinstance(parsed, str):
         return _error(400, parsed)

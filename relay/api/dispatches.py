@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from store import outbox
 from store.db import session_scope
 from store.models import Dispatch, DispatchState
+from wire.values import Id
 
 router = APIRouter(prefix="/api/v1", tags=["relay"])
 
@@ -82,7 +83,7 @@ def operator_refusal(request: Request) -> JSONResponse | None:
     "/dispatches/{dispatch_id}/retry",
     responses={401: {}, 403: {}, 409: {"description": "not a dead letter"}},
 )
-async def retry_dispatch(dispatch_id: int, request: Request) -> JSONResponse:
+async def retry_dispatch(dispatch_id: Id, request: Request) -> JSONResponse:
     """Put a dead letter back into the outbox (sent by the next sweep): a dead dispatch, or
     the dead check run of a sent one."""
     refusal = operator_refusal(request)

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from wire.values import text_problem
+
 #: Events the relay accepts from the upstream repository (CRCR's set).
 SUPPORTED_EVENTS = frozenset({"pull_request", "push", "check_run", "check_suite"})
 #: pull_request actions that start downstream work.
@@ -64,7 +66,7 @@ class UpstreamEvent(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _in_range(cls, value: Any, info: Any) -> Any:
-        """Strings without NUL and of bounded length, numbers within the store's INTEGER."""
+        """Text (valid UTF-8 without NUL) of bounded length, numbers within the store's INTEGER."""
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str):
                 limit = MAX_SHA if info.field_name.endswith("_sha") else MAX_TEXT
@@ -74,8 +76,9 @@ class UpstreamEvent(BaseModel):
                     limit = MAX_DELIVERY_ID
                 if len(item) > limit:
                     raise ValueError(f"longer than {limit} characters")
-                if "\x00" in item:
-                    raise ValueError("contains a NUL character")
+                problem = text_problem(item)
+                if problem is not None:
+                    raise ValueError(problem)
             elif (
                 isinstance(item, int) and not isinstance(item, bool) and not 0 <= item <= MAX_NUMBER
             ):
