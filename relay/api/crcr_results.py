@@ -93,7 +93,10 @@ def row_of(envelope: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
     metrics = trusted.get("ci_metrics") if isinstance(trusted.get("ci_metrics"), dict) else {}
     assert isinstance(metrics, dict)
     problem = _range_problem(
-        {f"workflow.test_results.{k}": counts.get(k) for k in ("passed", "failed", "skipped", "total")}
+        {
+            f"workflow.test_results.{k}": counts.get(k)
+            for k in ("passed", "failed", "skipped", "total")
+        }
         | {"payload.pull_request.number": pr.get("number"), "payload.number": payload.get("number")}
     )
     if problem is not None:

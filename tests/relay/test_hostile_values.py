@@ -48,8 +48,14 @@ OWN_COLUMNS = [
 )
 @pytest.mark.parametrize("bad", [SURROGATE, "a\x00b"], ids=["surrogate", "nul"])
 def test_a_bad_string_in_a_field_with_its_own_column_is_stored_rejected(
-    webhook: Any, example_events: Path, case: str, event: str, example: str, field: str,
-    column: str, bad: str,
+    webhook: Any,
+    example_events: Path,
+    case: str,
+    event: str,
+    example: str,
+    field: str,
+    column: str,
+    bad: str,
 ) -> None:
     payload = _set(_event(example_events, example), field, bad)
     if event == "repository_dispatch":
@@ -95,7 +101,8 @@ def test_a_delivery_id_keeps_its_utf8_bytes(
     assert response.status_code == status, response.text
     if stored is None:
         assert response.json() == {
-            "error": "X-GitHub-Delivery must be at most 100 printable characters"}
+            "error": "X-GitHub-Delivery must be at most 100 printable characters"
+        }
         assert webhook.count() == 0
     else:
         assert response.json()["delivery_id"] == stored
@@ -138,9 +145,7 @@ def test_a_grid_pr_that_only_looks_like_digits_is_refused(client: Any, pr: str) 
     assert "PR must be a number" in response.text
 
 
-def test_the_operator_retry_refuses_ids_past_64_bits(
-    make_client: Any, app_settings: Any
-) -> None:
+def test_the_operator_retry_refuses_ids_past_64_bits(make_client: Any, app_settings: Any) -> None:
     settings = app_settings.model_copy(update={"operator_token": SecretStr("op-token")})
     client = make_client(settings)
     response = client.post(
@@ -182,7 +187,9 @@ HUD_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("case", "field", "value", "named"), HUD_CASES, ids=[c[0] for c in HUD_CASES])
+@pytest.mark.parametrize(
+    ("case", "field", "value", "named"), HUD_CASES, ids=[c[0] for c in HUD_CASES]
+)
 def test_hud_ingest_refuses_values_its_columns_cannot_hold(
     make_client: Any, app_settings: Any, case: str, field: str, value: Any, named: str
 ) -> None:
