@@ -36,6 +36,7 @@ def verifier(request: Request) -> OidcVerifier:
             issuers=settings.oidc_issuers,
             audience=settings.oidc_audience,
             refresh_interval=settings.oidc_jwks_refresh_seconds,
+            max_lifetime=settings.oidc_max_lifetime_seconds,
         )
     return found
 
