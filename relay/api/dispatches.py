@@ -5,16 +5,14 @@ letter (``Authorization: Bearer <RELAY_OPERATOR_TOKEN>``)."""
 from __future__ import annotations
 
 import hmac
-from typing import Any
-
 from collections.abc import Sequence
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from relay.api.pagination import (
     NO_NUL,
@@ -29,9 +27,7 @@ from store.db import session_scope
 from store.models import Delivery, Dispatch, DispatchState, Downstream
 from wire.values import Id
 
-router = APIRouter(
-    prefix="/api/v1", tags=["relay"], dependencies=[Depends(reject_unknown_params)]
-)
+router = APIRouter(prefix="/api/v1", tags=["relay"], dependencies=[Depends(reject_unknown_params)])
 
 
 def _public(row: Dispatch, repo: str, delivery_id: str) -> dict[str, Any]:
