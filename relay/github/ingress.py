@@ -38,6 +38,7 @@ from wire.github.events import (
     MAX_DELIVERY_ID,
     SUPPORTED_EVENTS,
     EventError,
+    body_json,
     normalize_envelope,
     open_envelope,
 )
@@ -163,8 +164,13 @@ MAX_JSON_DEPTH = 64
 MAX_REASON = 300
 
 
-def _parse(body: bytes) -> dict[str, Any] | str:
-    """The body as a JSON object, or the one-line reason it is refused."""
+def _parse(raw_body: bytes) -> dict[str, Any] | str:
+    """The body (JSON, or form-encoded with the JSON in ``payload=``) as a JSON object, or the
+    one-line reason it is refused."""
+    try:
+        body = body_json(raw_body)
+    except EventError as exc:
+        return _one_line(str(exc))
     try:
         payload = json.loads(body)
     except RecursionError:
