@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from relay.bodies import TooLarge, read_limited
 from store import crcr_results
 from store.db import session_scope
 from wire.values import MAX_INT, json_problem
@@ -152,11 +153,9 @@ async def crcr_results_ingest(request: Request) -> JSONResponse:
     refusal = _bot_refusal(request)
     if refusal is not None:
         return refusal
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_ENVELOPE_BYTES:
-        return _error(413, f"body exceeds {MAX_ENVELOPE_BYTES} bytes")
-    body = await request.body()
-    if len(body) > MAX_ENVELOPE_BYTES:
+    try:  # at most the limit is read, streaming
+        body = await read_limited(request, MAX_ENVELOPE_BYTES)
+    except TooLarge:
         return _error(413, f"body exceeds {MAX_ENVELOPE_BYTES} bytes")
     try:
         envelope = json.loads(body)
