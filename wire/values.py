@@ -67,6 +67,25 @@ Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 Moment = Annotated[datetime, AfterValidator(check_moment)]
 
 
+def openapi_body(*headers: tuple[str, str], form: bool = False) -> dict[str, Any]:
+    """The OpenAPI of an endpoint that reads its body itself (``openapi_extra``): a JSON object
+    (and, with ``form``, the form-encoded ``payload=<JSON>`` GitHub may send instead) and the
+    ``(name, description)`` headers it reads."""
+    content: dict[str, Any] = {"application/json": {"schema": {"type": "object"}}}
+    if form:
+        content["application/x-www-form-urlencoded"] = {
+            "schema": {"type": "object", "properties": {"payload": {"type": "string"}}}
+        }
+    return {
+        "requestBody": {"required": True, "content": content},
+        "parameters": [
+            {"name": name, "in": "header", "required": False, "description": what,
+             "schema": {"type": "string"}}
+            for name, what in headers
+        ],
+    }  # fmt: skip
+
+
 def json_problem(value: Any, *, max_int: int = MAX_ID) -> str | None:
     """Where the parsed JSON ``value`` holds a string (or key) that is not text, or an integer
     past ``max_int``, and why: ``workflow.job_name contains a NUL character`` (None: nowhere).

@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from relay.bodies import TooLarge, read_limited
 from store import crcr_results
 from store.db import session_scope
-from wire.values import MAX_INT, json_problem
+from wire.values import MAX_INT, json_problem, openapi_body
 
 router = APIRouter(tags=["crcr"])
 
@@ -147,6 +147,9 @@ def row_of(envelope: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
         403: {"description": "wrong bot token"},
         413: {"description": "over 2 MB"},
     },
+    openapi_extra=openapi_body(
+        ("x-hud-internal-bot", "the HUD bot token"), ("Authorization", "Bearer <the HUD bot token>")
+    ),
 )
 async def crcr_results_ingest(request: Request) -> JSONResponse:
     """Store one relay -> HUD envelope."""

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from fanout import callbacks
 from fanout.oidc import OidcError, OidcVerifier
 from relay.bodies import TooLarge, read_limited
-from wire.values import json_problem
+from wire.values import json_problem, openapi_body
 
 log = logging.getLogger("relay.callback")
 router = APIRouter(tags=["crcr"])
@@ -55,6 +55,7 @@ def _error(status: int, message: str) -> JSONResponse:
         413: {"description": "body over 1 MB"},
         429: {"description": "over the callbacks-per-minute limit of the repository"},
     },
+    openapi_extra=openapi_body(("Authorization", "Bearer <OIDC token>")),
 )
 async def github_callback(request: Request) -> JSONResponse:
     """A downstream's job report (in_progress, completed, or a nightly/periodic self-report)."""

@@ -42,6 +42,7 @@ from wire.github.events import (
     normalize_envelope,
     open_envelope,
 )
+from wire.values import openapi_body
 
 log = logging.getLogger("relay.ingress")
 #: documents the endpoint (its OpenAPI entry); :func:`install` serves it
@@ -76,7 +77,14 @@ def _error(status: int, message: str) -> JSONResponse:
         400: {"description": "missing signature or delivery id, or malformed JSON"},
         401: {"description": "signature does not match any configured secret"},
         413: {"description": "body larger than RELAY_MAX_BODY_BYTES"},
+        422: {"description": "valid JSON, not the shape of its event: stored as rejected"},
     },
+    openapi_extra=openapi_body(
+        ("X-GitHub-Event", "the event"),
+        ("X-GitHub-Delivery", "the delivery's id"),
+        ("X-Hub-Signature-256", "sha256=<HMAC of the raw body>"),
+        form=True,
+    ),
 )
 async def github_webhook(request: Request) -> JSONResponse:
     """Receive one GitHub webhook delivery (or a CRCR repository_dispatch)."""

@@ -22,13 +22,13 @@ with warnings.catch_warnings():
     # httpx2 to the httpx this project pins: nothing to act on
     warnings.simplefilter("ignore")
     import schemathesis
-    from starlette.testclient import TestClient
     from hypothesis import HealthCheck, settings
     from schemathesis.checks import not_a_server_error
     from schemathesis.specs.openapi.checks import (
         response_schema_conformance,
         status_code_conformance,
     )
+    from starlette.testclient import TestClient
 
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance]
 EXAMPLES = int(os.environ.get("RELAY_SCHEMA_EXAMPLES", "8"))
