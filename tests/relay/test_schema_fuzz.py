@@ -3,7 +3,7 @@ generated from the schema against the real app (in process, a migrated SQLite da
 little history), checked for server errors, for answers that do not match their declared
 schema, and for status codes the schema does not declare.
 
-``make test`` runs a bounded budget (``RELAY_SCHEMA_EXAMPLES``, default 8 per operation); the
+``make test`` runs a bounded budget (``RELAY_SCHEMA_EXAMPLES``, default 20 per operation); the
 ``long`` run (``make test-long``) 200 per operation.
 """
 
@@ -31,7 +31,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance]
-EXAMPLES = int(os.environ.get("RELAY_SCHEMA_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("RELAY_SCHEMA_EXAMPLES", "20"))
 
 
 def _app(tmp: Path) -> Any:
