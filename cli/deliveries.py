@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from cli.recorded import event_record
 from store.models import Delivery
 from store.settings import get_settings
+from wire.github.events import body_json
 
 app = typer.Typer(help="Stored webhook deliveries.", no_args_is_help=True)
 
@@ -42,8 +43,8 @@ def export_records(
     )
     for row in session.scalars(query):
         try:
-            payload: Any = json.loads(row.raw_body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            payload: Any = json.loads(body_json(row.raw_body))  # JSON, or a form's payload=
+        except (UnicodeDecodeError, ValueError):  # JSONDecodeError, EventError
             payload = None
         if not isinstance(payload, dict):
             yield "", row

@@ -21,6 +21,7 @@ from store.db import session_scope
 from store.settings import Settings
 from wire.crcr.allowlist import Level
 from wire.crcr.callback import CallbackBody
+from wire.values import check_moment
 
 log = logging.getLogger("fanout.callbacks")
 
@@ -41,7 +42,7 @@ def _when(text: str | None) -> datetime:
     if text:
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+            return check_moment(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
         except ValueError:
             pass
     return datetime.now(UTC)

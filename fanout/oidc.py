@@ -1,7 +1,9 @@
 """OIDC tokens of a callback: RS256 JWTs from an allowed issuer (GitHub Actions, Buildkite),
 verified against the issuer's JWKS fetched over HTTP, cached, and fetched again when a token
 names a key id the cache does not know (at most once per ``refresh_interval``: a flood of
-tokens with made-up key ids cannot make us hammer the issuer).
+tokens with made-up key ids cannot make us hammer the issuer). A token valid for longer than
+``max_lifetime`` (``exp - iat``; GitHub's live 5 to 10 minutes) is refused: a leaked one must
+not serve for years.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ class _Keys:
     fetched_at: float = 0.0
 
 
+def _lifetime(claims: dict[str, Any]) -> float | None:
+    """``exp - iat`` of verified claims (None when either is not a number)."""
+    exp, iat = claims.get("exp"), claims.get("iat")
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (exp, iat))
+    return float(exp) - float(iat) if numbers else None  # type: ignore[arg-type]
+
+
 class OidcVerifier:
     def __init__(
         self,
@@ -36,12 +45,14 @@ class OidcVerifier:
         refresh_interval: float = 60.0,
         max_age: float = 3600.0,
         timeout: float = 5.0,
+        max_lifetime: float = 3600.0,
     ) -> None:
         self.issuers = dict(issuers)  # issuer -> JWKS URL
         self.audience = audience
         self.refresh_interval = refresh_interval
         self.max_age = max_age
         self.timeout = timeout
+        self.max_lifetime = max_lifetime  # the longest exp - iat a token may have
         self._cache: dict[str, _Keys] = {}
         self._lock = threading.Lock()
         self.fetches = 0
@@ -111,6 +122,11 @@ class OidcVerifier:
             raise OidcError(f"the token's audience is not {self.audience!r}") from exc
         except jwt.InvalidTokenError as exc:
             raise OidcError(f"the token is not valid: {exc}") from exc
+        lifetime = _lifetime(claims)
+        if lifetime is None or lifetime > self.max_lifetime:
+            raise OidcError(
+                f"the token's lifetime (exp - iat) is over {self.max_lifetime:.0f} seconds"
+            )
         repository = claims.get("repository")
         if not isinstance(repository, str) or "/" not in repository:
             raise OidcError("the token has no repository claim")

@@ -60,17 +60,23 @@ def subject_of(event: UpstreamEvent, payload: dict[str, Any], files: list[str] |
 
 
 def push_files(payload: dict[str, Any]) -> list[str] | None:
-    """The files a push changed, from its commits (None when the payload lists no commits)."""
+    """The files a push changed, from its commits (None when the payload lists no commits, or
+    lists them in another shape than GitHub's: commits of objects whose ``added``, ``removed``
+    and ``modified`` are lists of strings; who cannot know the files decides conservatively)."""
     commits = payload.get("commits")
     if not isinstance(commits, list):
         return None
     seen: dict[str, None] = {}
     for commit in commits:
-        if isinstance(commit, dict):
-            for key in ("added", "removed", "modified"):
-                for name in commit.get(key) or []:
-                    if isinstance(name, str):
-                        seen[name] = None
+        if not isinstance(commit, dict):
+            return None
+        for key in ("added", "removed", "modified"):
+            names = commit.get(key)
+            if names is None:
+                continue
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                return None
+            seen.update(dict.fromkeys(names))
     return list(seen)
 
 

@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(web_router)  # the HUD's pages
     install_relay_role(app, settings)  # outbox, callbacks, dispatches (fanout/)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    _declare_validation_errors(app)
     add_docs(app)
 
     @app.get("/healthz", tags=["ops"])
@@ -94,6 +95,37 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         status_code=422,
         content={"detail": one_line(errors), "errors": jsonable_encoder(errors)},
     )
+
+
+#: the 422 every endpoint answers (:func:`_validation_error`, and the one-line refusals)
+VALIDATION_ERROR = {
+    "title": "HTTPValidationError",
+    "type": "object",
+    "properties": {
+        "detail": {"type": "string", "title": "Detail", "description": "the reason, one line"},
+        "errors": {
+            "type": "array",
+            "items": {"$ref": "#/components/schemas/ValidationError"},
+            "description": "FastAPI's structured list, when the parameters did not validate",
+        },
+    },
+    "required": ["detail"],
+}
+
+
+def _declare_validation_errors(app: FastAPI) -> None:
+    """The OpenAPI document says the 422 the app answers (FastAPI's default says ``detail``
+    is a list)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schemas = build().get("components", {}).get("schemas", {})
+            if "HTTPValidationError" in schemas:
+                schemas["HTTPValidationError"] = VALIDATION_ERROR
+        return build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def one_line(errors: Sequence[Any]) -> str:

@@ -63,19 +63,32 @@ COLUMN_WIDTHS = {
 MAX_INTEGER = 2**31 - 1  # PostgreSQL's INTEGER
 
 
+def _fits(value: str, width: int) -> bool:
+    """At most ``width`` characters of valid UTF-8 (no lone surrogate) without NUL."""
+    if len(value) > width or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def fit(data: DeliveryCreate) -> DeliveryCreate:
-    """``data`` with every value its column cannot hold cleared (a string too long or with a
-    NUL, a number past INTEGER) and, when something was, the delivery rejected with the
+    """``data`` with every value its column cannot hold cleared (a string too long, with a NUL
+    or a lone surrogate, a number past INTEGER) and, when something was, the delivery rejected with the
     reason: a hostile payload is stored and explained, never a database error."""
     changes: dict[str, Any] = {}
     problems: list[str] = []
     for name, width in COLUMN_WIDTHS.items():
         value = getattr(data, name)
-        if isinstance(value, str) and (len(value) > width or "\x00" in value):
+        if isinstance(value, str) and not _fits(value, width):
             if name in ("delivery_id", "event", "source"):  # the row's identity: the caller's check
-                raise ValueError(f"{name} does not fit the store ({width} characters, no NUL)")
+                raise ValueError(f"{name} does not fit the store ({width} characters of text)")
             changes[name] = None
-            problems.append(f"{name} is not a string of at most {width} characters without NUL")
+            problems.append(
+                f"{name} is not a string of at most {width} characters of UTF-8 without NUL"
+            )
     if data.pr_number is not None and not 0 <= data.pr_number <= MAX_INTEGER:
         changes["pr_number"] = None
         problems.append(f"pr_number {data.pr_number} is out of range (0 to {MAX_INTEGER})")

@@ -150,6 +150,8 @@ class Settings(BaseSettings):
     oidc_audience: str = "pytorch-cross-repo-ci-relay"
     # a token with an unknown key id fetches the issuer's JWKS again, at most this often
     oidc_jwks_refresh_seconds: float = Field(default=30.0, ge=0)
+    # a token valid longer than this (exp - iat) is refused (GitHub's live 5-10 minutes)
+    oidc_max_lifetime_seconds: float = Field(default=3600.0, gt=0)
     callback_rate_per_minute: int = Field(default=100, ge=1)
     # the HUD ingest's bot token and the operator token (retries over HTTP); unset: refused
     hud_bot_token: SecretStr | None = None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from relay.api import deliveries, hud, jobs
+from relay.api.pagination import reject_unknown_params
 
-router = APIRouter(prefix="/api/v1")
+# every endpoint refuses query parameters it does not declare (422 naming them)
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(reject_unknown_params)])
 router.include_router(deliveries.router)
 router.include_router(jobs.router)
 router.include_router(hud.router)

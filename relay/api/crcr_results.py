@@ -14,8 +14,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from relay.bodies import TooLarge, read_limited
 from store import crcr_results
 from store.db import session_scope
+from wire.values import MAX_INT, json_problem, openapi_body
 
 router = APIRouter(tags=["crcr"])
 
@@ -50,6 +52,15 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _range_problem(named: dict[str, Any]) -> str | None:
+    """The first of ``named`` (where -> value) that is an integer past its INTEGER column."""
+    for where, value in named.items():
+        number = _int(value)
+        if number is not None and not 0 <= number <= MAX_INT:
+            return f"{where} is out of range (0 to {MAX_INT})"
+    return None
+
+
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -82,6 +93,15 @@ def row_of(envelope: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
     assert isinstance(counts, dict)
     metrics = trusted.get("ci_metrics") if isinstance(trusted.get("ci_metrics"), dict) else {}
     assert isinstance(metrics, dict)
+    problem = _range_problem(
+        {
+            f"workflow.test_results.{k}": counts.get(k)
+            for k in ("passed", "failed", "skipped", "total")
+        }
+        | {"payload.pull_request.number": pr.get("number"), "payload.number": payload.get("number")}
+    )
+    if problem is not None:
+        return problem
     failed = workflow.get("failed_tests")
     failed_tests = (
         [str(t)[:500] for t in failed[:MAX_FAILED_TESTS]] if isinstance(failed, list) else None
@@ -127,17 +147,18 @@ def row_of(envelope: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
         403: {"description": "wrong bot token"},
         413: {"description": "over 2 MB"},
     },
+    openapi_extra=openapi_body(
+        ("x-hud-internal-bot", "the HUD bot token"), ("Authorization", "Bearer <the HUD bot token>")
+    ),
 )
 async def crcr_results_ingest(request: Request) -> JSONResponse:
     """Store one relay -> HUD envelope."""
     refusal = _bot_refusal(request)
     if refusal is not None:
         return refusal
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_ENVELOPE_BYTES:
-        return _error(413, f"body exceeds {MAX_ENVELOPE_BYTES} bytes")
-    body = await request.body()
-    if len(body) > MAX_ENVELOPE_BYTES:
+    try:  # at most the limit is read, streaming
+        body = await read_limited(request, MAX_ENVELOPE_BYTES)
+    except TooLarge:
         return _error(413, f"body exceeds {MAX_ENVELOPE_BYTES} bytes")
     try:
         envelope = json.loads(body)
@@ -145,6 +166,9 @@ async def crcr_results_ingest(request: Request) -> JSONResponse:
         return _error(400, "malformed JSON")
     if not isinstance(envelope, dict):
         return _error(400, "the body must be a JSON object")
+    problem = json_problem(envelope)  # every string it holds may reach a column or a log
+    if problem is not None:
+        return _error(400, problem[:300])
     parsed = row_of(envelope)
     if isinstance(parsed, str):
         return _error(400, parsed)

@@ -5,17 +5,29 @@ letter (``Authorization: Bearer <RELAY_OPERATOR_TOKEN>``)."""
 from __future__ import annotations
 
 import hmac
+from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from relay.api.pagination import (
+    NO_NUL,
+    Page,
+    PageParams,
+    page_params,
+    paginate,
+    reject_unknown_params,
+)
 from store import outbox
 from store.db import session_scope
-from store.models import Dispatch, DispatchState
+from store.models import Delivery, Dispatch, DispatchState, Downstream
+from wire.values import Id
 
-router = APIRouter(prefix="/api/v1", tags=["relay"])
+router = APIRouter(prefix="/api/v1", tags=["relay"], dependencies=[Depends(reject_unknown_params)])
 
 
 def _public(row: Dispatch, repo: str, delivery_id: str) -> dict[str, Any]:
@@ -48,17 +60,38 @@ def _public(row: Dispatch, repo: str, delivery_id: str) -> dict[str, Any]:
     }
 
 
-@router.get("/dispatches")
+def _public_rows(session: Session, rows: Sequence[Dispatch]) -> list[dict[str, Any]]:
+    """The page's dispatches with their downstream's repo and delivery id (one query)."""
+    found = session.execute(
+        select(Dispatch.id, Downstream.repo, Delivery.delivery_id)
+        .join(Downstream, Downstream.id == Dispatch.downstream_pk)
+        .join(Delivery, Delivery.id == Dispatch.delivery_pk)
+        .where(Dispatch.id.in_([row.id for row in rows]))
+    )
+    names = {pk: (repo, delivery_id) for pk, repo, delivery_id in found}
+    return [_public(row, *names[row.id]) for row in rows]
+
+
+@router.get("/dispatches", response_model=Page[dict[str, Any]])
 def list_dispatches(
     request: Request,
-    state: DispatchState | None = None,
-    repo: str | None = Query(None, max_length=200),
-    limit: int = Query(100, ge=1, le=1000),
-) -> dict[str, Any]:
+    state: DispatchState | None = Query(None, description="dead: the dead letters"),
+    repo: str | None = Query(None, max_length=200, pattern=NO_NUL),
+    params: PageParams = Depends(page_params(default_limit=100, max_limit=1000)),
+) -> Page[dict[str, Any]]:
     """Dispatches newest first; ``?state=dead`` lists the dead letters."""
+    query = select(Dispatch)
+    if state is not None:
+        query = query.where(Dispatch.state == state.value)
+    if repo is not None:
+        query = query.where(
+            Dispatch.downstream_pk.in_(select(Downstream.id).where(Downstream.repo == repo))
+        )
     with session_scope(request.app.state.settings.database_url) as session:
-        rows = outbox.listing(session, state=state.value if state else None, repo=repo, limit=limit)
-        return {"items": [_public(*r) for r in rows]}
+        return paginate(
+            session, query, key=Dispatch.id, params=params,
+            public_rows=lambda rows: _public_rows(session, rows),
+        )  # fmt: skip
 
 
 def operator_refusal(request: Request) -> JSONResponse | None:
@@ -82,7 +115,7 @@ def operator_refusal(request: Request) -> JSONResponse | None:
     "/dispatches/{dispatch_id}/retry",
     responses={401: {}, 403: {}, 409: {"description": "not a dead letter"}},
 )
-async def retry_dispatch(dispatch_id: int, request: Request) -> JSONResponse:
+async def retry_dispatch(dispatch_id: Id, request: Request) -> JSONResponse:
     """Put a dead letter back into the outbox (sent by the next sweep): a dead dispatch, or
     the dead check run of a sent one."""
     refusal = operator_refusal(request)

@@ -26,6 +26,7 @@ from store.db import session_scope
 from store.jobs import live_counts, seconds_between
 from store.models import Job, JobTransition, Selection, Shard, TestResult, utcnow
 from store.outcomes import Outcome
+from wire.values import Id, Moment
 
 router = APIRouter(prefix="/hud", tags=["hud"])
 
@@ -264,7 +265,7 @@ def view_counts(session: Session, job_id: int, view: PlanView) -> dict[str, int]
 
 
 @router.get("/runs/{job_id}", response_model=Run, responses={404: {"description": "no such job"}})
-def get_run(request: Request, job_id: int) -> Run:
+def get_run(request: Request, job_id: Id) -> Run:
     """One job: status, timings (queue, execution, simulated device time), shards with their
     progress, status transitions and the selection funnel."""
     with _session(request) as session:
@@ -276,7 +277,7 @@ def get_run(request: Request, job_id: int) -> Run:
     response_model=RunProgress,
     responses={404: {"description": "no such job"}},
 )
-def get_progress(request: Request, job_id: int) -> RunProgress:
+def get_progress(request: Request, job_id: Id) -> RunProgress:
     """What the run page polls while the job runs: status, live counts and shards."""
     with _session(request) as session:
         return progress(session, _job(session, job_id))
@@ -331,7 +332,7 @@ def results_page(
 )
 def get_results(
     request: Request,
-    job_id: int,
+    job_id: Id,
     outcome: Outcome | None = Query(default=None),
     suite: str | None = Query(
         default=None, max_length=200, description="test file stem without test_: common, out"
@@ -470,7 +471,7 @@ def health(
 @router.get("/health", response_model=list[DownstreamHealth])
 def get_health(
     request: Request,
-    at: datetime | None = Query(default=None, description="evaluate at this time (default: now)"),
+    at: Moment | None = Query(default=None, description="evaluate at this time (default: now)"),
     repo: str | None = Query(default=None, max_length=200),
 ) -> list[DownstreamHealth]:
     """Each downstream's numbers over 7 and 14 days (average queue time, end-to-end P50, share

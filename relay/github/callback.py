@@ -18,6 +18,8 @@ from starlette.concurrency import run_in_threadpool
 
 from fanout import callbacks
 from fanout.oidc import OidcError, OidcVerifier
+from relay.bodies import TooLarge, read_limited
+from wire.values import json_problem, openapi_body
 
 log = logging.getLogger("relay.callback")
 router = APIRouter(tags=["crcr"])
@@ -34,6 +36,7 @@ def verifier(request: Request) -> OidcVerifier:
             issuers=settings.oidc_issuers,
             audience=settings.oidc_audience,
             refresh_interval=settings.oidc_jwks_refresh_seconds,
+            max_lifetime=settings.oidc_max_lifetime_seconds,
         )
     return found
 
@@ -49,8 +52,10 @@ def _error(status: int, message: str) -> JSONResponse:
         401: {"description": "OIDC token or dispatch token missing or refused"},
         403: {"description": "not allowlisted, or a dispatch token issued to another repository"},
         409: {"description": "a transition the job cannot make"},
+        413: {"description": "body over 1 MB"},
         429: {"description": "over the callbacks-per-minute limit of the repository"},
     },
+    openapi_extra=openapi_body(("Authorization", "Bearer <OIDC token>")),
 )
 async def github_callback(request: Request) -> JSONResponse:
     """A downstream's job report (in_progress, completed, or a nightly/periodic self-report)."""
@@ -63,8 +68,9 @@ async def _callback(request: Request) -> JSONResponse:
     auth = request.headers.get("authorization", "")
     if not auth.startswith("Bearer ") or not auth.removeprefix("Bearer ").strip():
         return _error(401, "missing Authorization: Bearer <OIDC token>")
-    body = await request.body()
-    if len(body) > MAX_CALLBACK_BYTES:
+    try:  # at most the limit is read, before the token is verified
+        body = await read_limited(request, MAX_CALLBACK_BYTES)
+    except TooLarge:
         return _error(413, f"body exceeds {MAX_CALLBACK_BYTES} bytes")
     try:
         claims = await run_in_threadpool(verifier(request).verify, auth.removeprefix("Bearer "))
@@ -77,6 +83,9 @@ async def _callback(request: Request) -> JSONResponse:
         return _error(400, "malformed JSON")
     if not isinstance(raw, dict):
         return _error(400, "the body must be a JSON object")
+    problem = json_problem(raw)  # every string it holds may reach a column or a log
+    if problem is not None:
+        return _error(400, f"not a CRCR callback body: {problem}"[:300])
     repository = str(claims["repository"])
     role = request.app.state.relay_role
     downstream = role.registry.current().get(repository) if role is not None else None

@@ -28,6 +28,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
+from relay.bodies import TooLarge, read_limited
 from store import deliveries
 from store.deliveries import DeliveryCreate, StoreOutcome
 from store.group_commit import GroupCommit
@@ -37,9 +38,11 @@ from wire.github.events import (
     MAX_DELIVERY_ID,
     SUPPORTED_EVENTS,
     EventError,
+    body_json,
     normalize_envelope,
     open_envelope,
 )
+from wire.values import openapi_body
 
 log = logging.getLogger("relay.ingress")
 #: documents the endpoint (its OpenAPI entry); :func:`install` serves it
@@ -58,24 +61,6 @@ def install(app: FastAPI) -> None:
     app.router.routes.insert(0, Route(PATH, github_webhook, methods=["POST"]))
 
 
-class _TooLarge(Exception):
-    pass
-
-
-async def _read_limited(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _answer(status: int, **body: Any) -> JSONResponse:
     return JSONResponse(status_code=status, content=body)
 
@@ -92,17 +77,26 @@ def _error(status: int, message: str) -> JSONResponse:
         400: {"description": "missing signature or delivery id, or malformed JSON"},
         401: {"description": "signature does not match any configured secret"},
         413: {"description": "body larger than RELAY_MAX_BODY_BYTES"},
+        422: {"description": "valid JSON, not the shape of its event: stored as rejected"},
     },
+    openapi_extra=openapi_body(
+        ("X-GitHub-Event", "the event"),
+        ("X-GitHub-Delivery", "the delivery's id"),
+        ("X-Hub-Signature-256", "sha256=<HMAC of the raw body>"),
+        form=True,
+    ),
 )
 async def github_webhook(request: Request) -> JSONResponse:
     """Receive one GitHub webhook delivery (or a CRCR repository_dispatch)."""
     settings = request.app.state.settings
-    delivery_id = request.headers.get("x-github-delivery", "")
+    # headers arrive as latin-1: a delivery id is kept as the UTF-8 it was sent in ("" when
+    # it is not UTF-8, refused below)
+    delivery_id = _utf8(request.headers.get("x-github-delivery", ""))
     event = request.headers.get("x-github-event", "")
     with bind(delivery_id=delivery_id or None, github_event=event or None):
         try:
-            body = await _read_limited(request, settings.max_body_bytes)
-        except _TooLarge:
+            body = await read_limited(request, settings.max_body_bytes)
+        except TooLarge:
             log.warning("delivery refused: body over %d bytes", settings.max_body_bytes)
             return _error(413, f"body exceeds the limit of {settings.max_body_bytes} bytes")
         sig = request.headers.get("x-hub-signature-256")
@@ -123,9 +117,13 @@ async def github_webhook(request: Request) -> JSONResponse:
             return _answer(200, ok=True, ping=True, hook_id=hook_id)
         if not event:
             return _error(400, "missing X-GitHub-Event header")
-        if not delivery_id:
+        if delivery_id == "":
             return _error(400, "missing X-GitHub-Delivery header")
-        if len(delivery_id) > MAX_DELIVERY_ID or not delivery_id.isprintable():
+        if (
+            delivery_id is None
+            or len(delivery_id) > MAX_DELIVERY_ID
+            or not delivery_id.isprintable()
+        ):
             return _error(
                 400, f"X-GitHub-Delivery must be at most {MAX_DELIVERY_ID} printable characters"
             )
@@ -174,8 +172,13 @@ MAX_JSON_DEPTH = 64
 MAX_REASON = 300
 
 
-def _parse(body: bytes) -> dict[str, Any] | str:
-    """The body as a JSON object, or the one-line reason it is refused."""
+def _parse(raw_body: bytes) -> dict[str, Any] | str:
+    """The body (JSON, or form-encoded with the JSON in ``payload=``) as a JSON object, or the
+    one-line reason it is refused."""
+    try:
+        body = body_json(raw_body)
+    except EventError as exc:
+        return _one_line(str(exc))
     try:
         payload = json.loads(body)
     except RecursionError:
@@ -284,6 +287,14 @@ def _validation_reason(exc: ValueError) -> str:
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors()
         )
     return str(exc)
+
+
+def _utf8(header: str) -> str | None:
+    """A header's value as the UTF-8 it was sent in (None: not UTF-8)."""
+    try:
+        return header.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return None
 
 
 def _str(value: object) -> str | None:

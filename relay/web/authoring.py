@@ -29,6 +29,7 @@ from relay.web.render import paging, render
 from store import hud
 from store.db import session_scope
 from store.models import Delivery, DeliveryState, Dispatch, Downstream, Job, TestResult
+from wire.values import Id
 
 router = APIRouter()
 
@@ -232,7 +233,7 @@ def replays(request: Request) -> HTMLResponse:
 
 
 @router.get("/replays/{job_id}", response_class=HTMLResponse)
-def replay(request: Request, job_id: int) -> HTMLResponse:
+def replay(request: Request, job_id: Id) -> HTMLResponse:
     """A release replay: its funnel, counts per suite and per op, and the recall tables of
     ``relay eval`` when they were made."""
     settings = request.app.state.settings

@@ -20,6 +20,7 @@ from store import hud
 from store.db import session_scope
 from store.models import Job, TestResult, utcnow
 from store.outcomes import Outcome
+from wire.values import MAX_INT, Id, check_moment
 
 router = APIRouter()
 
@@ -71,7 +72,7 @@ def grid(
             errors.append(f"unknown event type {event!r}")
     pr_number = None
     if pr:
-        if pr.isdigit():
+        if pr.isascii() and pr.isdigit() and int(pr) <= MAX_INT:
             pr_number = int(pr)
         else:
             errors.append(f"PR must be a number, not {pr!r}")
@@ -91,7 +92,7 @@ def grid(
 @router.get("/runs/{job_id}", response_class=HTMLResponse)
 def run(
     request: Request,
-    job_id: int,
+    job_id: Id,
     outcome: str | None = Query(default=None, max_length=20),
     suite: str | None = Query(default=None, max_length=200),
     op: str | None = Query(default=None, max_length=200),
@@ -151,7 +152,7 @@ def run(
 
 
 @router.get("/runs/{job_id}/artifacts/{result_id}", response_class=PlainTextResponse)
-def artifact(request: Request, job_id: int, result_id: int) -> PlainTextResponse:
+def artifact(request: Request, job_id: Id, result_id: Id) -> PlainTextResponse:
     """The full failure text a test left (kept by the harness under the relay's var folder)."""
     with _session(request) as session:
         row = session.get(TestResult, result_id)
@@ -221,11 +222,11 @@ def downstreams(
     now = utcnow()
     if at:
         try:
-            now = datetime.fromisoformat(at)
+            now = check_moment(datetime.fromisoformat(at))
         except ValueError:
             return render(
                 request, "missing.html", status_code=422, title="Bad time",
-                what=f"at={at!r} is not an ISO date-time",
+                what=f"at={at!r} is not an ISO date-time from 1970 to 9000",
             )  # fmt: skip
     with _session(request) as session:
         health = api.health(session, at=now)

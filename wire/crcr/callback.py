@@ -13,37 +13,39 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from wire.values import Count, Text
+
 SCHEMA_VERSION = "1"
 
 
 class TestCounts(BaseModel):
     __test__ = False
 
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    total: int = 0
+    passed: Count = 0
+    failed: Count = 0
+    skipped: Count = 0
+    total: Count = 0
 
 
 class Workflow(BaseModel):
     schema_version: Literal["1"] = "1"
     status: Literal["in_progress", "completed"]
     conclusion: Literal["success", "failure", "cancelled", "timed_out"] | None = None
-    name: str
-    url: str
-    run_id: str
-    run_attempt: str
-    job_name: str
-    check_run_id: str
-    started_at: str | None = None
-    completed_at: str | None = None
+    name: Text
+    url: Text
+    run_id: Text
+    run_attempt: Text
+    job_name: Text
+    check_run_id: Text
+    started_at: Text | None = None
+    completed_at: Text | None = None
     test_results: TestCounts | None = None
-    artifact_url: str | None = None
+    artifact_url: Text | None = None
 
 
 class CallbackBody(BaseModel):
-    event_type: str
-    delivery_id: str
+    event_type: Text
+    delivery_id: Text
     payload: dict[str, Any]
     workflow: Workflow = Field(...)
 

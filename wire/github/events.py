@@ -8,10 +8,13 @@ the normalized event beside the raw bytes.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
+
+from wire.values import text_problem
 
 #: Events the relay accepts from the upstream repository (CRCR's set).
 SUPPORTED_EVENTS = frozenset({"pull_request", "push", "check_run", "check_suite"})
@@ -64,7 +67,7 @@ class UpstreamEvent(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _in_range(cls, value: Any, info: Any) -> Any:
-        """Strings without NUL and of bounded length, numbers within the store's INTEGER."""
+        """Text (valid UTF-8 without NUL) of bounded length, numbers within the store's INTEGER."""
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str):
                 limit = MAX_SHA if info.field_name.endswith("_sha") else MAX_TEXT
@@ -74,8 +77,9 @@ class UpstreamEvent(BaseModel):
                     limit = MAX_DELIVERY_ID
                 if len(item) > limit:
                     raise ValueError(f"longer than {limit} characters")
-                if "\x00" in item:
-                    raise ValueError("contains a NUL character")
+                problem = text_problem(item)
+                if problem is not None:
+                    raise ValueError(problem)
             elif (
                 isinstance(item, int) and not isinstance(item, bool) and not 0 <= item <= MAX_NUMBER
             ):
@@ -132,9 +136,32 @@ def _list(d: Any, *path: str) -> list[Any]:
     return value
 
 
+#: how a form-encoded delivery starts (GitHub's ``application/x-www-form-urlencoded`` content
+#: type: the JSON is the ``payload`` field); a JSON body cannot start so
+FORM_PREFIX = b"payload="
+
+
+def body_json(raw_body: bytes) -> bytes:
+    """The JSON of a delivery's body as it was signed and stored: the body itself, or the
+    ``payload`` field of a form-encoded one (raises EventError when that is not one field of
+    percent-encoded UTF-8)."""
+    if not raw_body.startswith(FORM_PREFIX):
+        return raw_body
+    try:
+        fields = urllib.parse.parse_qs(
+            raw_body.decode("ascii"), strict_parsing=True, max_num_fields=20, errors="strict"
+        )
+    except (UnicodeError, ValueError) as exc:
+        raise EventError(f"malformed form body: not percent-encoded UTF-8: {exc}") from exc
+    values = fields.get("payload", [])
+    if len(values) != 1:
+        raise EventError("malformed form body: it needs exactly one payload field")
+    return values[0].encode("utf-8")
+
+
 def parse_body(raw_body: bytes) -> dict[str, Any]:
     try:
-        payload = json.loads(raw_body)
+        payload = json.loads(body_json(raw_body))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise EventError(f"body is not JSON: {exc}") from exc
     if not isinstance(payload, dict):
