@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from backends.base import RunnerConfig
 from selector import SelectionPlan
 from selector.plan import UniverseInfo
-from upstream.undertest import UpstreamUnderTest
+from upstream.undertest import UpstreamUnderTest, installed_under_test
 
 
 class RunPlan(BaseModel):
@@ -27,7 +27,7 @@ class RunPlan(BaseModel):
     base_rev: str | None = None
     head_rev: str | None = None
     # the PyTorch the shards run in (default: the worker's own interpreter)
-    upstream: UpstreamUnderTest = Field(default_factory=UpstreamUnderTest)
+    upstream: UpstreamUnderTest = Field(default_factory=installed_under_test)
 
     @property
     def total(self) -> int:

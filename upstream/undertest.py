@@ -88,6 +88,12 @@ class UpstreamUnderTest(BaseModel):
         return text
 
 
+def installed_under_test(reason: str = "") -> UpstreamUnderTest:
+    """The torch of this interpreter, named as such."""
+    build = torch_build()
+    return UpstreamUnderTest(torch_version=build.split("+", 1)[0], torch_build=build, reason=reason)
+
+
 @dataclass(frozen=True)
 class RunEnvironment:
     """An interpreter and the process environment to start it with."""
