@@ -6,6 +6,7 @@ torch lays exactly those two Python files over."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import package_dir
@@ -16,8 +17,18 @@ PROBE = "\nRELAY_OVERLAY_PROBE = 'laid over'\n"
 NEW_MODULE = "VALUE = 7\n"
 
 
-def overlay_upstream(root: Path) -> tuple[UpstreamRepo, str, str]:
-    """(repository, base SHA, head SHA) under ``root``."""
+@dataclass(frozen=True)
+class OverlayUpstream:
+    repo: UpstreamRepo
+    base: str
+    head: str
+    torch: Path  # the installed torch package (the overlay's base)
+    probe: str = PROBE  # what the head appends to torch/functional.py
+    new_module: str = NEW_MODULE  # torch/_relay_new.py at head
+
+
+def overlay_upstream(root: Path) -> OverlayUpstream:
+    """The repository under ``root`` with its base and head SHAs."""
     assert TORCH is not None, "torch is not installed"
     functional = (TORCH / "functional.py").read_text()
     repo = UpstreamRepo.create(root, {
@@ -31,4 +42,4 @@ def overlay_upstream(root: Path) -> tuple[UpstreamRepo, str, str]:
         "torch/_relay_new.py": NEW_MODULE,
         "aten/src/ATen/native/native_functions.yaml": "- func: add\n- func: mul\n",
     })  # fmt: skip
-    return repo, base, head
+    return OverlayUpstream(repo=repo, base=base, head=head, torch=TORCH)

@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from backends.base import torch_build
-from tests.support.overlay_repo import PROBE, TORCH, overlay_upstream
-from tests.support.small_upstream import UpstreamRepo
+from backends.base import package_dir, torch_build
 from upstream.overlay import MARKER, ensure_overlay, remove_overlays
 from upstream.undertest import UpstreamUnderTest, resolve_environment
 
+TORCH = package_dir("torch")
 assert TORCH is not None
 SHOW = (
     "import json, torch, torch.functional as f, torch._relay_new as n; "
@@ -25,20 +25,21 @@ SHOW = (
 
 
 @pytest.fixture
-def upstream(tmp_path: Path) -> tuple[UpstreamRepo, str, str]:
-    return overlay_upstream(tmp_path)
+def upstream(overlay_upstream: Any) -> tuple[Any, str, str]:
+    return overlay_upstream.repo, overlay_upstream.base, overlay_upstream.head
 
 
 def test_changed_files_are_copied_and_the_rest_linked(
-    upstream: tuple[UpstreamRepo, str, str], tmp_path: Path
+    upstream: tuple[Any, str, str], tmp_path: Path
 ) -> None:
     repo, _, head = upstream
+    probe = "\nRELAY_OVERLAY_PROBE = 'laid over'\n"  # what the head appends
     envs = tmp_path / "envs"
     made = ensure_overlay(repo.path, head, base_torch=TORCH, root=envs, base_build=torch_build())
     assert (made.head_sha, made.laid_over, made.created) == (head, 2, True)
     torch_dir = made.directory / "torch"
     assert not (torch_dir / "functional.py").is_symlink()
-    assert (torch_dir / "functional.py").read_text().endswith(PROBE)
+    assert (torch_dir / "functional.py").read_text().endswith(probe)
     assert (torch_dir / "_relay_new.py").read_text() == "VALUE = 7\n"
     # unchanged: linked, a whole folder at once; the base's bytecode is not shared
     assert (torch_dir / "__init__.py").resolve() == (TORCH / "__init__.py").resolve()
@@ -53,7 +54,7 @@ def test_changed_files_are_copied_and_the_rest_linked(
 
 
 def test_the_overlay_environment_imports_the_heads_python(
-    upstream: tuple[UpstreamRepo, str, str], tmp_path: Path
+    upstream: tuple[Any, str, str], tmp_path: Path
 ) -> None:
     repo, _, head = upstream
     under_test = UpstreamUnderTest(kind="overlay", head_sha=head)
@@ -74,7 +75,7 @@ def test_the_overlay_environment_imports_the_heads_python(
 
 
 def test_the_base_commit_lays_nothing_over(
-    upstream: tuple[UpstreamRepo, str, str], tmp_path: Path
+    upstream: tuple[Any, str, str], tmp_path: Path
 ) -> None:
     repo, base, _ = upstream
     made = ensure_overlay(repo.path, base, base_torch=TORCH, root=tmp_path, base_build="b")
@@ -83,7 +84,7 @@ def test_the_base_commit_lays_nothing_over(
 
 
 def test_the_sweeper_removes_overlays_no_job_needs(
-    upstream: tuple[UpstreamRepo, str, str], tmp_path: Path
+    upstream: tuple[Any, str, str], tmp_path: Path
 ) -> None:
     repo, base, head = upstream
     kept = ensure_overlay(repo.path, head, base_torch=TORCH, root=tmp_path, base_build="b")
@@ -95,7 +96,7 @@ def test_the_sweeper_removes_overlays_no_job_needs(
 
 
 def test_an_unknown_head_is_a_one_line_error(
-    upstream: tuple[UpstreamRepo, str, str], tmp_path: Path
+    upstream: tuple[Any, str, str], tmp_path: Path
 ) -> None:
     from upstream.overlay import OverlayError
 

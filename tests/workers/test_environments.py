@@ -7,11 +7,11 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from backends.base import RunnerConfig, torch_build
-from tests.support.overlay_repo import overlay_upstream
 from upstream.undertest import (
     RunEnvironment,
     UpstreamUnderTest,
@@ -49,10 +49,12 @@ def suite(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def overlay(tmp_path: Path) -> tuple[UpstreamUnderTest, RunEnvironment]:
-    repo, _, head = overlay_upstream(tmp_path)
-    under_test = UpstreamUnderTest(kind="overlay", head_sha=head)
-    return under_test, resolve_environment(under_test, envs=tmp_path / "envs", checkout=repo.path)
+def overlay(overlay_upstream: Any, tmp_path: Path) -> tuple[UpstreamUnderTest, RunEnvironment]:
+    under_test = UpstreamUnderTest(kind="overlay", head_sha=overlay_upstream.head)
+    environment = resolve_environment(
+        under_test, envs=tmp_path / "envs", checkout=overlay_upstream.repo.path
+    )
+    return under_test, environment
 
 
 def run_in(suite: Path, environment: RunEnvironment, key: str, *, warm: bool) -> str:
