@@ -3,7 +3,8 @@ cloned into a temporary folder with no ../shared beside it, `make run` (which ma
 installs the project from the configured package index, migrates the embedded database and
 starts `relay up`), then the README's next commands: `relay submit --example
 pull_request.opened` answers 202, `GET /api/v1/deliveries` lists the delivery, and the delivery
-gets a job (planned by the default planner on the bundled spyre universe) that links back to it.
+gets a job (planned by the default planner) that links back to it; with no upstream checkout
+nothing can test the pull request, so the job runs nothing and concludes neutral with the reason.
 `/docs` loads its assets from the server itself.
 
 It clones HEAD: uncommitted changes are not in it. The first start's demo replay is turned off
@@ -126,7 +127,18 @@ def test_the_readme_path_from_a_bare_clone(clone: Clone) -> None:
     )
     assert (detail["delivery_id"], detail["event_type"], detail["pr_number"]) == (
         delivery_id, "pull_request", 170001)  # fmt: skip
-    assert detail["planned"] > 0 and detail["selection"]["universe_variants"] > 20_000
+    # no upstream checkout and no head wheel: nothing here can test the change, so nothing runs
+    # and the job concludes neutral at once, saying why (never success for an untested change)
+    assert detail["planned"] == 0 and detail["shards"] == []
+    tested = detail["upstream_under_test"]
+    assert tested["kind"] == "none" and "RELAY_UPSTREAM_PATH" in tested["reason"], tested
+    done = _wait(
+        "neutral job",
+        lambda: (d := clone.get(f"/api/v1/jobs/{job}"))["status"] == "completed" and d,
+        60,
+        clone.log,
+    )
+    assert done["conclusion"] == "neutral"
 
     docs = httpx.get(f"{clone.base_url}/docs", timeout=30)
     assert docs.status_code == 200 and "https://" not in docs.text
