@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from backends.base import RunnerConfig, torch_build
+from store.settings import get_settings
 from upstream.undertest import (
     RunEnvironment,
     UpstreamUnderTest,
@@ -109,3 +110,42 @@ def test_warm_pools_are_kept_for_the_recent_environments(tmp_path: Path) -> None
     launcher_for(runner, warm=True, environment=here, environment_key="e", keep_environments=2)
     assert pool_environments() == ["d", "e"]
     assert first._server is None  # closed: its server is gone
+
+
+RELEASE_SUITE = textwrap.dedent("""
+    import torch
+
+    import spyre_stack
+
+
+    def test_runs_under_the_release():
+        assert torch.__version__.startswith("2.14.1"), torch.__version__
+        spyre_stack.register()
+        assert (torch.ones(2, device="spyre") * 2).cpu().tolist() == [2.0, 2.0]
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.wheels
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
+def test_a_shard_runs_under_a_release_in_its_own_environment(tmp_path: Path, warm: bool) -> None:
+    """torch 2.14.1 in RELAY_VAR_DIR/envs (made once: minutes and about 5.5 GB), the spyre
+    device built and loaded under it, the harness's plugins imported from the project."""
+    under_test = UpstreamUnderTest(kind="release", torch_version="2.14.1")
+    environment = resolve_environment(under_test, envs=get_settings().var_dir / "envs")
+    assert environment.torch_build.startswith("2.14.1")
+    assert environment.python != installed_environment().python
+    (tmp_path / "test_release_env.py").write_text(RELEASE_SUITE)
+    runner = RunnerConfig(rootdir=str(tmp_path), preload=["torch", "spyre_stack"] if warm else [])
+    run = run_shard(
+        ["test_release_env.py::test_runs_under_the_release"],
+        launcher=launcher_for(
+            runner, warm=warm, environment=environment, environment_key=under_test.key()
+        ),
+        pytest_args=["--rootdir", str(tmp_path), "-p", "no:cacheprovider"],
+        per_test_timeout=900,
+        workdir=tmp_path / "work",
+    )
+    (result,) = run.results
+    assert result.outcome == "passed", result.message
