@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from celery import Task
 from sqlalchemy import select
@@ -99,7 +102,8 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
 
         results = _ResultBatch(settings.database_url, job_pk=job_pk, shard_pk=shard_pk)
         try:
-            environment = _environment(settings, job_pk, under_test)
+            with _lease_kept(settings, shard_pk, owner):  # making one can take minutes
+                environment = _environment(settings, job_pk, under_test)
         except (HeadEnvError, OverlayError, UpstreamError, ValueError, OSError) as exc:
             log.exception("upstream environment not made")
             message = f"the upstream environment ({under_test.key()}) was not made: {exc}"
@@ -160,6 +164,30 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         if open_left == 0:
             report.apply_async(args=[job_pk])
         return state.value
+
+
+@contextmanager
+def _lease_kept(settings: Settings, shard_pk: int, owner: str) -> Iterator[None]:
+    """Renew the shard's lease every third of RELAY_SHARD_LEASE_SECONDS meanwhile (an
+    environment made for the first time takes minutes; no other worker should take the shard)."""
+    stop = threading.Event()
+    lease = settings.shard_lease_seconds
+
+    def renew() -> None:
+        while not stop.wait(lease / 3):
+            try:
+                with session_scope(settings.database_url) as s:
+                    jobs.renew_lease(s, shard_pk=shard_pk, owner=owner, lease=lease)
+            except Exception:  # a database blip: the next renewal tries again
+                log.warning("shard lease not renewed", exc_info=True)
+
+    renewer = threading.Thread(target=renew, name=f"shard-lease-{shard_pk}", daemon=True)
+    renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        renewer.join()
 
 
 def _environment(
