@@ -54,6 +54,7 @@ def decide_environment(
     overlay_base: str | None = None,
     changed_paths: Sequence[str] = (),
     smoke_untested: bool = False,
+    checkout_note: str = "",
 ) -> UpstreamUnderTest:
     """The environment ``event``'s job runs in.
 
@@ -62,7 +63,8 @@ def decide_environment(
     ``checkout``: an upstream git checkout is configured; ``head_wheel``: the configured wheel of
     the head commit; ``overlay_base``: the release whose binaries an overlay uses (None: the
     installed torch); ``changed_paths``: the files base..head touches (compiled ones are named
-    on the job when only an overlay tests the change)."""
+    on the job when only an overlay tests the change); ``checkout_note``: why a configured
+    checkout cannot serve (its head commit is not in it)."""
     if event.event == "periodic" and event.head_ref:
         version = release_version or event.head_ref
         if _same_release(version, installed_version):
@@ -98,6 +100,8 @@ def decide_environment(
         "no upstream checkout (RELAY_UPSTREAM_PATH) and no head wheel (RELAY_HEAD_WHEEL): "
         "the change cannot be tested here"
     )
+    if checkout_note:
+        reason = f"{checkout_note} and no head wheel (RELAY_HEAD_WHEEL): the change cannot be tested here"
     if smoke_untested:
         return UpstreamUnderTest(
             torch_version=installed_version.split("+", 1)[0], torch_build=installed_version, smoke=True,

@@ -72,10 +72,13 @@ def plan_event(
     runs a change nothing can test on the installed torch anyway (else nothing runs)."""
     revs = revisions(event)
     installed = torch_build()
+    head = event.head_sha or event.after_sha
+    note = _checkout_note(upstream, head) if event.event != "periodic" else ""
     under_test = decide_environment(
         event,
         installed_version=installed,
-        checkout=upstream is not None,
+        checkout=upstream is not None and not note,
+        checkout_note=note,
         head_wheel=head_wheel_for(head_wheel, event),
         overlay_base=overlay_base,
         changed_paths=_changed_paths(upstream, revs) if event.event != "periodic" else (),
@@ -138,6 +141,17 @@ def plan_event(
             unanalysed_budget_seconds=unanalysed_budget_seconds,
         )
     return _run_plan(plan, universe, backend, specs, under_test)
+
+
+def _checkout_note(upstream: Path | None, head: str | None) -> str:
+    """Why the checkout cannot lay the head's files over (empty when it can, or none is set)."""
+    if upstream is None or head is None:
+        return ""
+    try:
+        GitCheckout(upstream).resolve(head)
+    except UpstreamError as exc:
+        return f"the upstream checkout cannot serve head {head[:12]} ({exc})"
+    return ""
 
 
 def _changed_paths(upstream: Path | None, revs: tuple[str, str] | None) -> list[str]:

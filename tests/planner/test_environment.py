@@ -114,3 +114,20 @@ def test_a_pull_request_without_checkout_is_planned_as_nothing_to_run() -> None:
     assert (planned.shards, planned.selection, planned.upstream.kind) == ([], None, "none")
     assert planned.stored()["plan"]["upstream_under_test"]["reason"] == NO_WAY
     assert (planned.base_rev, planned.head_rev) == ("b" * 40, "h" * 40)
+
+
+def test_a_head_missing_from_the_checkout_runs_nothing_and_says_so(overlay_upstream: Any) -> None:
+    missing = {"pr_number": 5, "base_sha": overlay_upstream.base, "head_sha": "f" * 40}
+    planned = plan_event(
+        event("pull_request", **missing),
+        backend=get_backend("spyre"),
+        specs=[],
+        upstream=overlay_upstream.repo.path,
+    )
+    assert (planned.shards, planned.upstream.kind) == ([], "none")
+    assert planned.upstream.reason.startswith(
+        "the upstream checkout cannot serve head ffffffffffff (unknown revision"
+    )
+    assert planned.upstream.reason.endswith(
+        "and no head wheel (RELAY_HEAD_WHEEL): the change cannot be tested here"
+    )
