@@ -157,6 +157,7 @@ def handle(
         dispatch_pk=dispatch_pk,
         counts=workflow.test_results.model_dump() if workflow.test_results else None,
         artifact_url=workflow.artifact_url,
+        summary=workflow.summary,
         detail={"run_url": workflow.url[:500]},
     )
     with session_scope(url) as session:

@@ -28,6 +28,7 @@ from store import check_updates, outbox
 from store.db import session_scope
 from store.models import CheckState, CheckUpdateState, Dispatch, Job, utcnow
 from store.settings import Settings
+from upstream.undertest import UpstreamUnderTest
 from wire.crcr.allowlist import Level
 from wire.github.events import CIFLOW_LABEL_PREFIX, UpstreamEvent
 
@@ -82,10 +83,22 @@ def job_body(job: Job) -> dict[str, Any]:
             "summary": (
                 f"{job.tests_passed} passed, {job.tests_failed} failed, "
                 f"{job.tests_skipped} skipped of {job.tests_total}"
-            ),
+            )
+            + tested_line(job),
         },
     )
     return body
+
+
+def tested_line(job: Job) -> str:
+    """The check run's line on which PyTorch was tested: the downstream's summary, or the
+    job's own ``upstream_under_test`` (a job of the in-process runner); empty when unknown."""
+    tested = job.upstream_under_test or {}
+    if "summary" in tested:
+        return "\n" + str(tested["summary"])
+    if "kind" in tested:
+        return "\nupstream under test: " + UpstreamUnderTest.model_validate(tested).describe()
+    return ""
 
 
 @dataclass(frozen=True)

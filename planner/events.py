@@ -13,13 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from backends import Backend
+from backends.base import torch_build
 from inventory.build import universe_from_inventory
 from planner.durations import estimator_for
+from planner.environment import decide_environment, head_wheel_for
 from planner.model import RunPlan
 from planner.release import plan_release
 from planner.revisions import plan_revisions
 from selector import History, SelectionPlan, Universe, select_everything
-from upstream import UpstreamError
+from upstream import GitCheckout, UpstreamError
+from upstream.undertest import UpstreamUnderTest
 from wire.github.events import UpstreamEvent
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,9 @@ def plan_event(
     workers: int = 1,
     history: History | None = None,
     unanalysed_budget_seconds: float | None = None,
+    head_wheel: str | None = None,
+    overlay_base: str | None = None,
+    smoke_untested: bool = False,
 ) -> RunPlan:
     """The selector's four stages over the bundled universe on ``backend`` under ``specs``.
 
@@ -58,8 +64,30 @@ def plan_event(
     ``relay replay --from A --to B`` plans it (:func:`planner.release.plan_release`): the same
     specs, head universe and signals, so both report the same selection. Budgets are in
     runner-seconds; a change that cannot be read is cut to ``unanalysed_budget_seconds`` unless
-    ``budget_seconds`` is given (a nightly run is the whole universe on purpose)."""
+    ``budget_seconds`` is given (a nightly run is the whole universe on purpose).
+
+    The plan names the upstream under test (:func:`planner.environment.decide_environment`):
+    ``head_wheel`` is the head wheel template (``{sha}``, ``{pr}``), ``overlay_base`` the release
+    an overlay lays the head's Python files over (None: the installed torch), ``smoke_untested``
+    runs a change nothing can test on the installed torch anyway (else nothing runs)."""
     revs = revisions(event)
+    installed = torch_build()
+    head = event.head_sha or event.after_sha
+    note = _checkout_note(upstream, head) if event.event != "periodic" else ""
+    under_test = decide_environment(
+        event,
+        installed_version=installed,
+        checkout=upstream is not None and not note,
+        checkout_note=note,
+        head_wheel=head_wheel_for(head_wheel, event),
+        overlay_base=overlay_base,
+        changed_paths=_changed_paths(upstream, revs) if event.event != "periodic" else (),
+        smoke_untested=smoke_untested,
+    )
+    if not under_test.runs:
+        log.info("nothing to run: %s", under_test.reason)
+        return RunPlan(shards=[], runner=backend.runner_config(specs), upstream=under_test,
+                       base_rev=revs[0] if revs else None, head_rev=revs[1] if revs else None)  # fmt: skip
     if event.event == "periodic" and revs is not None:
         try:
             release = plan_release(
@@ -73,7 +101,12 @@ def plan_event(
                 workers=workers,
                 history=history,
             )
-            return _run_plan(release.plan, release.universe, backend, specs)
+            step = decide_environment(
+                event,
+                installed_version=installed,
+                release_version=(release.plan.head_resolved or revs[1]).split("+", 1)[0],
+            )
+            return _run_plan(release.plan, release.universe, backend, specs, step)
         except UpstreamError as exc:  # planned below: everything, with the error as the reason
             log.warning("cannot read the release step %s -> %s: %s", *revs, exc)
     universe = universe_from_inventory(backend=backend.name, specs=specs)
@@ -107,11 +140,39 @@ def plan_event(
             offline=False,
             unanalysed_budget_seconds=unanalysed_budget_seconds,
         )
-    return _run_plan(plan, universe, backend, specs)
+    return _run_plan(plan, universe, backend, specs, under_test)
+
+
+def _checkout_note(upstream: Path | None, head: str | None) -> str:
+    """Why the checkout cannot lay the head's files over (empty when it can, or none is set)."""
+    if upstream is None or head is None:
+        return ""
+    try:
+        GitCheckout(upstream).resolve(head)
+    except UpstreamError as exc:
+        return f"the upstream checkout cannot serve head {head[:12]} ({exc})"
+    return ""
+
+
+def _changed_paths(upstream: Path | None, revs: tuple[str, str] | None) -> list[str]:
+    """The files base..head touches in the checkout (none when it cannot be read: the planning
+    below says why)."""
+    if upstream is None or revs is None:
+        return []
+    try:
+        checkout = GitCheckout(upstream)
+        changes = checkout.changed_files(checkout.resolve(revs[0]), checkout.resolve(revs[1]))
+    except UpstreamError:
+        return []
+    return [c.path for c in changes]
 
 
 def _run_plan(
-    plan: SelectionPlan, universe: Universe, backend: Backend, specs: Sequence[Path]
+    plan: SelectionPlan,
+    universe: Universe,
+    backend: Backend,
+    specs: Sequence[Path],
+    under_test: UpstreamUnderTest,
 ) -> RunPlan:
     node_ids = {v.test_id: v.node_id for v in universe.variants}
     log.info("selection: %s", plan.summary())
@@ -121,4 +182,5 @@ def _run_plan(
         selection=plan,
         base_rev=plan.base_resolved or plan.base,
         head_rev=plan.head_resolved or plan.head,
+        upstream=under_test,
     )

@@ -1,7 +1,8 @@
 """What a planner hands the runner, and how it is stored with the job and read back.
 
 One shape on the whole way from the planner to the shard runner: a :class:`RunPlan` is the
-pytest node ids per shard, the backend's :class:`~backends.base.RunnerConfig` and the
+pytest node ids per shard, the backend's :class:`~backends.base.RunnerConfig`, the upstream
+under test (:class:`~upstream.undertest.UpstreamUnderTest`, the environment they run in) and the
 :class:`~selector.SelectionPlan` that chose the tests (absent for a planner that does not use the
 selector). :meth:`RunPlan.stored` is the job's Selection row; :class:`StoredPlan` is how the
 runner and the API read that row back.
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from backends.base import RunnerConfig
 from selector import SelectionPlan
 from selector.plan import UniverseInfo
+from upstream.undertest import UpstreamUnderTest, installed_under_test
 
 
 class RunPlan(BaseModel):
@@ -24,6 +26,8 @@ class RunPlan(BaseModel):
     selection: SelectionPlan | None = None
     base_rev: str | None = None
     head_rev: str | None = None
+    # the PyTorch the shards run in (default: the worker's own interpreter)
+    upstream: UpstreamUnderTest = Field(default_factory=installed_under_test)
 
     @property
     def total(self) -> int:
@@ -66,7 +70,11 @@ class RunPlan(BaseModel):
             else {s.stage: {"in": s.count_in, "out": s.count_out} for s in sel.funnel},
             "fallbacks": [] if sel is None else [f.model_dump(mode="json") for f in sel.fallbacks],
             "estimated_device_seconds": None if sel is None else sel.estimated_device_seconds,
-            "plan": {**plan, "runner": self.runner.model_dump(mode="json")},
+            "plan": {
+                **plan,
+                "runner": self.runner.model_dump(mode="json"),
+                "upstream_under_test": self.upstream.model_dump(mode="json"),
+            },
             "variants": [] if sel is None else _variant_rows(sel),
         }
 
@@ -126,6 +134,8 @@ class StoredPlan(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     runner: RunnerConfig
+    # plans stored before the upstream under test was named ran on the worker's interpreter
+    upstream_under_test: UpstreamUnderTest = Field(default_factory=UpstreamUnderTest)
     universe: UniverseInfo | None = None
     counts: PlanCounts | None = None
     estimated_runner_seconds: float | None = None  # the plan's cost (plans before schema 2: none)

@@ -66,6 +66,7 @@ class Report:
     dispatch_pk: int | None
     counts: dict[str, int] | None = None
     artifact_url: str | None = None
+    summary: str | None = None  # what the run tested (the downstream's upstream under test)
     detail: dict[str, Any] | None = None
 
 
@@ -94,6 +95,8 @@ def _completion(report: Report) -> dict[str, Any]:
         )
     if report.artifact_url is not None:
         values["artifact_url"] = report.artifact_url[:500]
+    if report.summary:
+        values["upstream_under_test"] = {"summary": report.summary[:2000]}
     return values
 
 

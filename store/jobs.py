@@ -438,9 +438,12 @@ def ran_count(session: Session, *, job_pk: int) -> int:
 
 
 def conclude(session: Session, *, job: Job) -> Conclusion:
-    """success only when at least one test ran and no gating test failed."""
+    """success only when at least one test ran and no gating test failed; neutral when the
+    planner found nothing that could test the change."""
     if job.superseded_by_pk is not None or job.conclusion == Conclusion.CANCELLED.value:
         return Conclusion.CANCELLED
+    if (job.upstream_under_test or {}).get("kind") == "none":
+        return Conclusion.NEUTRAL  # nothing could test the change: never success, never red
     if ran_count(session, job_pk=job.id) == 0:
         return Conclusion.FAILURE
     return Conclusion.FAILURE if gating_failures(session, job_pk=job.id) else Conclusion.SUCCESS

@@ -102,6 +102,7 @@ class Conclusion(enum.StrEnum):
     FAILURE = "failure"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
+    NEUTRAL = "neutral"  # nothing could test the change (the job's upstream_under_test says why)
 
 
 class ShardState(enum.StrEnum):
@@ -255,6 +256,10 @@ class Job(Base):
     tests_total: Mapped[int] = mapped_column(Integer, default=0)
     artifact_url: Mapped[str | None] = mapped_column(String(500))
     superseded_by_pk: Mapped[int | None] = mapped_column(ForeignKey("job.id", ondelete="SET NULL"))
+    # the PyTorch the job tested (planner.RunPlan.upstream, completed by the shard worker):
+    # kind, torch version and build, overlay head SHA and files laid over, compiled files not
+    # covered, the reason
+    upstream_under_test: Mapped[dict[str, Any] | None] = mapped_column()
 
     transitions: Mapped[list[JobTransition]] = relationship(
         back_populates="job", order_by="JobTransition.id"

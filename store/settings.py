@@ -67,6 +67,16 @@ class Settings(BaseSettings):
     upstream_path: Path | None = None
     # released wheels and change facts (unset: ~/.cache/crcr-relay/upstream)
     upstream_cache: Path | None = None
+    # the upstream under test (DESIGN.md): a pull request or push runs in an overlay of the head's
+    # torch/**.py over this release's binaries (unset: the installed torch); a wheel of the head
+    # commit (a path or URL, "{sha}" and "{pr}" replaced) tests compiled changes too; without a
+    # checkout or a head wheel nothing can test the change: the job concludes neutral, unless
+    # smoke_untested runs it on the installed torch (labelled a smoke run)
+    overlay_base: str | None = None
+    head_wheel: str | None = None
+    smoke_untested: bool = False
+    # overlays no open job needs are removed by the sweeper once unused this long
+    overlay_keep_seconds: float = Field(default=6 * 3600, ge=0)
     # PyTorch's public CI statistics (test-times.json, td_heuristic_profiling.json from
     # pytorch/test-infra's generated-stats branch); optional, used when its files exist (unset:
     # ~/.cache/crcr-relay/pytorch-ci-stats). Read at import by the commands' defaults: see
@@ -103,6 +113,9 @@ class Settings(BaseSettings):
     # pool ready"), so the first shard does not pay torch's import; off for stacks whose jobs
     # all run another recipe (the sample suite's tests)
     warm_pool_at_boot: bool = True
+    # warm pools a shard worker keeps, one per upstream environment in use (least recently used
+    # closed first)
+    warm_pool_envs: int = Field(default=2, ge=1)
     # test modules a warm pool keeps collected (each shard child forks one); 0: collect per child
     # 0 by default: measured (500 variants over 6 conformance files, 2026-12-02), a server
     # collects its whole module first, so one shard took 45.5 s with 2 servers against 31.9 s

@@ -15,7 +15,8 @@ subprocesses (the sample suites, the mutation suite) load this file too, and sta
 - generated upstreams: ``release_trees`` (:class:`tests.support.release_trees.ReleaseTrees`,
   the 2.13/2.14 checkout and wheels) and ``small_upstream``
   (:class:`tests.support.small_upstream.SmallUpstream`, the repository and universe of the
-  selector tests)
+  selector tests); ``overlay_upstream`` (:class:`tests.support.overlay_repo.OverlayUpstream`,
+  a repository whose head changes Python files of the installed torch)
 - ``allowlist_sample``: a CRCR allowlist with every documented shape
 """
 
@@ -40,6 +41,7 @@ if _SHARED_CI_STATS.is_dir():
 os.environ.setdefault("RELAY_RELEASE_FINGERPRINTS", "false")
 
 if TYPE_CHECKING:
+    from tests.support.overlay_repo import OverlayUpstream
     from tests.support.receiver import Receiver
     from tests.support.release_trees import ReleaseTrees
     from tests.support.runs import SampleRuns
@@ -186,6 +188,16 @@ def small_upstream() -> SmallUpstream:
     from tests.support.small_upstream import SmallUpstream
 
     return SmallUpstream()
+
+
+@pytest.fixture
+def overlay_upstream(tmp_path: Path) -> OverlayUpstream:
+    """A small upstream repository over the installed torch: its base holds the installed
+    torch's own files, its head changes ``torch/functional.py`` (``probe``), adds a module and
+    changes a compiled file (:mod:`tests.support.overlay_repo`)."""
+    from tests.support.overlay_repo import overlay_upstream as make
+
+    return make(tmp_path)
 
 
 @pytest.fixture(scope="session")

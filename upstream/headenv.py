@@ -1,6 +1,7 @@
 """A second virtual environment with another torch release: the head of a release step.
 
-``ensure_env("2.14.1")`` makes ``var/envs/torch-2.14.1/`` once and reuses it afterwards:
+``ensure_env("2.14.1")`` makes ``RELAY_VAR_DIR/envs/torch-2.14.1/`` once and reuses it
+afterwards:
 
 1. ``python -m venv`` with the running interpreter;
 2. one ``pip install`` of the torch wheel (taken from the upstream wheel cache of
@@ -41,12 +42,13 @@ from importlib import metadata
 from pathlib import Path
 
 from backends.base import PROJECT_ROOT
+from store.settings import get_settings
 
 log = logging.getLogger(__name__)
 
 # Bump when the plan's steps change: environments made by an older plan are made again.
 ENV_FORMAT = 1
-DEFAULT_ROOT = Path("var/envs")
+DEFAULT_ROOT = Path("var/envs")  # RELAY_VAR_DIR's default; see default_root()
 MARKER = "relay-env.json"
 LOG_NAME = "relay-env.log"
 PTH_NAME = "crcr_relay_project.pth"
@@ -193,10 +195,16 @@ class EnvPlan:
         return data if self.python.exists() else None
 
 
+def default_root() -> Path:
+    """Where environments are made unless told: ``RELAY_VAR_DIR/envs`` (the shard workers', the
+    release fingerprints' and ``relay replay``'s one place)."""
+    return get_settings().var_dir / "envs"
+
+
 def plan_env(
     version: str,
     *,
-    root: Path = DEFAULT_ROOT,
+    root: Path | None = None,
     base_python: str | None = None,
     pins: Mapping[str, str] | None = None,
     packages: Sequence[str] = RUNTIME_PACKAGES,
@@ -207,7 +215,7 @@ def plan_env(
         raise HeadEnvError(f"{version!r} is not a torch version")
     return EnvPlan(
         version=version,
-        directory=(Path(root) / f"torch-{version}").absolute(),
+        directory=(Path(root or default_root()) / f"torch-{version}").absolute(),
         base_python=base_python or sys.executable,
         pins=dict(sorted((pins if pins is not None else current_pins()).items())),
         packages=tuple(packages),
@@ -305,7 +313,7 @@ def _locked(path: Path) -> Iterator[None]:
 def ensure_env(
     version: str,
     *,
-    root: Path = DEFAULT_ROOT,
+    root: Path | None = None,
     wheel: Path | str | None = None,
     wheel_cache: Path | None = None,
     offline: bool = False,

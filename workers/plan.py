@@ -79,6 +79,9 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
         unanalysed_budget_seconds=60 * settings.runner_unanalysed_budget_minutes
         if settings.runner_unanalysed_budget_minutes
         else None,
+        head_wheel=settings.head_wheel,
+        overlay_base=settings.overlay_base,
+        smoke_untested=settings.smoke_untested,
     )
 
 
@@ -163,6 +166,7 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
             )
             if created:
                 job.url = f"{settings.public_url.rstrip('/')}/api/v1/jobs/{job.id}"
+                job.upstream_under_test = planned.upstream.model_dump(mode="json")
                 session.commit()
             job_pk = job.id
         _set_dispatch(settings, dispatch_pk, DispatchState.SENT, None)

@@ -14,9 +14,10 @@ from celery import Task
 from store import jobs
 from store.db import session_scope
 from store.logs import bind
-from store.models import Delivery, Dispatch, Job, JobStatus
+from store.models import Conclusion, Delivery, Dispatch, Job, JobStatus
 from store.queue import TASK_REPORT
 from store.settings import Settings, get_settings
+from upstream.undertest import UpstreamUnderTest
 from wire.crcr import callback as crcr_callback
 from wire.crcr.client import CallbackError, send
 from wire.github.events import stored_envelope
@@ -67,7 +68,7 @@ def send_callback(
         check_run_id=job.check_run_id,
         started_at=job.started_at if status == "in_progress" else None,
         completed_at=job.completed_at if status == "completed" else None,
-        conclusion=job.conclusion if status == "completed" else None,  # type: ignore[arg-type]
+        conclusion=_crcr_conclusion(job.conclusion) if status == "completed" else None,
         test_results=crcr_callback.TestCounts(
             passed=job.tests_passed,
             failed=job.tests_failed,
@@ -76,6 +77,7 @@ def send_callback(
         )
         if status == "completed"
         else None,
+        summary=tested_summary(job),
     )
     token = settings.callback_token.get_secret_value() if settings.callback_token else None
     try:
@@ -83,6 +85,21 @@ def send_callback(
         log.info("callback sent", extra={"status": status, "job_pk": job.id})
     except CallbackError:
         log.exception("callback failed", extra={"status": status, "job_pk": job.id})
+
+
+def tested_summary(job: Job) -> str | None:
+    """The line saying which PyTorch the job tested (its ``upstream_under_test``)."""
+    if not job.upstream_under_test:
+        return None
+    return "upstream under test: " + UpstreamUnderTest.model_validate(
+        job.upstream_under_test
+    ).describe()
+
+
+def _crcr_conclusion(conclusion: str | None) -> Any:
+    """CRCR's schema "1" has no ``neutral``: a job nothing could test is sent ``cancelled``
+    (neither green nor red), its summary saying why."""
+    return "cancelled" if conclusion == Conclusion.NEUTRAL.value else conclusion
 
 
 def delivery_of(session: Any, job: Job) -> Delivery | None:

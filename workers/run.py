@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from celery import Task
 from sqlalchemy import select
@@ -19,12 +22,16 @@ from store import jobs, scheduling
 from store.db import session_scope
 from store.logs import bind
 from store.models import Job, JobStatus, Selection, ShardState
-from store.outcomes import TestOutcome
+from store.outcomes import Outcome, TestOutcome
 from store.queue import TASK_RUN_SHARD
-from store.settings import get_settings
+from store.settings import Settings, get_settings
+from upstream import UpstreamError
+from upstream.headenv import HeadEnvError
+from upstream.overlay import OverlayError
+from upstream.undertest import RunEnvironment, UpstreamUnderTest, resolve_environment
 from workers.celery_app import app
 from workers.harness.pools import launcher_for
-from workers.harness.runner import finished_in, run_shard
+from workers.harness.runner import ShardRun, finished_in, run_shard
 from workers.report import delivery_of, report, send_callback
 
 log = logging.getLogger("workers.run")
@@ -57,7 +64,8 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         assert job is not None
         selection = session.scalar(select(Selection).where(Selection.job_pk == job.id))
         assert selection is not None  # stored with the job, in the same transaction
-        runner = StoredPlan.model_validate(selection.plan).runner
+        stored = StoredPlan.model_validate(selection.plan)
+        runner, under_test = stored.runner, stored.upstream_under_test
         delivery = delivery_of(session, job)
         delivery_id = job.delivery_id
         if job.status == JobStatus.COMPLETED.value or job.superseded_by_pk is not None:
@@ -93,6 +101,16 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         workdir = runs / f"shard-{index}-attempt-{attempt}"
 
         results = _ResultBatch(settings.database_url, job_pk=job_pk, shard_pk=shard_pk)
+        try:
+            with _lease_kept(settings, shard_pk, owner):  # making one can take minutes
+                environment = _environment(settings, job_pk, under_test)
+        except (HeadEnvError, OverlayError, UpstreamError, ValueError, OSError) as exc:
+            log.exception("upstream environment not made")
+            message = f"the upstream environment ({under_test.key()}) was not made: {exc}"
+            for test_id in todo:
+                results.add(TestOutcome(test_id, Outcome.NOT_RUN, message=message))
+            results.flush()
+            environment = None
 
         def heartbeat() -> None:
             results.flush()
@@ -111,10 +129,15 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
                 )
 
         try:
-            run = run_shard(
+            run = ShardRun([], 0, 0.0) if environment is None else run_shard(
                 todo,
                 launcher=launcher_for(
-                    runner, warm=settings.warm_pool, module_servers=settings.module_servers
+                    runner,
+                    warm=settings.warm_pool,
+                    module_servers=settings.module_servers,
+                    environment=environment,
+                    environment_key=under_test.key(),
+                    keep_environments=settings.warm_pool_envs,
                 ),
                 pytest_args=runner.pytest_args,
                 per_test_timeout=settings.per_test_timeout,
@@ -141,6 +164,52 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         if open_left == 0:
             report.apply_async(args=[job_pk])
         return state.value
+
+
+@contextmanager
+def _lease_kept(settings: Settings, shard_pk: int, owner: str) -> Iterator[None]:
+    """Renew the shard's lease every third of RELAY_SHARD_LEASE_SECONDS meanwhile (an
+    environment made for the first time takes minutes; no other worker should take the shard)."""
+    stop = threading.Event()
+    lease = settings.shard_lease_seconds
+
+    def renew() -> None:
+        while not stop.wait(lease / 3):
+            try:
+                with session_scope(settings.database_url) as s:
+                    jobs.renew_lease(s, shard_pk=shard_pk, owner=owner, lease=lease)
+            except Exception:  # a database blip: the next renewal tries again
+                log.warning("shard lease not renewed", exc_info=True)
+
+    renewer = threading.Thread(target=renew, name=f"shard-lease-{shard_pk}", daemon=True)
+    renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        renewer.join()
+
+
+def _environment(
+    settings: Settings, job_pk: int, under_test: UpstreamUnderTest
+) -> RunEnvironment:
+    """The job's upstream environment on this host (made once, shared by its shards); the job's
+    ``upstream_under_test`` learns the torch build (and the files laid over) the first time."""
+    environment = resolve_environment(
+        under_test,
+        envs=settings.var_dir / "envs",
+        checkout=settings.upstream_path,
+        wheel_cache=settings.upstream_cache,
+    )
+    with session_scope(settings.database_url) as session:
+        job = session.get(Job, job_pk)
+        known = dict(job.upstream_under_test or {}) if job is not None else {}
+        learned: dict[str, object] = {"torch_build": environment.torch_build}
+        if environment.files_laid_over is not None:
+            learned["files_laid_over"] = environment.files_laid_over
+        if job is not None and any(known.get(k) != v for k, v in learned.items()):
+            job.upstream_under_test = {**under_test.model_dump(mode="json"), **known, **learned}
+    return environment
 
 
 class _ResultBatch:

@@ -3,7 +3,8 @@ truth, so whatever a lost broker message or a killed worker left behind is found
 back to the stage it belongs to: deliveries to the outbox :mod:`workers.publish` sends, plans
 whose planner died or whose message was lost to :mod:`workers.plan` (failed with the reason after
 RELAY_PLAN_ATTEMPTS), shards to :mod:`workers.run`, finished jobs to :mod:`workers.report`; jobs
-past RELAY_JOB_TIMEOUT_SECONDS complete as ``timed_out``.
+past RELAY_JOB_TIMEOUT_SECONDS complete as ``timed_out``; upstream overlays no open job needs
+are removed.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from sqlalchemy import select
+
 from store import deliveries, jobs, scheduling
 from store.db import session_scope
-from store.models import Conclusion, JobStatus, utcnow
+from store.models import Conclusion, Job, JobStatus, utcnow
 from store.queue import (
     CONTROL_QUEUE,
     PLAN_QUEUE,
@@ -22,7 +25,8 @@ from store.queue import (
     TASK_SWEEP_JOBS,
     queue_depth,
 )
-from store.settings import get_settings
+from store.settings import Settings, get_settings
+from upstream.overlay import remove_overlays
 from workers.celery_app import app
 from workers.dispatch import sweep_outbox
 from workers.plan import plan
@@ -92,6 +96,23 @@ def sweep_plans() -> dict[str, int]:
     return {"plans_requeued": len(requeued), "plans_given_up": given_up}
 
 
+def sweep_overlays(settings: Settings) -> int:
+    """Remove the upstream overlays (RELAY_VAR_DIR/envs) no open job needs and none used for
+    RELAY_OVERLAY_KEEP_SECONDS (a job's shards on this host refresh its overlay's use)."""
+    envs = settings.var_dir / "envs"
+    if not envs.is_dir():
+        return 0
+    with session_scope(settings.database_url) as session:
+        heads = session.scalars(
+            select(Job.head_sha).where(
+                Job.status != JobStatus.COMPLETED.value, Job.head_sha.is_not(None)
+            )
+        )
+        keep = [h for h in heads if h]
+    removed = remove_overlays(envs, keep=keep, older_than_seconds=settings.overlay_keep_seconds)
+    return len(removed)
+
+
 @app.task(name=TASK_SWEEP_JOBS)
 def sweep_jobs() -> dict[str, int]:
     """The periodic sweeper: re-enqueue deliveries and shards whose messages were lost, report
@@ -138,6 +159,7 @@ def sweep_jobs() -> dict[str, int]:
         report.apply_async(args=[job_pk])
     counts = {
         **sweep_outbox(settings),
+        "overlays_removed": sweep_overlays(settings),
         "deliveries_requeued": deliveries_requeued,
         **planning,
         "shards_requeued": len(stale),

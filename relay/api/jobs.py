@@ -30,6 +30,7 @@ from store.models import (
 )
 from store.outcomes import Outcome
 from testspecs.models import MODES
+from upstream.undertest import UpstreamUnderTest
 
 router = APIRouter(tags=["api"])
 
@@ -63,6 +64,24 @@ class TestCountsPublic(BaseModel):
     total: int
 
 
+class UpstreamUnderTestPublic(UpstreamUnderTest):
+    """The PyTorch the job tests (named by the planner, completed by the shard worker):
+    ``kind`` installed | release | head-wheel | overlay | none (nothing could test the change,
+    the job concludes neutral), the torch version and build, the overlay's head SHA and files
+    laid over, the compiled files no overlay covers, and ``summary``, the line the check run and
+    the callback carry."""
+
+    summary: str
+
+
+def upstream_under_test(stored: dict[str, Any] | None) -> UpstreamUnderTestPublic | None:
+    """A job's stored ``upstream_under_test`` for the API (None for jobs planned before it)."""
+    if not stored:
+        return None
+    known = UpstreamUnderTest.model_validate(stored)
+    return UpstreamUnderTestPublic(**known.model_dump(), summary=known.describe())
+
+
 class JobLinks(BaseModel):
     self: str
     delivery: str | None  # /api/v1/deliveries/{delivery_id}
@@ -93,6 +112,7 @@ class JobPublic(BaseModel):
     superseded: bool
     planned: int  # tests in the plan
     test_results: TestCountsPublic  # live while the job runs
+    upstream_under_test: UpstreamUnderTestPublic | None  # which PyTorch it tests
     links: JobLinks
 
 
@@ -206,6 +226,7 @@ def _job_public(session: Session, rows: Sequence[Job]) -> list[dict[str, Any]]:
             planned=job.tests_total,
             test_results=TestCountsPublic(**counts[job.id]),
             links=_links(job.id, delivery_id),
+            upstream_under_test=upstream_under_test(job.upstream_under_test),
         )
         out.append(data)
     return out

@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
 from sqlalchemy import func, select
 
 from relay.api import hud as api
+from relay.api.jobs import upstream_under_test
 from relay.web import charts
 from relay.web.authoring import spec_decision
 from relay.web.render import asset, page_params, paging, render
@@ -131,6 +132,8 @@ def run(
         facets = hud.facets(session, job_pk=job_id)
         durations = hud.durations(session, job_pk=job_id)
         plan = api.plan_view(session, job_id)
+        job_row = session.get(Job, job_id)
+        tested = upstream_under_test(job_row.upstream_under_test if job_row else None)
         selected: list[Any] = hud.selection_tests(session, job_pk=job_id, kind="selected", limit=50)
         cut: list[Any] = hud.selection_tests(session, job_pk=job_id, kind="cut", limit=50)
         removed: list[Any] = hud.selection_tests(session, job_pk=job_id, kind="removed", limit=20)
@@ -146,7 +149,7 @@ def run(
         run=view, failures=failures, results=results, paging=paging(request, results),
         facets=facets, filters=filters, errors=errors, funnel=funnel,
         histogram=charts.histogram(durations, label="test durations"),
-        selected=selected, cut=cut, removed=removed,
+        selected=selected, cut=cut, removed=removed, upstream=tested,
         outcomes=[o.value for o in Outcome], modes=[m.value for m in api.SpecMode],
     )  # fmt: skip
 

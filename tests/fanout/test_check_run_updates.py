@@ -110,6 +110,19 @@ def test_a_callback_marks_the_update_in_its_transaction_and_the_publisher_sends_
     assert _row(gate)["check_update_state"] == "done"
 
 
+def test_the_check_run_says_which_upstream_the_downstream_tested(gate: Any, issuer: Any) -> None:
+    """The callback's summary (the downstream's upstream under test) is on the check run."""
+    (call,) = gate.github.dispatches(GATE)
+    (run,) = gate.github.check_runs.values()
+    tested = "upstream under test: torch 2.14.1+git5c4886908584 in its own environment"
+    body = _body(call, "completed", "success")
+    body["workflow"]["summary"] = tested
+    assert _post(gate, issuer, body).status_code == 200
+    gate.settle()
+    assert (run["status"], run["conclusion"]) == ("completed", "success")
+    assert run["output"]["summary"] == f"4 passed, 0 failed, 0 skipped of 4\n{tested}"
+
+
 def test_duplicates_make_no_update_and_a_racing_transition_is_sent_after(
     gate: Any, issuer: Any
 ) -> None:

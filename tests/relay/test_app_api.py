@@ -22,6 +22,7 @@ JOB_FIELDS = {
     "event_type", "head_sha", "pr_number", "status", "conclusion", "planning_started_at",
     "dispatched_at", "started_at",
     "completed_at", "url", "superseded", "planned", "test_results", "crcr_delivery_id", "links",
+    "upstream_under_test",
 }  # fmt: skip
 COST_FIELDS = (
     "cost_runner_minutes", "universe_runner_minutes", "budget_runner_minutes", "budget_reason",
@@ -237,6 +238,7 @@ class Jobs:
         delivery_id: str | None = None,
         head: str = "a" * 40,
         delivery: str | None = None,
+        upstream: Any = None,
     ) -> int:
         """A job; ``delivery``: planned for that stored delivery (through a dispatch)."""
         from backends.base import RunnerConfig
@@ -250,6 +252,7 @@ class Jobs:
             selection=selection,
             base_rev="v2.13.0" if selection is not None else None,
             head_rev=head,
+            **({"upstream": upstream} if upstream is not None else {}),
         )
         key = JobKey(
             delivery_id=delivery_id or str(uuid.uuid4()),
@@ -266,6 +269,9 @@ class Jobs:
                 head_sha=head, pr_number=pr, shards=plan.shards, selection=plan.stored(),
             )  # fmt: skip
             assert created
+            if upstream is not None:  # as the plan stage records it
+                job.upstream_under_test = plan.upstream.model_dump(mode="json")
+                session.commit()
             return int(job.id)
 
     @staticmethod
@@ -433,6 +439,34 @@ def test_one_job_with_shards_transitions_and_selection(
     assert (cost["workers"], cost["budget_runner_minutes"]) == (selection.workers, None)
     assert detail["selection"]["universe_variants"] == selection.universe.variants == 18
     assert detail["selection"]["fallbacks"][0]["scope"] == "all"
+
+
+def test_a_job_says_which_upstream_it_tests(client: Any, jobs: Jobs) -> None:
+    from upstream.undertest import UpstreamUnderTest
+
+    head = "c" * 40
+    overlay = UpstreamUnderTest(
+        kind="overlay", torch_build="2.13.0+gitabc", head_sha=head, files_laid_over=3,
+        compiled_not_covered=["aten/src/ATen/native/BinaryOps.cpp"], reason="a checkout",
+    )  # fmt: skip
+    job = jobs.create([["t::a"]], head=head, upstream=overlay)
+    plain = jobs.create([["t::b"]])  # planned before the upstream under test was named
+    detail = client.get(f"/api/v1/jobs/{job}").json()
+    assert detail["upstream_under_test"] == {
+        "kind": "overlay", "torch_version": None, "torch_build": "2.13.0+gitabc",
+        "head_sha": head, "head_wheel": None, "files_laid_over": 3,
+        "compiled_not_covered": ["aten/src/ATen/native/BinaryOps.cpp"], "smoke": False,
+        "reason": "a checkout",
+        "summary": "torch 2.13.0+gitabc with 3 Python file(s) of head cccccccccccc laid over; "
+                   "compiled changes not tested: aten/src/ATen/native/BinaryOps.cpp",
+    }  # fmt: skip
+    listed = {j["id"]: j for j in client.get("/api/v1/jobs").json()["items"]}
+    assert listed[job]["upstream_under_test"]["kind"] == "overlay"
+    assert listed[plain]["upstream_under_test"] is None
+    page = client.get(f"/runs/{job}")
+    assert page.status_code == 200
+    assert 'id="run-upstream" data-kind="overlay"' in page.text
+    assert "3 Python file(s) of head cccccccccccc laid over" in page.text
 
 
 def test_a_job_planned_without_the_selector_has_no_universe(client: Any, jobs: Jobs) -> None:
@@ -631,7 +665,11 @@ def test_the_selection_of_a_job_planned_without_the_selector(client: Any, jobs: 
     response = client.get(f"/api/v1/jobs/{job}/selection")
     assert response.status_code == 200
     body = response.json()
-    assert (body["stage_counts"], body["fallbacks"], set(body["plan"])) == ({}, [], {"runner"})
+    assert (body["stage_counts"], body["fallbacks"], set(body["plan"])) == (
+        {},
+        [],
+        {"runner", "upstream_under_test"},
+    )
     tests = client.get(f"/api/v1/jobs/{job}/selection/tests").json()
     assert (tests["total"], tests["items"]) == (0, [])
     for path in ("selection", "selection/tests"):

@@ -2,7 +2,8 @@
 
 ``labelled_planner`` (RELAY_PLANNER=tests.support.planners:labelled_planner): the PR label
 ``plan:<name>`` picks a named plan from the JSON file in RELAY_TEST_PLANS:
-``{"<name>": {"shards": [[node ids]], "env": {...}, "pytest_args": [...], "preload": [...]}}``.
+``{"<name>": {"shards": [[node ids]], "env": {...}, "pytest_args": [...], "preload": [...],
+"upstream": {...}}}`` (``upstream``: the plan's UpstreamUnderTest; default the installed torch).
 Selection itself is the selector's job (and tested there); the loop tests exercise the loop.
 
 ``small_selector_planner`` (RELAY_PLANNER=tests.support.planners:small_selector_planner): a real
@@ -23,6 +24,7 @@ from backends.base import RunnerConfig
 from planner import RunPlan
 from store.settings import Settings
 from tests.support.services import REPO_ROOT
+from upstream.undertest import UpstreamUnderTest
 from wire.github.events import UpstreamEvent
 
 LABELLED = "tests.support.planners:labelled_planner"
@@ -51,7 +53,9 @@ def labelled_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
             device_time_property=chosen.get("device_time_property"),
         ),
         head_rev=event.head_sha,
-    )
+        **({"upstream": UpstreamUnderTest.model_validate(chosen["upstream"])}
+           if "upstream" in chosen else {}),
+    )  # fmt: skip
 
 
 #: the many quick tests a replay stands in with (``replay_or_labelled_planner``)

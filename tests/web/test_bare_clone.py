@@ -8,9 +8,10 @@ commands and its five-minute tour, with the defaults (the first start's demo rel
    own fixtures) passes in the clone, with no service URL and no ``CI`` in its environment, as on a
    user's machine (tests that need Redis, PostgreSQL or chromium skip and say so).
 3. The demo job (the 2.13 -> 2.14 release replay that the first start queues) completes with
-   results.
+   results, run under torch 2.14 in its own environment.
 4. ``relay submit --example pull_request.opened`` answers 202, the delivery is listed and gets a
-   job that completes.
+   job; with no upstream checkout nothing here can test the pull request, so the job runs nothing
+   and concludes ``neutral`` saying why.
 5. The dashboard's ``/`` and both jobs' run pages load in chromium.
 
 It clones HEAD: uncommitted changes are not in it.
@@ -134,6 +135,8 @@ def test_the_readme_path_from_a_bare_clone(clone: Clone, browser: Any) -> None:
     assert demo["event_type"] == "release", demo
     assert demo["conclusion"] in {"success", "failure"}, demo
     assert demo["test_results"]["total"] > 0, demo  # it ran tests, and stored their results
+    tested = demo["upstream_under_test"]  # ... under the step's head, in its own environment
+    assert tested["kind"] == "release" and tested["torch_build"].startswith("2.14."), tested
 
     submitted = clone.relay("submit", "--example", "pull_request.opened")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
@@ -151,7 +154,12 @@ def test_the_readme_path_from_a_bare_clone(clone: Clone, browser: Any) -> None:
                    clone.log)  # fmt: skip
     assert (detail["delivery_id"], detail["event_type"], detail["pr_number"]) == (
         delivery_id, "pull_request", 170001)  # fmt: skip
-    assert detail["conclusion"] is not None, detail
+    # no upstream checkout and no head wheel: nothing here can test the change, so nothing runs
+    # and the job concludes neutral at once, saying why (never success for an untested change)
+    assert detail["planned"] == 0 and detail["shards"] == []
+    tested = detail["upstream_under_test"]
+    assert tested["kind"] == "none" and "RELAY_UPSTREAM_PATH" in tested["reason"], tested
+    assert detail["conclusion"] == "neutral", detail
 
     docs = httpx.get(f"{clone.base_url}/docs", timeout=30)
     assert docs.status_code == 200 and "https://" not in docs.text

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from backends.base import torch_build
 from store.db import session_scope
 from store.models import Job, Shard, TestResult
 
@@ -94,6 +95,8 @@ def test_signed_webhook_to_reported_job(loop: Any, receiver: Any, sample_runs: A
         "run_attempt": "1",
         "job_name": "spyre",
         "check_run_id": f"{job.run_id}-1",
+        # what the job tested: the sample suite's plan runs on the worker's own torch
+        "summary": f"upstream under test: torch {torch_build()} (the installed torch)",
     }
     assert started == {
         **common,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +69,7 @@ class ModuleServer(WarmPool):
 
     def _command(self) -> list[str]:
         spec = {"preload": self.preload, "args": self.pytest_args, "module": self.module}
-        return [sys.executable, "-m", "workers.harness.module_server", json.dumps(spec)]
+        return [self.python, "-m", "workers.harness.module_server", json.dumps(spec)]
 
     def _request(self, args: list[str], log: Path) -> dict[str, object]:
         parsed = parse_child_args(args)
@@ -100,6 +99,7 @@ class CollectingLauncher:
                 cwd=self.base.cwd,
                 env=self.base.env,
                 preload=list(self.base.preload),
+                python=self.base.python,
                 module=parsed.module,
                 pytest_args=list(parsed.pytest_args),
             )

@@ -1,4 +1,5 @@
-"""How a pytest child process is started: a fresh interpreter, or a fork of a warm server.
+"""How a pytest child process is started: a fresh interpreter, or a fork of a warm server,
+either of the interpreter of the job's upstream environment (by default this one).
 
 Both give a :class:`Child` with the same three operations so the shard runner does not care.
 """
@@ -64,11 +65,12 @@ class FreshProcessLauncher:
 
     cwd: Path
     env: dict[str, str]
+    python: str = sys.executable  # the upstream environment's interpreter
 
     def start(self, args: list[str], *, log: Path) -> Child:
         out = open(log, "ab")  # noqa: SIM115 - closed by the child wrapper
         proc = subprocess.Popen(
-            fresh_pytest(args),
+            fresh_pytest(args, python=self.python),
             cwd=self.cwd,
             env=self.env,
             stdout=out,
@@ -105,6 +107,7 @@ class WarmPool:
     cwd: Path
     env: dict[str, str]
     preload: list[str]
+    python: str = sys.executable  # the upstream environment's interpreter
     _server: subprocess.Popen[bytes] | None = None
     _exits: dict[int, int] = field(default_factory=dict)
     _pids: list[int] = field(default_factory=list)
@@ -115,7 +118,7 @@ class WarmPool:
     ready_seconds: float | None = None
 
     def _command(self) -> list[str]:
-        return [sys.executable, "-m", "workers.harness.warm_server", *self.preload]
+        return [self.python, "-m", "workers.harness.warm_server", *self.preload]
 
     def _request(self, args: list[str], log: Path) -> dict[str, object]:
         return {"args": args, "log": str(log)}

@@ -1,42 +1,76 @@
-"""The launchers a worker process keeps: one warm pool per runner recipe, closed when the worker
+"""The launchers a worker process keeps: one warm pool per upstream environment and runner
+recipe (the few environments in use, least recently used closed first), closed when the worker
 process ends; :func:`warm_default` and :func:`warm_and_log` start the default recipe's pool before the first shard asks."""
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from backends import Backend, RunnerConfig, get_backend
 from store.settings import Settings
+from upstream.undertest import INSTALLED_KEY, RunEnvironment
 from workers.harness.collecting import CollectingLauncher
 from workers.harness.launchers import FreshProcessLauncher, Launcher, WarmPool
 
 log = logging.getLogger("workers.harness")
 
-_pools: dict[str, Launcher] = {}
+_pools: OrderedDict[tuple[str, str], Launcher] = OrderedDict()  # (environment, recipe)
 _lock = threading.Lock()
 
 
-def launcher_for(runner: RunnerConfig, *, warm: bool, module_servers: int = 0) -> Launcher:
-    """A fresh-process launcher, or the warm pool for ``runner`` (made on first use); with
-    ``module_servers`` > 0, the warm pool behind a :class:`CollectingLauncher` keeping that
-    many collected modules."""
-    env = {**os.environ, **runner.env, "OMP_NUM_THREADS": "1"}
+def launcher_for(
+    runner: RunnerConfig,
+    *,
+    warm: bool,
+    module_servers: int = 0,
+    environment: RunEnvironment | None = None,
+    environment_key: str = INSTALLED_KEY,
+    keep_environments: int = 2,
+) -> Launcher:
+    """A fresh-process launcher, or the warm pool for ``runner`` in ``environment`` (the
+    upstream under test's interpreter, named by ``environment_key``; default: this interpreter),
+    made on first use; with ``module_servers`` > 0, the warm pool behind a
+    :class:`CollectingLauncher` keeping that many collected modules. The pools of at most
+    ``keep_environments`` environments are kept: the least recently used one's are closed."""
+    base_env = environment.env if environment is not None else os.environ
+    python = environment.python if environment is not None else sys.executable
+    env = {**base_env, **runner.env, "OMP_NUM_THREADS": "1"}
     cwd = Path(runner.rootdir)
     if not warm:
-        return FreshProcessLauncher(cwd=cwd, env=env)
-    key = repr((runner.rootdir, sorted(runner.env.items()), runner.preload, module_servers))
+        return FreshProcessLauncher(cwd=cwd, env=env, python=python)
+    recipe = repr((runner.rootdir, sorted(runner.env.items()), runner.preload, module_servers))
+    key = (environment_key, recipe)
     with _lock:
-        pool = _pools.get(key)
+        pool = _pools.pop(key, None)
         if pool is None:
-            warm_pool = WarmPool(cwd=cwd, env=env, preload=list(runner.preload))
-            pool = _pools[key] = (
-                CollectingLauncher(warm_pool, keep=module_servers) if module_servers else warm_pool
-            )
+            warm_pool = WarmPool(cwd=cwd, env=env, preload=list(runner.preload), python=python)
+            pool = CollectingLauncher(warm_pool, keep=module_servers) if module_servers else warm_pool
+        _pools[key] = pool  # most recently used last
+        for old in _evicted(keep_environments):
+            old.close()
     return pool
+
+
+def _evicted(keep: int) -> list[Launcher]:
+    """Remove the pools of the least recently used environments beyond ``keep`` (under _lock)."""
+    recent: list[str] = []
+    for environment, _ in reversed(_pools):
+        if environment not in recent:
+            recent.append(environment)
+    stale = set(recent[max(1, keep) :])
+    return [_pools.pop(k) for k in [k for k in _pools if k[0] in stale]]
+
+
+def pool_environments() -> list[str]:
+    """The environments whose pools this process keeps, least recently used first."""
+    with _lock:
+        return list(dict.fromkeys(k[0] for k in _pools))
 
 
 def runner_backend(settings: Settings) -> tuple[Backend, list[Path]]:
@@ -63,7 +97,11 @@ def boot_pool(settings: Settings) -> WarmPool | None:
     if not (settings.warm_pool and settings.warm_pool_at_boot):
         return None
     launcher = launcher_for(
-        default_runner(settings), warm=True, module_servers=settings.module_servers
+        default_runner(settings),
+        warm=True,
+        module_servers=settings.module_servers,
+        environment_key=INSTALLED_KEY,
+        keep_environments=settings.warm_pool_envs,
     )
     pool = launcher.base if isinstance(launcher, CollectingLauncher) else launcher
     if not isinstance(pool, WarmPool):
