@@ -29,9 +29,9 @@ from store import jobs, scheduling, shards
 from store.db import session_scope
 from store.logs import bind
 from store.models import Job, JobStatus, Selection, ShardState
-from store.outcomes import TestOutcome
+from store.outcomes import TestOutcome, capped_text
 from store.queue import TASK_RUN_SHARD
-from store.settings import get_settings
+from store.settings import Settings, get_settings
 from workers.celery_app import app
 from workers.harness.pools import launcher_for
 from workers.harness.runner import finished_in, run_shard

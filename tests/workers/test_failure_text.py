@@ -1,7 +1,6 @@
 """Everything a reader needs is in the database: a failing test's full failure text is read from
-the worker's scratch, capped (RELAY_FAILURE_TEXT_MAX_BYTES) and stored with its result, then
-served by ``GET /runs/{job}/artifacts/{id}`` of any host, whose disk never had the file; a
-shard's scratch folder goes once its shard is stored (RELAY_RUNS_KEEP_SECONDS keeps it longer),
+the worker's scratch, capped (RELAY_FAILURE_TEXT_MAX_BYTES) and stored with its result
+(tests/relay/test_app_failure_text.py: any host serves it); a shard's scratch folder goes once its shard is stored (RELAY_RUNS_KEEP_SECONDS keeps it longer),
 never while the shard may still resume from it."""
 
 from __future__ import annotations
@@ -10,10 +9,8 @@ import os
 import time
 from pathlib import Path
 
-from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from relay.app import create_app
 from store import jobs, migrate, scheduling
 from store.db import session_scope
 from store.jobs import JobKey
@@ -58,28 +55,6 @@ def _job(settings: Settings, shard_ids: list[list[str]]) -> int:
             shards=shard_ids, selection={"plan": {}},
         )  # fmt: skip
         return job.id
-
-
-def test_another_host_serves_the_failure_text(tmp_path: Path) -> None:
-    settings = _settings(tmp_path)
-    job_pk = _job(settings, [["t::a"]])
-    scratch = tmp_path / "hostB-var" / "runs" / f"job-{job_pk}" / "shard-0-attempt-1" / "artifacts"
-    scratch.mkdir(parents=True)
-    text = "t::a\n\nTraceback (most recent call last):\nAssertionError: arithmetic is broken\n"
-    (scratch / "a.txt").write_text(text)
-    outcome = TestOutcome("t::a", Outcome.FAILED, artifact_path=str(scratch / "a.txt"))
-    with session_scope(settings.database_url) as s:
-        jobs.store_results(
-            s, job_pk=job_pk, shard_pk=None, outcomes=[with_failure_text(outcome, 4096)]
-        )
-        result_id = s.scalar(select(TestResult.id).where(TestResult.job_pk == job_pk))
-    (scratch / "a.txt").unlink()  # the worker's scratch is gone; host A never had it
-    host_a = Settings(var_dir=tmp_path / "hostA-var", database_url=settings.database_url)
-    client = TestClient(create_app(host_a))
-    served = client.get(f"/runs/{job_pk}/artifacts/{result_id}")
-    assert served.status_code == 200 and served.text == text
-    assert client.get(f"/runs/{job_pk + 1}/artifacts/{result_id}").status_code == 404
-    assert client.get(f"/runs/{job_pk}/artifacts/{result_id + 99}").status_code == 404
 
 
 def test_scratch_goes_when_its_shard_is_stored_not_before(tmp_path: Path) -> None:
