@@ -12,9 +12,9 @@ with that reason, so the job concludes as a failure); a shard of a job that was 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from store.jobs import finished_test_ids, store_results
@@ -41,7 +41,7 @@ class LostShard:
         }  # fmt: skip
 
 
-def _expired(now: object) -> object:
+def _expired(now: datetime) -> ColumnElement[bool]:
     return and_(
         Shard.state == ShardState.RUNNING.value,
         or_(Shard.lease_until.is_(None), Shard.lease_until < now),
@@ -58,11 +58,16 @@ def lost_shards(session: Session) -> list[LostShard]:
     ).all()
     return [
         LostShard(
-            shard_pk=s.id, job_pk=s.job_pk, index=s.index, attempts=s.attempts, owner=s.owner,
+            shard_pk=s.id,
+            job_pk=s.job_pk,
+            index=s.index,
+            attempts=s.attempts,
+            owner=s.owner,
             last_error=s.last_error,
-            job_cancelled=superseded is not None or status == JobStatus.COMPLETED.value
+            job_cancelled=superseded is not None
+            or status == JobStatus.COMPLETED.value
             or conclusion is not None,
-        )  # fmt: skip
+        )
         for s, superseded, status, conclusion in rows
     ]
 
@@ -162,8 +167,6 @@ def finished_keys(session: Session, *, job_pks: list[int]) -> set[tuple[int, int
     failed (their scratch on any host may go)."""
     ended = [ShardState.DONE.value, ShardState.CANCELLED.value, ShardState.FAILED.value]
     rows = session.execute(
-        select(Shard.job_pk, Shard.index).where(
-            Shard.job_pk.in_(job_pks), Shard.state.in_(ended)
-        )
+        select(Shard.job_pk, Shard.index).where(Shard.job_pk.in_(job_pks), Shard.state.in_(ended))
     )
     return {(job_pk, index) for job_pk, index in rows}

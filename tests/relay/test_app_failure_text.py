@@ -45,11 +45,12 @@ def test_another_host_serves_the_failure_text(tmp_path: Path, make_client: Any) 
     assert client.get(f"/runs/{job_pk + 1}/artifacts/{result_id}").status_code == 404
     assert client.get(f"/runs/{job_pk}/artifacts/{result_id + 99}").status_code == 404
 
-
     # a result stored before the database kept the text: said so, not served from a disk
     with session_scope(url) as s:
         s.execute(
-            TestResult.__table__.update().where(TestResult.id == result_id).values(failure_text=None)
+            TestResult.__table__.update()
+            .where(TestResult.id == result_id)
+            .values(failure_text=None)
         )
         s.commit()
     old = client.get(f"/runs/{job_pk}/artifacts/{result_id}")

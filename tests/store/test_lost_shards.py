@@ -106,9 +106,7 @@ def test_attempts_spent_fail_the_shard_and_its_job(database_url: str) -> None:
                 select(TestResult.test_id, TestResult.outcome).where(TestResult.job_pk == job_pk)
             ).all()
         )
-        messages = set(
-            s.scalars(select(TestResult.message).where(TestResult.outcome == "not_run"))
-        )
+        messages = set(s.scalars(select(TestResult.message).where(TestResult.outcome == "not_run")))
         assert jobs.shards_open(s, job_pk=job_pk) == 0
         job = s.get(Job, job_pk)
         assert job is not None
