@@ -117,8 +117,10 @@ def sweep_shards() -> dict[str, int]:
                 continue
             if shards.end_lost(session, shard_pk=lost.shard_pk, state=state, reason=reason):
                 ended[state] += 1
-                log.warning(f"lost shard {state.value}", extra={**lost.log_entry(),
-                                                                 "reason": reason})  # fmt: skip
+                log.warning(
+                    "lost shard ended", extra={**lost.log_entry(), "state": state.value,
+                                               "reason": reason},
+                )  # fmt: skip
     for lost in requeued:
         run_shard_task.apply_async(args=[lost.shard_pk])
     if requeued:
