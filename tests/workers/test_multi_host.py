@@ -6,7 +6,8 @@ results and a failing test's full failure text are served by host A's API; a sha
 mid-shard (its whole process group, SIGKILL) loses no result and runs nothing twice: the other
 host resumes the shard once the sweeper hands it back.
 
-The shard hosts keep their scratch (RELAY_RUNS_KEEP_SECONDS) so the test can see which host ran
+Each shard host runs in a mount namespace of its own where the machine allows it (`unshare -m`):
+host A's folder and the other hosts' are empty there. The shard hosts keep their scratch (RELAY_RUNS_KEEP_SECONDS) so the test can see which host ran
 which shard. Needs RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL (`make test-long` in CI).
 """
 
@@ -35,12 +36,32 @@ pytestmark = pytest.mark.long
 SLOW = {"SAMPLE_SLOW_SECONDS": "1.5"}
 
 
+#: in its own mount namespace a shard host sees none of the other hosts' folders: tmpfs over
+#: each, the interpreter's environment (which may live inside host A's folder) bound back
+_HIDE = """
+set -e
+mount --make-rprivate /
+if [ -n "$KEEP" ]; then mkdir -p "$STASH"; mount --bind "$KEEP" "$STASH"; fi
+for d in $HIDE; do mount -t tmpfs tmpfs "$d"; done
+if [ -n "$KEEP" ]; then mkdir -p "$KEEP"; mount --bind "$STASH" "$KEEP"; fi
+exec "$@"
+"""
+
+
+def _namespaces_allowed() -> bool:
+    try:
+        return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
 @dataclass
 class Host:
     name: str
     root: Path  # the project folder this host runs its code from
     env: dict[str, str]
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    hide: list[Path] = field(default_factory=list)  # other hosts' folders (own mount namespace)
 
     @property
     def var(self) -> Path:
@@ -48,9 +69,18 @@ class Host:
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.var / f"{name}.log", "wb")  # noqa: SIM115 - the process's, closed with it
+        command, env = [sys.executable, *args], self.env
+        if self.hide:
+            prefix = Path(sys.prefix)
+            keep = prefix if any(prefix.is_relative_to(h) for h in self.hide) else None
+            env = {
+                **env, "HIDE": " ".join(str(h) for h in self.hide),
+                "KEEP": str(keep or ""), "STASH": str(self.var.parent / "stash"),
+            }  # fmt: skip
+            command = ["unshare", "-m", "sh", "-c", _HIDE, "sh", *command]
         proc = subprocess.Popen(
-            [sys.executable, *args], cwd=self.root, env=self.env, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            command, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )  # fmt: skip
         log.close()
         self.procs.append(proc)
@@ -170,12 +200,17 @@ def cluster(
             (tmp / name / "var").mkdir()
             hosts.append(Host(name, root, env))
         a, shard_hosts = hosts[0], hosts[1:]
+        if _namespaces_allowed():  # else different paths only
+            for host in shard_hosts:
+                host.hide = [a.root, tmp / "A", *(tmp / h.name for h in shard_hosts if h != host)]
         for host in shard_hosts:  # it runs its own code: the project is where it is installed
-            where = subprocess.run(
-                [sys.executable, "-c", "import backends.base as b; print(b.PROJECT_ROOT)"],
-                cwd=host.root, env=host.env, capture_output=True, text=True, check=True,
+            probe = host.start(
+                "probe", "-c", "import backends.base as b, os; print(b.PROJECT_ROOT, "
+                f"os.path.exists({str(a.root / 'Makefile')!r}))",
             )  # fmt: skip
-            assert where.stdout.strip() == str(host.root)
+            assert probe.wait(timeout=120) == 0, host.log("probe")
+            assert host.log("probe").split() == [str(host.root), str(not host.hide)]
+            host.procs.remove(probe)
         port = free_port()
         api = f"http://127.0.0.1:{port}"
         try:
