@@ -11,9 +11,10 @@ the one place the command line is written.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -78,9 +79,20 @@ def torch_build() -> str:
     return f"{version.group(1) if version else '?'}+git{git.group(1)[:12] if git else '?'}"
 
 
+#: a stored recipe names a path inside the project by this token; each worker resolves it to
+#: its own install (:meth:`RunnerConfig.portable`, :meth:`RunnerConfig.resolved`)
+PROJECT_TOKEN = "${RELAY_PROJECT}"
+#: ... and a spec file from outside the project by its content: ``${RELAY_SPEC:<sha256>/<name>}``
+_SPEC_TOKEN = re.compile(r"\$\{RELAY_SPEC:([0-9a-f]{64})/([^/}]+)\}")
+
+
 class RunnerConfig(BaseModel):
     """How the shard runner starts pytest for a backend: the folder it runs in, the arguments
-    (plugins, spec files), the environment and the modules a warm pool imports once."""
+    (plugins, spec files), the environment and the modules a warm pool imports once.
+
+    As a plan stores it (:meth:`portable`) it holds no host's absolute path: paths inside the
+    project start with :data:`PROJECT_TOKEN`, spec files from elsewhere are carried by content in
+    ``spec_files``; a worker runs :meth:`resolved`."""
 
     rootdir: str
     pytest_args: list[str] = Field(default_factory=list)
@@ -88,6 +100,91 @@ class RunnerConfig(BaseModel):
     preload: list[str] = Field(default_factory=list)
     # the pytest user property in which the backend's plugin records a test's device time (us)
     device_time_property: str | None = None
+    # spec files from outside the project, by content: "<sha256>/<file name>" -> text
+    spec_files: dict[str, str] = Field(default_factory=dict)
+
+    def portable(self, *, project: Path = PROJECT_ROOT) -> RunnerConfig:
+        """This recipe as a plan stores it: every path inside ``project`` as
+        ``${RELAY_PROJECT}/...``, every spec file (``--spec``, TESTSPECS_SPECS) outside it by
+        content (a folder by its ``*.yaml`` files), so another host resolves it against its own
+        install."""
+        from testspecs.loader import spec_files
+
+        files = dict(self.spec_files)
+
+        def spec(value: str) -> list[str]:
+            path = Path(value)
+            if not path.is_absolute() or path.is_relative_to(project) or not path.exists():
+                return [value]
+            return [_carried(f, files) for f in spec_files([path])]
+
+        args = _respec(self.pytest_args, spec)
+        env = dict(self.env)
+        if env.get("TESTSPECS_SPECS"):
+            env["TESTSPECS_SPECS"] = ":".join(
+                one for part in env["TESTSPECS_SPECS"].split(":") if part for one in spec(part)
+            )
+        root = re.compile(re.escape(str(project)) + r"(?=/|:|$)")
+
+        def token(text: str) -> str:
+            return root.sub(lambda _: PROJECT_TOKEN, text)
+
+        return self.model_copy(
+            update={
+                "rootdir": token(self.rootdir),
+                "pytest_args": [token(a) for a in args],
+                "env": {k: token(v) for k, v in env.items()},
+                "spec_files": files,
+            }
+        )
+
+    def resolved(self, *, spec_dir: Path, project: Path = PROJECT_ROOT) -> RunnerConfig:
+        """A stored recipe on this host: :data:`PROJECT_TOKEN` is ``project`` (this install),
+        each carried spec file is written once under ``spec_dir/<sha256>/`` (made on demand)
+        and named there. A recipe without tokens comes back as it is."""
+        for key, text in self.spec_files.items():
+            target = spec_dir / key
+            if not target.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+                partial.write_text(text, encoding="utf-8")
+                os.replace(partial, target)  # whole or absent, whoever else writes it
+
+        def local(text: str) -> str:
+            text = text.replace(PROJECT_TOKEN, str(project))
+            return _SPEC_TOKEN.sub(lambda m: str(spec_dir / m.group(1) / m.group(2)), text)
+
+        return self.model_copy(
+            update={
+                "rootdir": local(self.rootdir),
+                "pytest_args": [local(a) for a in self.pytest_args],
+                "env": {k: local(v) for k, v in self.env.items()},
+                "spec_files": {},
+            }
+        )
+
+
+def _carried(path: Path, files: dict[str, str]) -> str:
+    """``path``'s content kept in ``files``; the token that names it."""
+    text = path.read_text(encoding="utf-8")
+    key = f"{hashlib.sha256(text.encode()).hexdigest()}/{path.name}"
+    files[key] = text
+    return "${RELAY_SPEC:" + key + "}"
+
+
+def _respec(args: list[str], spec: Callable[[str], list[str]]) -> list[str]:
+    """``args`` with each ``--spec VALUE`` pair repeated for every file ``spec(VALUE)`` names."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--spec" and i + 1 < len(args):
+            for one in spec(args[i + 1]):
+                out += ["--spec", one]
+            i += 2
+        else:
+            out.append(args[i])
+            i += 1
+    return out
 
 
 class VariantLike(Protocol):

@@ -69,7 +69,9 @@ def decide_environment(
         version = release_version or event.head_ref
         if _same_release(version, installed_version):
             return UpstreamUnderTest(
-                torch_version=installed_version.split("+", 1)[0], torch_build=installed_version, reason=f"release {version} is the installed torch"
+                torch_version=installed_version.split("+", 1)[0],
+                torch_build=installed_version,
+                reason=f"release {version} is the installed torch",
             )
         return UpstreamUnderTest(
             kind="release", torch_version=version,
@@ -77,7 +79,8 @@ def decide_environment(
         )  # fmt: skip
     if event.event in ("nightly", "periodic"):
         return UpstreamUnderTest(
-            torch_version=installed_version.split("+", 1)[0], torch_build=installed_version,
+            torch_version=installed_version.split("+", 1)[0],
+            torch_build=installed_version,
             reason=f"{event.event} run of the whole universe on the installed torch",
         )
     head = event.head_sha or event.after_sha

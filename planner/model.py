@@ -70,9 +70,10 @@ class RunPlan(BaseModel):
             else {s.stage: {"in": s.count_in, "out": s.count_out} for s in sel.funnel},
             "fallbacks": [] if sel is None else [f.model_dump(mode="json") for f in sel.fallbacks],
             "estimated_device_seconds": None if sel is None else sel.estimated_device_seconds,
+            # no host's paths: each worker resolves the recipe against its own install
             "plan": {
                 **plan,
-                "runner": self.runner.model_dump(mode="json"),
+                "runner": self.runner.portable().model_dump(mode="json"),
                 "upstream_under_test": self.upstream.model_dump(mode="json"),
             },
             "variants": [] if sel is None else _variant_rows(sel),

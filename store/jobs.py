@@ -347,6 +347,7 @@ def _result_row(job_pk: int, shard_pk: int | None, outcome: TestOutcome) -> Test
         device_time_us=outcome.device_time_us,
         message=outcome.message,
         artifact_path=outcome.artifact_path,
+        failure_text=outcome.failure_text,
         spec_mode=outcome.spec_mode,
         tags=outcome.tags,
         op=outcome.properties.get("spec_op") or None,  # the HUD's op filter
@@ -438,14 +439,15 @@ def ran_count(session: Session, *, job_pk: int) -> int:
 
 
 def conclude(session: Session, *, job: Job) -> Conclusion:
-    """success only when at least one test ran and no gating test failed; neutral when the
-    planner found nothing that could test the change."""
+    """success only when at least one test ran, no shard failed and no gating test failed;
+    neutral when the planner found nothing that could test the change."""
     if job.superseded_by_pk is not None or job.conclusion == Conclusion.CANCELLED.value:
         return Conclusion.CANCELLED
     if (job.upstream_under_test or {}).get("kind") == "none":
         return Conclusion.NEUTRAL  # nothing could test the change: never success, never red
-    if ran_count(session, job_pk=job.id) == 0:
-        return Conclusion.FAILURE
+    failed = select(Shard.id).where(Shard.job_pk == job.id, Shard.state == ShardState.FAILED.value)
+    if ran_count(session, job_pk=job.id) == 0 or session.scalar(failed.limit(1)) is not None:
+        return Conclusion.FAILURE  # nothing ran, or a shard was lost too often (store.shards)
     return Conclusion.FAILURE if gating_failures(session, job_pk=job.id) else Conclusion.SUCCESS
 
 
@@ -458,10 +460,17 @@ def store_counts(session: Session, *, job: Job) -> dict[str, int]:
 
 
 def cancel_job_shards(session: Session, *, job_pk: int) -> int:
+    """Cancel a job's pending shards and its running ones whose owner is gone (lease expired);
+    a live owner sees its job cancelled within a second, stops and cancels its own."""
+    now = utcnow()
     result = session.execute(
         update(Shard)
-        .where(Shard.job_pk == job_pk, Shard.state == ShardState.PENDING.value)
-        .values(state=ShardState.CANCELLED.value, finished_at=utcnow())
+        .where(
+            Shard.job_pk == job_pk,
+            (Shard.state == ShardState.PENDING.value)
+            | ((Shard.state == ShardState.RUNNING.value) & (Shard.lease_until < now)),
+        )
+        .values(state=ShardState.CANCELLED.value, finished_at=now)
     )
     session.commit()
     return int(result.rowcount)  # type: ignore[attr-defined]
@@ -550,19 +559,6 @@ def seconds_between(a: datetime | None, b: datetime | None) -> float | None:
     if (a.tzinfo is None) != (b.tzinfo is None):
         a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
     return (b - a).total_seconds()
-
-
-def stale_pending_shards(session: Session, *, older_than: timedelta) -> list[int]:
-    """Pending shards whose task never started (lost by a broker restart, or never enqueued)."""
-    cutoff = utcnow() - older_than
-    return list(
-        session.scalars(
-            select(Shard.id).where(
-                Shard.state == ShardState.PENDING.value,
-                (Shard.enqueued_at.is_(None)) | (Shard.enqueued_at < cutoff),
-            )
-        )
-    )
 
 
 def mark_enqueued(session: Session, *, shard_pks: list[int]) -> None:

@@ -7,7 +7,7 @@ number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's
 result's op and dtype; 4: a selection's variants as rows, SelectionTest; 5: the relay role's
 outbox columns on Dispatch, CallbackNonce, CallbackRate and CrcrResult; 6: a job's
 planning_started_at; 7: the outbox's publishing and check-run creation columns; 8: the check
-run's updates as an outbox on Dispatch).
+run's updates as an outbox on Dispatch; 9: a result's full failure text, TestResult.failure_text).
 """
 
 from __future__ import annotations
@@ -378,7 +378,10 @@ class TestResult(Base):
     duration_s: Mapped[float | None] = mapped_column(Float)
     device_time_us: Mapped[float | None] = mapped_column(Float)
     message: Mapped[str | None] = mapped_column(Text)
-    artifact_path: Mapped[str | None] = mapped_column(String(500))
+    artifact_path: Mapped[str | None] = mapped_column(String(500))  # where the worker wrote it
+    # the full failure text (capped; store.outcomes.capped_text): served from here by any host,
+    # loaded only when read (a job's result list does not carry it)
+    failure_text: Mapped[str | None] = mapped_column(Text, deferred=True)
     spec_mode: Mapped[str | None] = mapped_column(String(30))
     tags: Mapped[list[Any]] = mapped_column(default=list)
     op: Mapped[str | None] = mapped_column(String(200))  # the OpInfo/ModuleInfo the spec saw

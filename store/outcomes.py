@@ -93,6 +93,9 @@ class TestOutcome:
     device_time_us: float | None = None
     message: str | None = None
     artifact_path: str | None = None
+    # the full failure text (the artifact's content, cut to RELAY_FAILURE_TEXT_MAX_BYTES), stored
+    # with the result so any host serves it (see :func:`capped_text`)
+    failure_text: str | None = None
     # pytest user properties of the test (the testspecs plugin's spec_mode, spec_tags, ...)
     properties: dict[str, Any] = field(default_factory=dict)
 
@@ -112,3 +115,20 @@ class TestOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def capped_text(text: str, max_bytes: int) -> str:
+    """``text`` as a database stores it: no NUL (PostgreSQL refuses one in text), at most
+    ``max_bytes`` of UTF-8; a longer text keeps its head and its tail (where a traceback ends),
+    and says how much was cut between them."""
+    text = text.replace("\x00", "\\x00")
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= max_bytes:
+        return text
+    head, tail = max_bytes // 4, max_bytes - max_bytes // 4 - 100
+    cut = len(data) - head - tail
+    return (
+        data[:head].decode("utf-8", errors="ignore")
+        + f"\n\n[... {cut} bytes cut: RELAY_FAILURE_TEXT_MAX_BYTES is {max_bytes} ...]\n\n"
+        + data[-tail:].decode("utf-8", errors="ignore")
+    )

@@ -124,6 +124,14 @@ class Settings(BaseSettings):
     # from about 5 shards per worker, at the memory of one collected module each
     module_servers: int = Field(default=0, ge=0)
     shard_lease_seconds: int = Field(default=30, ge=2)  # a dead worker's shard is retaken after it
+    # owners that may take a shard whose worker died or whose task raised (the sweeper returns it
+    # to pending when its lease expires); then it fails with the reason and its job concludes
+    shard_attempts: int = Field(default=3, ge=1)
+    # the full failure text of a failing test, stored with its result, is cut to this many bytes
+    failure_text_max_bytes: int = Field(default=64 * 1024, ge=1024)
+    # a shard's scratch folder (RELAY_VAR_DIR/runs/job-N/shard-I-attempt-K: event files, child
+    # logs) is removed when its shard is stored; > 0: kept this long, for debugging on that host
+    runs_keep_seconds: int = Field(default=0, ge=0)
     # a planner renews its plan's lease while it works; the sweeper re-queues a plan whose lease
     # expired (its worker was killed) or whose message was lost, and fails the job with the
     # reason once RELAY_PLAN_ATTEMPTS planners started it and none finished

@@ -42,9 +42,7 @@ def _upstream_payload(delivery: Delivery) -> tuple[str, str, dict[str, Any]]:
     )
 
 
-def send_callback(
-    settings: Settings, job: Job, delivery: Delivery | None, status: str
-) -> None:
+def send_callback(settings: Settings, job: Job, delivery: Delivery | None, status: str) -> None:
     """The job's CRCR callback (``in_progress`` or ``completed``) to RELAY_CALLBACK_URL."""
     if not settings.callback_url:
         return
@@ -91,9 +89,10 @@ def tested_summary(job: Job) -> str | None:
     """The line saying which PyTorch the job tested (its ``upstream_under_test``)."""
     if not job.upstream_under_test:
         return None
-    return "upstream under test: " + UpstreamUnderTest.model_validate(
-        job.upstream_under_test
-    ).describe()
+    return (
+        "upstream under test: "
+        + UpstreamUnderTest.model_validate(job.upstream_under_test).describe()
+    )
 
 
 def _crcr_conclusion(conclusion: str | None) -> Any:

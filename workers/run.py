@@ -2,27 +2,37 @@
 result as it finishes; when a job's last shard ends, :mod:`workers.report` concludes it.
 
 A shard is leased, so a redelivered task after a killed worker waits for the lease, then resumes
-with the tests whose results are not stored yet.
+with the tests whose results are not stored yet; a shard whose worker died without a redelivery,
+or whose task raised, is handed back by the sweeper (:mod:`workers.sweep`). Each failing test's
+full failure text is stored with its result; the shard's scratch folder under
+RELAY_VAR_DIR/runs is removed once the shard is stored (RELAY_RUNS_KEEP_SECONDS keeps it longer).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
+import re
+import shutil
 import socket
 import threading
+import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from celery import Task
 from sqlalchemy import select
 
 from planner import StoredPlan
-from store import jobs, scheduling
+from store import jobs, scheduling, shards
 from store.db import session_scope
 from store.logs import bind
 from store.models import Job, JobStatus, Selection, ShardState
-from store.outcomes import Outcome, TestOutcome
+from store.outcomes import Outcome, TestOutcome, capped_text
 from store.queue import TASK_RUN_SHARD
 from store.settings import Settings, get_settings
 from upstream import UpstreamError
@@ -65,7 +75,8 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         selection = session.scalar(select(Selection).where(Selection.job_pk == job.id))
         assert selection is not None  # stored with the job, in the same transaction
         stored = StoredPlan.model_validate(selection.plan)
-        runner, under_test = stored.runner, stored.upstream_under_test
+        under_test = stored.upstream_under_test
+        runner = stored.runner.resolved(spec_dir=settings.var_dir.resolve() / "specs")
         delivery = delivery_of(session, job)
         delivery_id = job.delivery_id
         if job.status == JobStatus.COMPLETED.value or job.superseded_by_pk is not None:
@@ -74,6 +85,16 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
             if open_left == 0:
                 report.apply_async(args=[job.id])
             return "cancelled"
+        if shard.attempts > settings.shard_attempts:  # a redelivery past the cap: not again
+            reason = shards.attempts_spent(
+                shard.attempts - 1, settings.shard_attempts, shard.last_error
+            )
+            shards.end_lost(
+                session, shard_pk=shard_pk, state=ShardState.FAILED, reason=reason, owner=owner
+            )
+            if jobs.shards_open(session, job_pk=job.id) == 0:
+                report.apply_async(args=[job.id])
+            return "failed"
         started = jobs.transition(
             session,
             job=job,
@@ -89,7 +110,10 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
             earlier = [runs / f"shard-{index}-attempt-{n}" for n in range(1, attempt)]
             jobs.store_results(
                 session, job_pk=job_pk, shard_pk=shard_pk,
-                outcomes=[o for o in finished_in(earlier) if o.test_id in set(shard.test_ids)],
+                outcomes=[
+                    with_failure_text(o, settings.failure_text_max_bytes)
+                    for o in finished_in(earlier) if o.test_id in set(shard.test_ids)
+                ],
             )  # fmt: skip
         done = jobs.finished_test_ids(session, job_pk=job_pk)
         todo = [t for t in shard.test_ids if t not in done]
@@ -100,7 +124,10 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         )
         workdir = runs / f"shard-{index}-attempt-{attempt}"
 
-        results = _ResultBatch(settings.database_url, job_pk=job_pk, shard_pk=shard_pk)
+        results = _ResultBatch(
+            settings.database_url, job_pk=job_pk, shard_pk=shard_pk,
+            text_bytes=settings.failure_text_max_bytes,
+        )  # fmt: skip
         try:
             with _lease_kept(settings, shard_pk, owner):  # making one can take minutes
                 environment = _environment(settings, job_pk, under_test)
@@ -129,24 +156,35 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
                 )
 
         try:
-            run = ShardRun([], 0, 0.0) if environment is None else run_shard(
-                todo,
-                launcher=launcher_for(
-                    runner,
-                    warm=settings.warm_pool,
-                    module_servers=settings.module_servers,
-                    environment=environment,
-                    environment_key=under_test.key(),
-                    keep_environments=settings.warm_pool_envs,
-                ),
-                pytest_args=runner.pytest_args,
-                per_test_timeout=settings.per_test_timeout,
-                device_time_property=runner.device_time_property,
-                workdir=workdir,
-                on_result=results.add,
-                heartbeat=heartbeat,
-                should_stop=cancelled,
+            run = (
+                ShardRun([], 0, 0.0)
+                if environment is None
+                else run_shard(
+                    todo,
+                    launcher=launcher_for(
+                        runner,
+                        warm=settings.warm_pool,
+                        module_servers=settings.module_servers,
+                        environment=environment,
+                        environment_key=under_test.key(),
+                        keep_environments=settings.warm_pool_envs,
+                    ),
+                    pytest_args=runner.pytest_args,
+                    per_test_timeout=settings.per_test_timeout,
+                    device_time_property=runner.device_time_property,
+                    workdir=workdir,
+                    on_result=results.add,
+                    heartbeat=heartbeat,
+                    should_stop=cancelled,
+                )
             )
+        except Exception as exc:  # the sweeper hands the shard on at its next pass
+            results.flush()
+            error = "".join(traceback.format_exception_only(exc)).strip()
+            with session_scope(settings.database_url) as s:
+                shards.give_up_lease(s, shard_pk=shard_pk, owner=owner, error=error)
+            log.exception("shard raised; its lease is given up", extra={"error": error})
+            raise
         finally:
             results.flush()  # what finished is stored, whatever happened
         with session_scope(settings.database_url) as session:
@@ -161,6 +199,9 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
                 "seconds": round(run.seconds, 2),
             },
         )
+        removed = prune_scratch(settings)
+        if removed:
+            log.info("scratch removed", extra={"folders": removed})
         if open_left == 0:
             report.apply_async(args=[job_pk])
         return state.value
@@ -190,9 +231,7 @@ def _lease_kept(settings: Settings, shard_pk: int, owner: str) -> Iterator[None]
         renewer.join()
 
 
-def _environment(
-    settings: Settings, job_pk: int, under_test: UpstreamUnderTest
-) -> RunEnvironment:
+def _environment(settings: Settings, job_pk: int, under_test: UpstreamUnderTest) -> RunEnvironment:
     """The job's upstream environment on this host (made once, shared by its shards); the job's
     ``upstream_under_test`` learns the torch build (and the files laid over) the first time."""
     environment = resolve_environment(
@@ -212,19 +251,63 @@ def _environment(
     return environment
 
 
+def with_failure_text(outcome: TestOutcome, max_bytes: int) -> TestOutcome:
+    """``outcome`` with its artifact's text (the full failure report the harness wrote on this
+    host), capped, to store with the result; unchanged without one."""
+    if not outcome.artifact_path or outcome.failure_text is not None:
+        return outcome
+    try:
+        text = Path(outcome.artifact_path).read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        text = f"the failure text could not be read on the worker: {exc}"
+    return dataclasses.replace(outcome, failure_text=capped_text(text, max_bytes))
+
+
+_SCRATCH = re.compile(r"shard-(\d+)-attempt-\d+")
+
+
+def prune_scratch(settings: Settings) -> int:
+    """Remove this host's shard scratch folders (RELAY_VAR_DIR/runs/job-N/shard-I-attempt-K)
+    whose shard is stored (done, cancelled or failed, on whichever host) and that are older
+    than RELAY_RUNS_KEEP_SECONDS (0: at once); a running shard's earlier attempts stay, for its
+    resumption. The number of folders removed."""
+    runs = settings.var_dir / "runs"
+    cutoff = time.time() - settings.runs_keep_seconds
+    found: dict[tuple[int, int], list[Path]] = {}
+    for folder in runs.glob("job-*/shard-*-attempt-*") if runs.is_dir() else []:
+        match = _SCRATCH.fullmatch(folder.name)
+        job = folder.parent.name.removeprefix("job-")
+        if match and job.isdigit() and folder.stat().st_mtime <= cutoff:
+            found.setdefault((int(job), int(match.group(1))), []).append(folder)
+    if not found:
+        return 0
+    with session_scope(settings.database_url) as session:
+        stored = shards.finished_keys(session, job_pks=sorted({j for j, _ in found}))
+    removed = [f for key, folders in found.items() if key in stored for f in folders]
+    for folder in removed:
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):  # another shard of the job may start here meanwhile
+            if not any(folder.parent.iterdir()):
+                folder.parent.rmdir()
+    return len(removed)
+
+
 class _ResultBatch:
     """Results stored as they finish, a transaction per batch instead of a commit per test:
     the first one at once, then at least once a second (the heartbeat) or every 50."""
 
-    def __init__(self, database_url: str, *, job_pk: int, shard_pk: int, size: int = 50) -> None:
+    def __init__(
+        self, database_url: str, *, job_pk: int, shard_pk: int, text_bytes: int, size: int = 50
+    ) -> None:
         self.database_url, self.job_pk, self.shard_pk, self.size = (
             database_url, job_pk, shard_pk, size,
         )  # fmt: skip
+        self.text_bytes = text_bytes
         self.pending: list[TestOutcome] = []
         self.stored = 0
 
     def add(self, outcome: TestOutcome) -> None:
-        self.pending.append(outcome)
+        self.pending.append(with_failure_text(outcome, self.text_bytes))
         if self.stored == 0 or len(self.pending) >= self.size:
             self.flush()
 

@@ -2,7 +2,9 @@
 truth, so whatever a lost broker message or a killed worker left behind is found here and handed
 back to the stage it belongs to: deliveries to the outbox :mod:`workers.publish` sends, plans
 whose planner died or whose message was lost to :mod:`workers.plan` (failed with the reason after
-RELAY_PLAN_ATTEMPTS), shards to :mod:`workers.run`, finished jobs to :mod:`workers.report`; jobs
+RELAY_PLAN_ATTEMPTS), shards whose task was lost or whose worker died (lease expired: back to
+pending, failed with the reason after RELAY_SHARD_ATTEMPTS, cancelled when their job was) to
+:mod:`workers.run`, finished jobs to :mod:`workers.report`; jobs
 past RELAY_JOB_TIMEOUT_SECONDS complete as ``timed_out``; upstream overlays no open job needs
 are removed.
 """
@@ -14,9 +16,9 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from store import deliveries, jobs, scheduling
+from store import deliveries, jobs, scheduling, shards
 from store.db import session_scope
-from store.models import Conclusion, Job, JobStatus, utcnow
+from store.models import Conclusion, Job, JobStatus, ShardState, utcnow
 from store.queue import (
     CONTROL_QUEUE,
     PLAN_QUEUE,
@@ -113,18 +115,61 @@ def sweep_overlays(settings: Settings) -> int:
     return len(removed)
 
 
+def sweep_shards() -> dict[str, int]:
+    """Hand back the running shards whose lease expired (their worker died, or their task
+    raised): to pending with a new task message (the tests already stored are not run again);
+    failed with the reason once RELAY_SHARD_ATTEMPTS owners took one; cancelled when their job
+    was cancelled meanwhile. Logs which shards it re-queued, and who had them."""
+    settings = get_settings()
+    requeued: list[shards.LostShard] = []
+    ended = {ShardState.FAILED: 0, ShardState.CANCELLED: 0}
+    with session_scope(settings.database_url) as session:
+        for lost in shards.lost_shards(session):
+            if lost.job_cancelled:
+                state, reason = ShardState.CANCELLED, "its job was cancelled; its worker was lost"
+            elif lost.attempts >= settings.shard_attempts:
+                state = ShardState.FAILED
+                reason = shards.attempts_spent(
+                    lost.attempts, settings.shard_attempts, lost.last_error
+                )
+            else:
+                if shards.requeue_lost(session, shard_pk=lost.shard_pk):
+                    requeued.append(lost)
+                continue
+            if shards.end_lost(session, shard_pk=lost.shard_pk, state=state, reason=reason):
+                ended[state] += 1
+                log.warning(
+                    "lost shard ended", extra={**lost.log_entry(), "state": state.value,
+                                               "reason": reason},
+                )  # fmt: skip
+    for lost in requeued:
+        run_shard_task.apply_async(args=[lost.shard_pk])
+    if requeued:
+        log.info(
+            "re-queued shards whose worker was lost",
+            extra={"shards": [lost.log_entry() for lost in requeued]},
+        )
+    return {
+        "shards_lost_requeued": len(requeued),
+        "shards_failed": ended[ShardState.FAILED],
+        "shards_cancelled": ended[ShardState.CANCELLED],
+    }
+
+
 @app.task(name=TASK_SWEEP_JOBS)
 def sweep_jobs() -> dict[str, int]:
-    """The periodic sweeper: re-enqueue deliveries and shards whose messages were lost, report
+    """The periodic sweeper: re-enqueue deliveries and shards whose messages were lost, hand
+    back shards whose worker was lost (:func:`sweep_shards`), report
     jobs whose report was lost, and time out jobs running past RELAY_JOB_TIMEOUT_SECONDS (CRCR's
     zombie sweeper, plus the jobs that were dispatched but never started)."""
     deliveries_requeued = sweep_deliveries()
     planning = sweep_plans()
+    lost = sweep_shards()
     settings = get_settings()
     waiting = queue_depth(app, SHARD_QUEUE)
     with session_scope(settings.database_url) as session:
         stale = (
-            jobs.stale_pending_shards(
+            shards.stale_pending_shards(
                 session, older_than=timedelta(seconds=settings.sweep_after_seconds)
             )
             if waiting == 0
@@ -162,6 +207,7 @@ def sweep_jobs() -> dict[str, int]:
         "overlays_removed": sweep_overlays(settings),
         "deliveries_requeued": deliveries_requeued,
         **planning,
+        **lost,
         "shards_requeued": len(stale),
         "jobs_timed_out": len(timed_out),
         "jobs_reported": len(orphans),

@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from backends.base import PROJECT_ROOT, PROJECT_TOKEN
+
 #: the funnel's stages in order, as the issue and the design name them
 STAGES = ("changes", "impact", "applicability", "budget")
 
@@ -180,9 +182,12 @@ def reproduce_command(runner: dict[str, Any], node_id: str) -> str | None:
     rootdir = runner.get("rootdir")
     if not isinstance(rootdir, str):
         return None
+    here = str(PROJECT_ROOT)  # a stored recipe names the project by a token: this install
+    rootdir = rootdir.replace(PROJECT_TOKEN, here)
     env_value = runner.get("env")
     env: dict[str, Any] = env_value if isinstance(env_value, dict) else {}
-    args = _strs(runner.get("pytest_args"))
+    env = {k: str(v).replace(PROJECT_TOKEN, here) for k, v in env.items()}
+    args = [a.replace(PROJECT_TOKEN, here) for a in _strs(runner.get("pytest_args"))]
     parts = [f"cd {shlex.quote(rootdir)} &&"]
     parts += [f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items())]
     venv = Path(rootdir, ".venv", "bin", "python")

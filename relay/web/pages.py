@@ -5,7 +5,6 @@ health (``/downstreams``). Each reads the same functions as its ``/api/v1/hud`` 
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -156,17 +155,15 @@ def run(
 
 @router.get("/runs/{job_id}/artifacts/{result_id}", response_class=PlainTextResponse)
 def artifact(request: Request, job_id: Id, result_id: Id) -> PlainTextResponse:
-    """The full failure text a test left (kept by the harness under the relay's var folder)."""
+    """The full failure text a test left, stored with its result by the worker that ran it, on
+    whichever host (capped at RELAY_FAILURE_TEXT_MAX_BYTES)."""
     with _session(request) as session:
         row = session.get(TestResult, result_id)
         if row is None or row.job_pk != job_id or not row.artifact_path:
             raise HTTPException(status_code=404, detail="no such artifact")
-        path = Path(row.artifact_path)
-    root = Path(request.app.state.settings.var_dir).resolve()
-    resolved = path.resolve()
-    if not resolved.is_relative_to(root) or not resolved.is_file():
-        raise HTTPException(status_code=404, detail="the artifact is not on this machine")
-    return PlainTextResponse(resolved.read_text(encoding="utf-8", errors="replace"))
+        if row.failure_text is None:  # a result stored before the database kept the text
+            raise HTTPException(status_code=404, detail="the failure text was not stored")
+        return PlainTextResponse(row.failure_text)
 
 
 @router.get("/tests", response_class=HTMLResponse)

@@ -93,9 +93,10 @@ def test_the_cpu_backend_plans_and_runs_a_few_variants_through_the_same_harness(
         runner=cpu.runner_config(),
         selection=plan,
     )
-    # stored with the job and read back by the shard runner: the same recipe
-    runner = StoredPlan.model_validate(run_plan.stored()["plan"]).runner
-    assert runner == run_plan.runner
+    # stored with the job (portable) and resolved by the shard runner: the same recipe
+    stored = StoredPlan.model_validate(run_plan.stored()["plan"]).runner
+    runner = stored.resolved(spec_dir=tmp_path / "specs")
+    assert runner == run_plan.runner and stored.rootdir != runner.rootdir
     assert "spyre" not in " ".join(runner.pytest_args) and runner.device_time_property is None
     ids = [t for shard in run_plan.shards for t in shard]
     run = run_shard(

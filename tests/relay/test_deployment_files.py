@@ -43,6 +43,30 @@ def test_compose_services_and_environment() -> None:
         )
 
 
+def test_compose_scales_without_a_shared_disk() -> None:
+    """What the compose file sets is what the code reads; scaled workers share no disk."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    fields = {f"RELAY_{name.upper()}" for name in Settings.model_fields}
+    for name, service in services.items():
+        unknown = {k for k in service.get("environment", {}) if k.startswith("RELAY_")} - fields
+        assert not unknown, f"{name} sets what no setting reads: {sorted(unknown)}"
+    for name in ("planner", "worker"):  # one shard per shard worker for a short job
+        assert services[name]["environment"]["RELAY_RUNNER_PARALLEL"] == (
+            "${RELAY_RUNNER_PARALLEL:-2}"
+        )
+    # the default is one replica's concurrency
+    assert services["worker"]["command"][-2:] == ["--concurrency", "2"]
+    mounted: dict[str, list[str]] = {}
+    for name, service in services.items():
+        for volume in service.get("volumes", []):
+            mounted.setdefault(volume.split(":")[0], []).append(name)
+    assert set(mounted) == set(compose["volumes"]) == {"pgdata", "redisdata", "beatschedule"}
+    assert all(len(users) == 1 for users in mounted.values()), mounted  # nothing shared
+    assert "worker" not in mounted.get("beatschedule", [])  # each replica: its own var folder
+    assert services["worker"]["environment"]["RELAY_VAR_DIR"] == "/var/lib/relay"
+
+
 def test_env_example_documents_every_setting() -> None:
     documented = set(re.findall(r"^(RELAY_[A-Z_]+)=", (ROOT / ".env.example").read_text(), re.M))
     fields = {f"RELAY_{name.upper()}" for name in Settings.model_fields}

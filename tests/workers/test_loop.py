@@ -125,13 +125,18 @@ def test_failing_test_fails_the_job(loop: Any, sample_runs: Any) -> None:
                 TestResult.job_pk == job.id, TestResult.outcome == "failed"
             )
         )
-        artifact = s.scalar(
-            select(TestResult.artifact_path).where(
-                TestResult.job_pk == job.id, TestResult.outcome == "failed"
-            )
+        failed = s.scalar(
+            select(TestResult).where(TestResult.job_pk == job.id, TestResult.outcome == "failed")
         )
+        assert failed is not None
+        result_id, text = failed.id, failed.failure_text
     assert "arithmetic is broken" in (message or "")
-    assert artifact and "arithmetic is broken" in Path(artifact).read_text()
+    # the full failure text is in the database, served from there; the worker's scratch is gone
+    assert text and text.startswith(f"{sample_runs.SAMPLE}::test_fails")
+    assert "arithmetic is broken" in text
+    served = httpx.get(f"{loop.base_url}/runs/{job.id}/artifacts/{result_id}", timeout=10)
+    assert served.status_code == 200 and served.text == text
+    assert not (Path(loop.env["RELAY_VAR_DIR"]) / "runs" / f"job-{job.id}").exists()
 
 
 def test_a_module_that_fails_to_import_gates_the_job_red(loop: Any, sample_runs: Any) -> None:
@@ -192,6 +197,21 @@ def test_segfault_and_hang_are_recorded_and_the_shard_continues(
     assert job.conclusion == "failure"
 
 
+def _running_owner(stack: Any, delivery_id: str) -> str | None:
+    """The owner of the job's running shard once one of its results is stored."""
+    job = stack.job_for(delivery_id)
+    if job is None:
+        return None
+    with session_scope(stack.database_url) as s:
+        shard = s.scalar(select(Shard).where(Shard.job_pk == job.id))
+        n = s.scalar(
+            select(func.count()).select_from(TestResult).where(TestResult.job_pk == job.id)
+        )
+    if shard is not None and shard.state == "running" and n and n >= 1 and shard.owner:
+        return str(shard.owner)
+    return None
+
+
 @embedded_only
 def test_worker_killed_mid_shard_resumes_without_loss_or_duplicates(
     sqlite_only: Any, sample_runs: Any
@@ -199,20 +219,10 @@ def test_worker_killed_mid_shard_resumes_without_loss_or_duplicates(
     stack = sqlite_only
     delivery_id = stack.submit(sample_runs.pr_body("long"))
 
-    def running_owner() -> str | None:
-        job = stack.job_for(delivery_id)
-        if job is None:
-            return None
-        with session_scope(stack.database_url) as s:
-            shard = s.scalar(select(Shard).where(Shard.job_pk == job.id))
-            n = s.scalar(
-                select(func.count()).select_from(TestResult).where(TestResult.job_pk == job.id)
-            )
-        if shard is not None and shard.state == "running" and n and n >= 1 and shard.owner:
-            return shard.owner
-        return None
-
-    owner = stack.wait_for(running_owner, what="the shard to be running with a result stored")
+    owner = stack.wait_for(
+        lambda: _running_owner(stack, delivery_id),
+        what="the shard to be running with a result stored",
+    )
     pid = int(owner.split(":")[1])
     os.kill(pid, signal.SIGKILL)  # the Celery pool process running the shard
     job = stack.wait_job(delivery_id, timeout=180)
@@ -232,6 +242,44 @@ def test_worker_killed_mid_shard_resumes_without_loss_or_duplicates(
         line.get("event") == "shard starting" and line.get("already_done", 0) >= 1
         for line in stack.log_lines()
     )
+
+
+def test_shard_host_lost_mid_shard_is_handed_back_by_the_sweeper(
+    loop: Any, sample_runs: Any
+) -> None:
+    """The shard worker's whole process group (main process, pool, test processes) SIGKILLed
+    mid-shard, as a lost machine: no message comes back (the embedded broker deleted it, Redis
+    would hold it an hour), so the sweeper hands the shard back once its lease expired; `relay
+    up` restarts the worker, which resumes it. Every result stored once."""
+    stack = loop
+    delivery_id = stack.submit(sample_runs.pr_body("long"))
+    owner = stack.wait_for(
+        lambda: _running_owner(stack, delivery_id),
+        what="the shard to be running with a result stored",
+    )
+    group = os.getpgid(int(owner.split(":")[1]))
+    assert group not in (os.getpgid(0), stack.proc.pid)  # the shard worker's own session
+    os.killpg(group, signal.SIGKILL)
+    job = stack.wait_job(delivery_id, timeout=240)
+    assert job.conclusion == "success", stack.log_tail()
+    assert stack.results(job.id) == {
+        n: "passed"
+        for n in ("test_slow_a", "test_slow_b", "test_slow_c", "test_slow_d", "test_passes_one")
+    }
+    with session_scope(stack.database_url) as s:
+        shard = s.scalar(select(Shard).where(Shard.job_pk == job.id))
+        total = s.scalar(
+            select(func.count()).select_from(TestResult).where(TestResult.job_pk == job.id)
+        )
+    assert shard is not None and shard.attempts == 2 and total == 5
+    requeued = [
+        line for line in stack.log_lines()
+        if line.get("event") == "re-queued shards whose worker was lost"
+    ]  # fmt: skip
+    assert any(
+        entry["shard_pk"] == shard.id and entry["owner"] == owner
+        for line in requeued for entry in line["shards"]
+    ), stack.log_tail()  # fmt: skip
 
 
 @embedded_only

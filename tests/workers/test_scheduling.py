@@ -45,6 +45,8 @@ def stack(
         "RELAY_TEST_REPLAY_TESTS": str(REPLAY_TESTS),
         "RELAY_TEST_REPLAY_SHARD": str(REPLAY_SHARD),
         "SAMPLE_MANY_SECONDS": "0.01",
+        # the shards' scratch (their event files) is kept: the test counts each test's starts
+        "RELAY_RUNS_KEEP_SECONDS": "3600",
     }
     with relay_up.running(request.param, tmp, extra_env=env) as running:
         running.gates = tmp / "gates"

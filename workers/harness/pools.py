@@ -50,7 +50,9 @@ def launcher_for(
         pool = _pools.pop(key, None)
         if pool is None:
             warm_pool = WarmPool(cwd=cwd, env=env, preload=list(runner.preload), python=python)
-            pool = CollectingLauncher(warm_pool, keep=module_servers) if module_servers else warm_pool
+            pool = (
+                CollectingLauncher(warm_pool, keep=module_servers) if module_servers else warm_pool
+            )
         _pools[key] = pool  # most recently used last
         for old in _evicted(keep_environments):
             old.close()

@@ -219,7 +219,11 @@ class _OnlyRequested:
         path = collector.path.resolve()
         key = (path, collector.name)
         wanted = self.names.get(key)
-        if not wanted or key in self.whole or any(p == path or p in path.parents for p in self.paths):
+        if (
+            not wanted
+            or key in self.whole
+            or any(p == path or p in path.parents for p in self.paths)
+        ):
             return
         self.hidden[cls] = _hide_tests(cls, keep=wanted)
 
