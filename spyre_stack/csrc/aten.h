@@ -45,6 +45,14 @@ struct Policy {
   std::array<bool, static_cast<size_t>(at::ScalarType::NumOptions)> host_only{};
   bool warn_downcast = true;
   std::atomic<bool> warned{false};
+  // The card's refusals (spyre_stack/device_model.yaml), pushed only under SPYRE_DEVICE_MODEL=card:
+  // dtypes the card cannot hold, same-dtype copies between device tensors, resize_, and ops with
+  // no device kernel (keys "base" or "base.overload").
+  std::array<bool, static_cast<size_t>(at::ScalarType::NumOptions)> refused_dtype{};
+  bool refuse_device_copy = false;
+  bool refuse_resize = false;
+  std::unordered_map<std::string, std::string> refused_ops;  // key -> the row's source
+  std::string model_path = "spyre_stack/device_model.yaml";
   std::unordered_map<std::string, int64_t> native_count;
   std::unordered_map<std::string, int64_t> fallback_count;
   int64_t zero_copy_count = 0;  // ops run on host aliases without copying operands
@@ -56,6 +64,7 @@ inline Policy& policy() {
     auto* q = new Policy();
     q->round_to.fill(at::ScalarType::Undefined);
     q->host_only.fill(false);
+    q->refused_dtype.fill(false);
     return q;
   }();
   return *p;
@@ -121,6 +130,38 @@ inline void emit(const std::string& name, const std::string& overload, const cha
   }
 }
 
+// The card's refusals: the errors the real stack raises (messages as its public record shows).
+inline void check_card_dtype(at::ScalarType dtype) {
+  auto& p = policy();
+  TORCH_CHECK(!p.refused_dtype[static_cast<size_t>(dtype)], "Spyre backend does not support dtype ",
+              dtype, " (device model ", p.model_path, ", SPYRE_DEVICE_MODEL=card)");
+}
+
+inline void check_card_op(const std::string& base, const c10::FunctionSchema& schema) {
+  auto& p = policy();
+  if (p.refused_ops.empty()) return;
+  const auto& ov = schema.overload_name();
+  std::shared_lock<std::shared_mutex> lock(p.mutex);
+  // "eq.Scalar" also names its out= form (structured kernels reach the device as eq.Scalar_out)
+  const bool out_form = ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0;
+  auto it = p.refused_ops.find(ov.empty() ? base : base + "." + ov);
+  if (it == p.refused_ops.end() && out_form) {
+    it = p.refused_ops.find(base + "." + ov.substr(0, ov.size() - 4));
+  }
+  if (it == p.refused_ops.end()) it = p.refused_ops.find(base);
+  if (it == p.refused_ops.end()) return;
+  // value: "<error>|<source>"; error "in-device-copy" is the card's copy error, else no kernel
+  const auto bar = it->second.find('|');
+  const std::string error = it->second.substr(0, bar);
+  const std::string source = bar == std::string::npos ? "" : it->second.substr(bar + 1);
+  TORCH_CHECK(error != "in-device-copy", "Error: In-device copy not implemented (device model ",
+              p.model_path, ", row '", it->first, "', ", source, "; SPYRE_DEVICE_MODEL=card)");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", schema.name(), ov.empty() ? "" : ".", ov,
+                              "' with arguments from the 'spyre' backend: the Spyre card has no "
+                              "kernel for it (device model ", p.model_path, ", row '", it->first,
+                              "', ", source, "; SPYRE_DEVICE_MODEL=card)");
+}
+
 // ---------------------------------------------------------------- kernels
 inline at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                       std::optional<at::Layout> layout,
@@ -130,6 +171,7 @@ inline at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::S
   auto dev = device.value_or(at::Device(at::kPrivateUse1, current_device()));
   c10::DeviceGuard guard(dev.has_index() ? dev : at::Device(at::kPrivateUse1, current_device()));
   TORCH_CHECK(!pin_memory.value_or(false), "spyre: only host tensors can be pinned");
+  check_card_dtype(c10::dtype_or_default(dtype));
   return at::detail::empty_generic(size, &device_allocator(),
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -143,12 +185,17 @@ inline at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   auto dev = device.value_or(at::Device(at::kPrivateUse1, current_device()));
   c10::DeviceGuard guard(dev.has_index() ? dev : at::Device(at::kPrivateUse1, current_device()));
   TORCH_CHECK(!pin_memory.value_or(false), "spyre: only host tensors can be pinned");
+  check_card_dtype(c10::dtype_or_default(dtype));
   return at::detail::empty_strided_generic(size, stride, &device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
 }
 
 inline at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(!(policy().refuse_device_copy && !self.is_cpu() && !dst.is_cpu() &&
+                self.scalar_type() == dst.scalar_type()),
+              "Error: In-device copy not implemented (device model ", policy().model_path,
+              ", SPYRE_DEVICE_MODEL=card)");
   if (self.numel() > 0 && dst.numel() > 0) {
     host_alias(dst).copy_(self.is_cpu() ? self : host_alias(self));
   }
@@ -167,6 +214,11 @@ inline at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor&
 
 inline const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                                  std::optional<at::MemoryFormat> memory_format) {
+  // The fallback's own resizes emulate an op's out= semantics; a direct resize_ is refused.
+  TORCH_CHECK_NOT_IMPLEMENTED(!(policy().refuse_resize && !in_fallback),
+                              "Could not run 'aten::resize_' with arguments from the 'spyre' "
+                              "backend (device model ", policy().model_path,
+                              ", SPYRE_DEVICE_MODEL=card)");
   c10::DeviceGuard guard(self.device());
   // Grow the storage first so an out-of-memory error leaves the tensor's metadata untouched.
   int64_t numel = 1;
@@ -392,6 +444,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const std::string name = schema.name();
   const std::string base = base_name(name);
   auto& pol = policy();
+  check_card_op(base, schema);
   int code = lookup_status(base);
   const bool implicit_random = (code & kRandomFlag) != 0;
   int status = code & (kRandomFlag - 1);

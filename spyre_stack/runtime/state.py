@@ -70,6 +70,7 @@ def register() -> None:
         loaded.attach(lib)
         apply_op_policy(cfg.op_policy)
         apply_numerics(warn=not cfg.silence_downcast_warning)
+        apply_device_model(cfg.device_model)
         from spyre_stack.compile import registration
 
         registration.install()
@@ -106,6 +107,32 @@ def apply_numerics(*, warn: bool) -> None:
     from spyre_stack.sim import numerics
 
     core().set_numerics(numerics.rounding_map(), numerics.host_only(), warn)
+
+
+_device_model = "simulator"
+
+
+def apply_device_model(mode: str) -> None:
+    """Push the card's refusals into the core (``card``) or clear them (``simulator``)."""
+    import torch
+
+    from spyre_stack import device_model
+
+    if mode not in device_model.MODES:
+        raise ValueError(f"unknown device model {mode!r} (one of {device_model.MODES})")
+    model = device_model.load()
+    if mode == "card":
+        r = model.refusals()
+        dtypes = [getattr(torch, name) for name in r.dtypes if hasattr(torch, name)]
+        core().set_card_refusals(dtypes, r.device_copy, r.resize, r.ops, str(model.path))
+    else:
+        core().set_card_refusals([], False, False, {}, str(model.path))
+    global _device_model
+    _device_model = mode
+
+
+def device_model_mode() -> str:
+    return _device_model
 
 
 def _install_backends_entry() -> None:
