@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -89,6 +90,12 @@ inline std::string base_name(const std::string& full) {
 // Table codes: status in the low bits, kRandomFlag when the op draws random numbers without a
 // generator argument (dropout): it then runs with the device generator's state.
 constexpr int kRandomFlag = 16;
+// kExactFlag: the op selects input elements (amax, argmax...): it computes nothing, so a down-cast
+// dtype is not rounded through its compute dtype.
+constexpr int kExactFlag = 32;
+// kIteratorFlag: a pointwise op (TensorIterator on the host): its written argument must not
+// partially overlap an input, as upstream checks for devices without a special case.
+constexpr int kIteratorFlag = 64;
 
 inline int lookup_status(const std::string& base) {
   auto& p = policy();
@@ -255,10 +262,18 @@ inline bool is_mutable_arg(const c10::FunctionSchema& schema, size_t i) {
   return ai && ai->isWrite();
 }
 
+// Rounds a host tensor's values through `to` where they are. An expanded tensor (stride 0, as
+// fill_ may write) holds each value once: that one is rounded (upstream allows the fill).
+inline void round_host_in_place(at::Tensor a, at::ScalarType to) {
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.stride(d) == 0 && a.size(d) > 1) a = a.narrow(d, 0, 1);
+  }
+  a.copy_(a.to(to));
+}
+
 inline void round_in_place(const at::Tensor& t, at::ScalarType to) {
   if (!t.defined() || t.numel() == 0) return;
-  auto a = host_alias(t);
-  a.copy_(a.to(to));
+  round_host_in_place(host_alias(t), to);
 }
 
 inline at::Tensor rounded_copy(const at::Tensor& t, at::ScalarType to) {
@@ -354,7 +369,7 @@ inline std::vector<at::Tensor> run_zero_copy(const c10::OperatorHandle& op,
     if (to == at::ScalarType::Undefined) return alias;
     warn_downcast_once(t.scalar_type(), to);
     if (mut) {
-      alias.copy_(alias.to(to));
+      if (alias.numel() > 0) round_host_in_place(alias, to);
       return alias;
     }
     return alias.to(to).to(t.scalar_type());
@@ -439,6 +454,28 @@ inline std::vector<at::Tensor> run_zero_copy(const c10::OperatorHandle& op,
   return mutated;
 }
 
+// Upstream's TensorIterator refuses an output that partially overlaps an input; the fallback's
+// rounded copies and separate host aliases would hide the overlap, so it is checked here, on the
+// device tensors (which share their storage), with upstream's message.
+inline void check_partial_overlap(const c10::FunctionSchema& schema,
+                                  const torch::jit::Stack& stack, size_t base_idx,
+                                  size_t num_args) {
+  std::vector<at::Tensor> written, read;
+  for (size_t i = 0; i < num_args; ++i) {
+    const auto& iv = stack[base_idx + i];
+    if (!iv.isTensor() || !on_device(iv.toTensor())) continue;
+    (is_mutable_arg(schema, i) ? written : read).push_back(iv.toTensor());
+  }
+  for (const auto& w : written) {
+    for (const auto& r : read) {
+      TORCH_CHECK(at::get_overlap_status(w, r) != at::MemOverlapStatus::Partial,
+                  "unsupported operation: some elements of the input tensor and the written-to "
+                  "tensor refer to a single memory location. Please clone() the tensor before "
+                  "performing the operation.");
+    }
+  }
+}
+
 inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = schema.name();
@@ -447,6 +484,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
   check_card_op(base, schema);
   int code = lookup_status(base);
   const bool implicit_random = (code & kRandomFlag) != 0;
+  const bool exact = (code & kExactFlag) != 0;
   int status = code & (kRandomFlag - 1);
   if (status == kUnsupported) {
     const auto& ov = schema.overload_name();
@@ -483,6 +521,8 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
   }
   if (device < 0) device = current_device();
   const bool native = status == kNative;
+  const bool rounds = native && !exact;  // native compute reads and writes through fp16
+  if ((code & kIteratorFlag) != 0) check_partial_overlap(schema, *stack, base_idx, num_args);
   const bool zero_copy = zero_copy_ok(schema, *stack, base_idx, num_args);
 
   // Native ops compute in device precision: inputs are read through the rounding dtype.
@@ -495,7 +535,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
         const auto& t = iv.toTensor();
         if (!on_device(t)) continue;
         if (mut) mutated.push_back(t);
-        auto to = native ? rounding_for(t) : at::ScalarType::Undefined;
+        auto to = rounds ? rounding_for(t) : at::ScalarType::Undefined;
         if (to == at::ScalarType::Undefined) continue;
         warn_downcast_once(t.scalar_type(), to);
         if (mut) {
@@ -503,7 +543,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
         } else {
           iv = rounded_copy(t, to);
         }
-      } else if (iv.isTensorList() && !mut && native) {
+      } else if (iv.isTensorList() && !mut && rounds) {
         auto list = iv.toTensorList();
         bool any = false;
         for (size_t j = 0; j < list.size(); ++j) {
@@ -574,7 +614,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
   in_fallback = true;
   try {
     if (zero_copy) {
-      mutated = run_zero_copy(op, stack, base_idx, num_args, native, device);
+      mutated = run_zero_copy(op, stack, base_idx, num_args, rounds, device);
     } else {
       at::native::cpu_fallback(op, stack);
     }
@@ -604,7 +644,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
     }
   }
   for (const auto& t : mutated) outs.push_back(t);
-  if (native && !zero_copy) {  // the zero-copy path rounds while it moves results
+  if (rounds && !zero_copy) {  // the zero-copy path rounds while it moves results
     for (const auto& t : outs) {
       if (!on_device(t)) continue;
       auto to = rounding_for(t);

@@ -13,6 +13,8 @@ log = logging.getLogger(__name__)
 
 BACKEND_NAME = "spyre"
 RANDOM_FLAG = 16  # csrc/aten.h kRandomFlag: the op draws from the global generator
+EXACT_FLAG = 32  # csrc/aten.h kExactFlag: the op selects elements, no fp16 rounding
+ITERATOR_FLAG = 64  # csrc/aten.h kIteratorFlag: pointwise, upstream's overlap check applies
 
 _lock = threading.RLock()
 _config: SpyreConfig | None = None
@@ -87,7 +89,10 @@ def apply_op_policy(policy: str) -> None:
         raise ValueError(f"unknown op policy {policy!r}")
     table = optable.load()
     statuses = {
-        name: optable.STATUS_CODES[e.status] + (RANDOM_FLAG if e.kind == "random" else 0)
+        name: optable.STATUS_CODES[e.status]
+        + (RANDOM_FLAG if e.kind == "random" else 0)
+        + (EXACT_FLAG if e.exact else 0)
+        + (ITERATOR_FLAG if e.kind in ("pointwise", "special") else 0)
         for name, e in table.entries.items()
     }
     default = table.default_status if policy == "permissive" else "unsupported"
