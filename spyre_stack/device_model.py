@@ -123,7 +123,9 @@ def _parse(path: Path) -> DeviceModel:
                 )
             )
     keys = [r.key for r in rows]
-    errors += [f"{path}: {k!r} has two rows" for k in sorted({k for k in keys if keys.count(k) > 1})]
+    errors += [
+        f"{path}: {k!r} has two rows" for k in sorted({k for k in keys if keys.count(k) > 1})
+    ]
     if errors:
         raise DeviceModelError("\n".join(errors))
     return DeviceModel(version=int(raw.get("version", 1)), rows=tuple(rows), path=path)
@@ -144,7 +146,11 @@ def _row_problems(spec: dict[str, object]) -> list[str]:
         out.append("a refused row must give the error the real stack raises")
     if spec.get("card") == "unknown" and not source.startswith("unknown"):
         out.append("an unknown row's source must start with 'unknown'")
-    if spec.get("kind") in ("copy", "resize") and spec.get("card") == "refused" and not spec.get("op"):
+    if (
+        spec.get("kind") in ("copy", "resize")
+        and spec.get("card") == "refused"
+        and not spec.get("op")
+    ):
         out.append("a refused copy or resize row must name the op the simulator refuses")
     unknown = set(spec) - {"kind", "subject", "card", "source", "error", "op"}
     if unknown:

@@ -380,14 +380,15 @@ def _overlaps(specs: list[LoadedSpec], roots: dict[str, Path], tests: _Tests) ->
             kind = "overlap" if literal else "overlap-pattern"
             shared.setdefault((loc, first_loc, kind), []).append(name)
     out = []
-    for (loc, first_loc, kind), names in sorted(shared.items(), key=lambda kv: str(kv[0][0])):
-        names = sorted(set(names))
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    for (loc, first_loc, kind), group in sorted(shared.items(), key=lambda kv: str(kv[0][0])):
+        tests_hit = sorted(set(group))
+        more = len(tests_hit) - 5
+        shown = ", ".join(tests_hit[:5]) + (f" and {more} more" if more > 0 else "")
         out.append(
             Finding(
                 kind,
                 loc,
-                f"{len(names)} test(s) also matched by the entry at {first_loc}, which applies "
+                f"{len(tests_hit)} test(s) also matched by the entry at {first_loc}, which applies "
                 f"first (rule 4): {shown}",
             )
         )
