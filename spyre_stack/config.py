@@ -11,6 +11,9 @@ variable                               meaning (default)
 ``SPYRE_OP_POLICY``                    ``permissive`` (ops not in the table fall back to the
                                        host) or ``strict`` (ops not in the table raise)
 ``SPYRE_SILENCE_DOWNCAST_WARNING``     ``1`` silences the one-time fp32 -> fp16 warning
+``SPYRE_DEVICE_MODEL``                 ``simulator`` (the simulator's own behaviour) or ``card``
+                                       (raise the errors the real card raises: the refused rows
+                                       of ``spyre_stack/device_model.yaml``)
 ``SPYRE_EXTENSIONS_DIR``               build cache of the C++ core, a folder per torch build
                                        (``<repo>/var/torch_extensions`` in a writable checkout,
                                        else ``~/.cache/spyre_stack/torch_extensions``)
@@ -27,6 +30,7 @@ from pathlib import Path
 GIB = 1024**3
 DEFAULT_MEMORY_BYTES = 128 * GIB
 POLICIES = ("permissive", "strict")
+DEVICE_MODELS = ("simulator", "card")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class SpyreConfig:
     silence_downcast_warning: bool = False
     extensions_dir: Path = Path("var/torch_extensions")
     backends_entry_point: bool = False
+    device_model: str = "simulator"
 
     @classmethod
     def from_env(cls) -> SpyreConfig:
@@ -44,6 +49,9 @@ class SpyreConfig:
         policy = env.get("SPYRE_OP_POLICY", "permissive").strip().lower()
         if policy not in POLICIES:
             raise ValueError(f"SPYRE_OP_POLICY must be one of {POLICIES}, got {policy!r}")
+        model = env.get("SPYRE_DEVICE_MODEL", "simulator").strip().lower()
+        if model not in DEVICE_MODELS:
+            raise ValueError(f"SPYRE_DEVICE_MODEL must be one of {DEVICE_MODELS}, got {model!r}")
         count = int(env.get("SPYRE_DEVICE_COUNT", "2"))
         if not 1 <= count <= 64:
             raise ValueError(f"SPYRE_DEVICE_COUNT must be in [1, 64], got {count}")
@@ -56,6 +64,7 @@ class SpyreConfig:
             if env.get("SPYRE_EXTENSIONS_DIR")
             else default_extensions_dir(),
             backends_entry_point=_truthy(env.get("SPYRE_BACKENDS_ENTRY_POINT")),
+            device_model=model,
         )
 
 

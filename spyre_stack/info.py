@@ -10,7 +10,7 @@ def device_info() -> dict[str, Any]:
     import torch
 
     import spyre_stack
-    from spyre_stack import _build, optable
+    from spyre_stack import _build, device_model, optable
     from spyre_stack.runtime import state
     from spyre_stack.sim import numerics
     from spyre_stack.sim.hardware import CARD
@@ -19,6 +19,7 @@ def device_info() -> dict[str, Any]:
     cfg = state.config()
     sp = torch.spyre  # type: ignore[attr-defined]
     table = optable.load()
+    model = device_model.load()
     return {
         "backend": state.BACKEND_NAME,
         "torch": torch.__version__,
@@ -38,6 +39,20 @@ def device_info() -> dict[str, Any]:
         "numerics": {str(d).removeprefix("torch."): p.mode for d, p in numerics.POLICY.items()},
         "build_cache": str(_build.build_dir(cfg)),
         "op_table": {"path": str(table.path), **table.summary(), "default": table.default_status},
+        "device_model": {
+            "path": str(model.path),
+            "mode": state.device_model_mode(),
+            "rows": [
+                {
+                    "kind": r.kind,
+                    "subject": r.subject,
+                    "card": r.card,
+                    "error": r.error,
+                    "source": r.source,
+                }
+                for r in model.rows
+            ],
+        },
     }
 
 
@@ -63,4 +78,20 @@ def format_info(info: dict[str, Any]) -> str:
         f"{t['unsupported']} unsupported; unlisted ops: {t['default']} (permissive) / "
         "unsupported (strict)"
     )
+    lines += format_device_model(info["device_model"])
     return "\n".join(lines)
+
+
+def format_device_model(model: dict[str, Any]) -> list[str]:
+    """The support table: one line per row, its error and its source below it."""
+    enforced = model["mode"] == "card"
+    lines = [
+        f"device model: {model['path']} (SPYRE_DEVICE_MODEL={model['mode']}: refused rows "
+        + ("raise the card's error)" if enforced else "are reported, not enforced)")
+    ]
+    for row in model["rows"]:
+        lines.append(f"  {row['kind']:8} {row['card']:8} {row['subject']}")
+        if row["error"]:
+            lines.append(f"  {'':17} raises: {row['error']}")
+        lines.append(f"  {'':17} source: {row['source']}")
+    return lines

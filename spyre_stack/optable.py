@@ -35,6 +35,7 @@ class OpEntry:
     status: str
     kind: str
     dtypes: tuple[str, ...]
+    exact: bool = False  # selects input elements: a down-cast dtype is not rounded (amax...)
 
     def exact_dtypes(self, downcast: frozenset[str] = frozenset({"float32"})) -> tuple[str, ...]:
         """dtypes whose results keep the dtype's own precision (no fp16 down-cast)."""
@@ -115,9 +116,12 @@ def _parse(path: Path) -> OpTable:
         if not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes):
             errors.append(f"{path}: op {name!r}: dtypes must be a list of dtype names")
             dtypes = []
+        exact = spec.get("exact", False)
+        if not isinstance(exact, bool):
+            errors.append(f"{path}: op {name!r}: exact must be true or false")
         if base_name(name) != name:
             errors.append(f"{path}: op {name!r}: use the base name {base_name(name)!r}")
-        entries[name] = OpEntry(name, str(status), str(kind), tuple(dtypes))
+        entries[name] = OpEntry(name, str(status), str(kind), tuple(dtypes), exact is True)
     if errors:
         raise OpTableError("\n".join(errors))
     return OpTable(

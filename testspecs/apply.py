@@ -250,6 +250,17 @@ def _module_file(generic_cls: type | None) -> str | None:
     return str(Path(f).resolve()) if f else None
 
 
+def _backend_module() -> tuple[str, Any]:
+    """The renamed privateuse1 backend and its registered device module (``torch.spyre``)."""
+    import torch
+
+    name = torch._C._get_privateuse1_backend_name()
+    mod = getattr(torch, name, None)
+    if mod is None:
+        raise RuntimeError(f"torch has no device module {name!r}: register the backend first")
+    return name, mod
+
+
 def make_spec_test_base(base: type, config: SpecConfig) -> type:
     """Subclass the backend's device test base so instantiation applies the spec."""
     cs = config.compiled
@@ -264,10 +275,21 @@ def make_spec_test_base(base: type, config: SpecConfig) -> type:
             try:
                 return cls.primary_device
             except AttributeError:
-                import torch
+                name, mod = _backend_module()
+                return f"{name}:{mod.current_device()}"
 
-                name = torch._C._get_privateuse1_backend_name()
-                return f"{name}:{getattr(torch, name).current_device()}"
+        @classmethod
+        def get_all_devices(cls) -> list[str]:
+            # Upstream's PrivateUse1TestBase reads ``device_mod``, which only its setUpClass sets;
+            # a @deviceCountAtLeast test asks for every device while it is instantiated, before.
+            if getattr(cls, "device_mod", None) is not None:
+                devices: list[str] = super().get_all_devices()
+                return devices
+            name, mod = _backend_module()
+            primary = cls.get_primary_device()
+            index = int(primary.rpartition(":")[2])
+            others = [f"{name}:{i}" for i in range(mod.device_count()) if i != index]
+            return [primary, *others]
 
         @classmethod
         def instantiate_test(cls, name: str, test: Any, *, generic_cls: Any = None) -> None:

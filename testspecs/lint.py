@@ -1,6 +1,11 @@
 """Health checks over a set of spec files (torch-spyre runs the same ones on its configs).
 
 * duplicates: one name listed by two entries of the same test file that rule 4 cannot tell apart;
+* overlaps: one test (of the file, as collected) matched by two entries of its file through
+  different names (a pattern and a literal, two patterns) that rule 4 cannot tell apart: only the
+  first applies. A later entry that names the test literally never applies to it (``overlap``, an
+  error); a later pattern is the usual "exceptions first, the rule after" idiom and is a warning
+  (``overlap-pattern``);
 * dead patterns: names that match no collectable test of their file. With a ``collector`` (what
   pytest collects for the device, see :mod:`testspecs.collect`) tests a module generates at
   import time count; without one the source is read;
@@ -22,6 +27,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from testspecs.collect import (
     CollectedTest,
@@ -33,7 +39,7 @@ from testspecs.collect import (
 from testspecs.errors import SourceLoc, SpecError
 from testspecs.loader import LoadedSpec, load_files
 from testspecs.merge import merge
-from testspecs.names import DTYPE_TOKENS, NamePattern
+from testspecs.names import DTYPE_TOKENS, NamePattern, parse_name
 from testspecs.resolve import CompiledSpec, resolve
 
 _DEVICE_TOKENS = ("spyre", "privateuse1", "cpu", "cuda", "meta")
@@ -42,13 +48,14 @@ _VARIANT_RE = re.compile(
 )
 
 
-WARNINGS = frozenset({"restricted", "dtype-filtered", "uncovered-file"})
+WARNINGS = frozenset({"restricted", "dtype-filtered", "uncovered-file", "overlap-pattern"})
 
 
 @dataclass(frozen=True)
 class Finding:
-    # error | duplicate | dead-pattern | uncovered | expired | variant-name | missing-file |
-    # collection-error; warnings: restricted | dtype-filtered | uncovered-file
+    # error | duplicate | overlap | dead-pattern | uncovered | expired | variant-name |
+    # missing-file | collection-error; warnings: restricted | dtype-filtered | uncovered-file |
+    # overlap-pattern
     kind: str
     loc: SourceLoc
     message: str
@@ -186,13 +193,19 @@ def _variant_names(specs: list[LoadedSpec], defined: frozenset[str] = frozenset(
     return out
 
 
+def _scope_key(entry: Any) -> str:
+    """What rule 4 tells entries of one name apart by: their dtypes and x-relay scope."""
+    scope = entry.ext.scope() if entry.ext else ((), (), ())
+    return entry.edits.dtypes.model_dump_json() + repr(scope)
+
+
 def _duplicates(specs: list[LoadedSpec]) -> list[Finding]:
     seen: dict[tuple[str, str, str], tuple[SourceLoc, str]] = {}
     out = []
     for s in specs:
         for f in s.document.files:
             for t in f.tests:
-                dtype_key = t.edits.dtypes.model_dump_json() + repr(t.ext.scope() if t.ext else ())
+                dtype_key = _scope_key(t)
                 for name in t.names:
                     key = (f.path, name, dtype_key)
                     here = _where(t, s.file)
@@ -296,6 +309,7 @@ def _against_tests(
                     out += _check_pattern(
                         pat, entry, s.file, f.path, files, tests, compiled, listed
                     )
+    out += _overlaps(specs, roots, tests)
     for p, message in sorted(tests.errors.items()):
         out.append(Finding("collection-error", SourceLoc(str(p), 1, 1), message))
     # Uncovered files: the whole tests root (upstream's test tree); for the device root only the
@@ -335,6 +349,49 @@ def _against_tests(
                         f"{name} is listed by no entry and the file sets no unlisted_test_mode",
                     )
                 )
+    return out
+
+
+def _overlaps(specs: list[LoadedSpec], roots: dict[str, Path], tests: _Tests) -> list[Finding]:
+    """Tests matched by two entries of their file that rule 4 cannot tell apart, through
+    different names (the same name twice is a duplicate, reported by :func:`_duplicates`)."""
+    # (file, test name, scope) -> entries matching it, in spec order: (loc, matching names)
+    owners: dict[tuple[Path, str, str], list[tuple[SourceLoc, tuple[str, ...]]]] = {}
+    for s in specs:
+        for f in s.document.files:
+            files = _resolve_path(f.path, roots)
+            for entry in f.tests:
+                key = _scope_key(entry)
+                for p in files:
+                    for name in tests.names(p):
+                        hit = tuple(pt.text for pt in entry.patterns if pt.matches(*_split(name)))
+                        if hit:
+                            owners.setdefault((p, name, key), []).append(
+                                (_where(entry, s.file), hit)
+                            )
+    # one finding per later entry and first entry, naming the tests they share
+    shared: dict[tuple[SourceLoc, SourceLoc, str], list[str]] = {}
+    for (_, name, _), entries in owners.items():
+        first_loc, first_names = entries[0]
+        for loc, names in entries[1:]:
+            if set(names) & set(first_names):
+                continue  # the same name in both: a duplicate
+            literal = any(parse_name(n).is_literal for n in names)
+            kind = "overlap" if literal else "overlap-pattern"
+            shared.setdefault((loc, first_loc, kind), []).append(name)
+    out = []
+    for (loc, first_loc, kind), group in sorted(shared.items(), key=lambda kv: str(kv[0][0])):
+        tests_hit = sorted(set(group))
+        more = len(tests_hit) - 5
+        shown = ", ".join(tests_hit[:5]) + (f" and {more} more" if more > 0 else "")
+        out.append(
+            Finding(
+                kind,
+                loc,
+                f"{len(tests_hit)} test(s) also matched by the entry at {first_loc}, which applies "
+                f"first (rule 4): {shown}",
+            )
+        )
     return out
 
 

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -45,6 +46,14 @@ struct Policy {
   std::array<bool, static_cast<size_t>(at::ScalarType::NumOptions)> host_only{};
   bool warn_downcast = true;
   std::atomic<bool> warned{false};
+  // The card's refusals (spyre_stack/device_model.yaml), pushed only under SPYRE_DEVICE_MODEL=card:
+  // dtypes the card cannot hold, same-dtype copies between device tensors, resize_, and ops with
+  // no device kernel (keys "base" or "base.overload").
+  std::array<bool, static_cast<size_t>(at::ScalarType::NumOptions)> refused_dtype{};
+  bool refuse_device_copy = false;
+  bool refuse_resize = false;
+  std::unordered_map<std::string, std::string> refused_ops;  // key -> the row's source
+  std::string model_path = "spyre_stack/device_model.yaml";
   std::unordered_map<std::string, int64_t> native_count;
   std::unordered_map<std::string, int64_t> fallback_count;
   int64_t zero_copy_count = 0;  // ops run on host aliases without copying operands
@@ -56,6 +65,7 @@ inline Policy& policy() {
     auto* q = new Policy();
     q->round_to.fill(at::ScalarType::Undefined);
     q->host_only.fill(false);
+    q->refused_dtype.fill(false);
     return q;
   }();
   return *p;
@@ -80,6 +90,12 @@ inline std::string base_name(const std::string& full) {
 // Table codes: status in the low bits, kRandomFlag when the op draws random numbers without a
 // generator argument (dropout): it then runs with the device generator's state.
 constexpr int kRandomFlag = 16;
+// kExactFlag: the op selects input elements (amax, argmax...): it computes nothing, so a down-cast
+// dtype is not rounded through its compute dtype.
+constexpr int kExactFlag = 32;
+// kIteratorFlag: a pointwise op (TensorIterator on the host): its written argument must not
+// partially overlap an input, as upstream checks for devices without a special case.
+constexpr int kIteratorFlag = 64;
 
 inline int lookup_status(const std::string& base) {
   auto& p = policy();
@@ -121,6 +137,38 @@ inline void emit(const std::string& name, const std::string& overload, const cha
   }
 }
 
+// The card's refusals: the errors the real stack raises (messages as its public record shows).
+inline void check_card_dtype(at::ScalarType dtype) {
+  auto& p = policy();
+  TORCH_CHECK(!p.refused_dtype[static_cast<size_t>(dtype)], "Spyre backend does not support dtype ",
+              dtype, " (device model ", p.model_path, ", SPYRE_DEVICE_MODEL=card)");
+}
+
+inline void check_card_op(const std::string& base, const c10::FunctionSchema& schema) {
+  auto& p = policy();
+  if (p.refused_ops.empty()) return;
+  const auto& ov = schema.overload_name();
+  std::shared_lock<std::shared_mutex> lock(p.mutex);
+  // "eq.Scalar" also names its out= form (structured kernels reach the device as eq.Scalar_out)
+  const bool out_form = ov.size() > 4 && ov.compare(ov.size() - 4, 4, "_out") == 0;
+  auto it = p.refused_ops.find(ov.empty() ? base : base + "." + ov);
+  if (it == p.refused_ops.end() && out_form) {
+    it = p.refused_ops.find(base + "." + ov.substr(0, ov.size() - 4));
+  }
+  if (it == p.refused_ops.end()) it = p.refused_ops.find(base);
+  if (it == p.refused_ops.end()) return;
+  // value: "<error>|<source>"; error "in-device-copy" is the card's copy error, else no kernel
+  const auto bar = it->second.find('|');
+  const std::string error = it->second.substr(0, bar);
+  const std::string source = bar == std::string::npos ? "" : it->second.substr(bar + 1);
+  TORCH_CHECK(error != "in-device-copy", "Error: In-device copy not implemented (device model ",
+              p.model_path, ", row '", it->first, "', ", source, "; SPYRE_DEVICE_MODEL=card)");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", schema.name(), ov.empty() ? "" : ".", ov,
+                              "' with arguments from the 'spyre' backend: the Spyre card has no "
+                              "kernel for it (device model ", p.model_path, ", row '", it->first,
+                              "', ", source, "; SPYRE_DEVICE_MODEL=card)");
+}
+
 // ---------------------------------------------------------------- kernels
 inline at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                       std::optional<at::Layout> layout,
@@ -130,6 +178,7 @@ inline at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::S
   auto dev = device.value_or(at::Device(at::kPrivateUse1, current_device()));
   c10::DeviceGuard guard(dev.has_index() ? dev : at::Device(at::kPrivateUse1, current_device()));
   TORCH_CHECK(!pin_memory.value_or(false), "spyre: only host tensors can be pinned");
+  check_card_dtype(c10::dtype_or_default(dtype));
   return at::detail::empty_generic(size, &device_allocator(),
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -143,12 +192,17 @@ inline at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   auto dev = device.value_or(at::Device(at::kPrivateUse1, current_device()));
   c10::DeviceGuard guard(dev.has_index() ? dev : at::Device(at::kPrivateUse1, current_device()));
   TORCH_CHECK(!pin_memory.value_or(false), "spyre: only host tensors can be pinned");
+  check_card_dtype(c10::dtype_or_default(dtype));
   return at::detail::empty_strided_generic(size, stride, &device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
 }
 
 inline at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(!(policy().refuse_device_copy && !self.is_cpu() && !dst.is_cpu() &&
+                self.scalar_type() == dst.scalar_type()),
+              "Error: In-device copy not implemented (device model ", policy().model_path,
+              ", SPYRE_DEVICE_MODEL=card)");
   if (self.numel() > 0 && dst.numel() > 0) {
     host_alias(dst).copy_(self.is_cpu() ? self : host_alias(self));
   }
@@ -167,6 +221,11 @@ inline at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor&
 
 inline const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                                  std::optional<at::MemoryFormat> memory_format) {
+  // The fallback's own resizes emulate an op's out= semantics; a direct resize_ is refused.
+  TORCH_CHECK_NOT_IMPLEMENTED(!(policy().refuse_resize && !in_fallback),
+                              "Could not run 'aten::resize_' with arguments from the 'spyre' "
+                              "backend (device model ", policy().model_path,
+                              ", SPYRE_DEVICE_MODEL=card)");
   c10::DeviceGuard guard(self.device());
   // Grow the storage first so an out-of-memory error leaves the tensor's metadata untouched.
   int64_t numel = 1;
@@ -203,10 +262,18 @@ inline bool is_mutable_arg(const c10::FunctionSchema& schema, size_t i) {
   return ai && ai->isWrite();
 }
 
+// Rounds a host tensor's values through `to` where they are. An expanded tensor (stride 0, as
+// fill_ may write) holds each value once: that one is rounded (upstream allows the fill).
+inline void round_host_in_place(at::Tensor a, at::ScalarType to) {
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.stride(d) == 0 && a.size(d) > 1) a = a.narrow(d, 0, 1);
+  }
+  a.copy_(a.to(to));
+}
+
 inline void round_in_place(const at::Tensor& t, at::ScalarType to) {
   if (!t.defined() || t.numel() == 0) return;
-  auto a = host_alias(t);
-  a.copy_(a.to(to));
+  round_host_in_place(host_alias(t), to);
 }
 
 inline at::Tensor rounded_copy(const at::Tensor& t, at::ScalarType to) {
@@ -302,7 +369,7 @@ inline std::vector<at::Tensor> run_zero_copy(const c10::OperatorHandle& op,
     if (to == at::ScalarType::Undefined) return alias;
     warn_downcast_once(t.scalar_type(), to);
     if (mut) {
-      alias.copy_(alias.to(to));
+      if (alias.numel() > 0) round_host_in_place(alias, to);
       return alias;
     }
     return alias.to(to).to(t.scalar_type());
@@ -387,13 +454,37 @@ inline std::vector<at::Tensor> run_zero_copy(const c10::OperatorHandle& op,
   return mutated;
 }
 
+// Upstream's TensorIterator refuses an output that partially overlaps an input; the fallback's
+// rounded copies and separate host aliases would hide the overlap, so it is checked here, on the
+// device tensors (which share their storage), with upstream's message.
+inline void check_partial_overlap(const c10::FunctionSchema& schema,
+                                  const torch::jit::Stack& stack, size_t base_idx,
+                                  size_t num_args) {
+  std::vector<at::Tensor> written, read;
+  for (size_t i = 0; i < num_args; ++i) {
+    const auto& iv = stack[base_idx + i];
+    if (!iv.isTensor() || !on_device(iv.toTensor())) continue;
+    (is_mutable_arg(schema, i) ? written : read).push_back(iv.toTensor());
+  }
+  for (const auto& w : written) {
+    for (const auto& r : read) {
+      TORCH_CHECK(at::get_overlap_status(w, r) != at::MemOverlapStatus::Partial,
+                  "unsupported operation: some elements of the input tensor and the written-to "
+                  "tensor refer to a single memory location. Please clone() the tensor before "
+                  "performing the operation.");
+    }
+  }
+}
+
 inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = schema.name();
   const std::string base = base_name(name);
   auto& pol = policy();
+  check_card_op(base, schema);
   int code = lookup_status(base);
   const bool implicit_random = (code & kRandomFlag) != 0;
+  const bool exact = (code & kExactFlag) != 0;
   int status = code & (kRandomFlag - 1);
   if (status == kUnsupported) {
     const auto& ov = schema.overload_name();
@@ -430,6 +521,8 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
   }
   if (device < 0) device = current_device();
   const bool native = status == kNative;
+  const bool rounds = native && !exact;  // native compute reads and writes through fp16
+  if ((code & kIteratorFlag) != 0) check_partial_overlap(schema, *stack, base_idx, num_args);
   const bool zero_copy = zero_copy_ok(schema, *stack, base_idx, num_args);
 
   // Native ops compute in device precision: inputs are read through the rounding dtype.
@@ -442,7 +535,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
         const auto& t = iv.toTensor();
         if (!on_device(t)) continue;
         if (mut) mutated.push_back(t);
-        auto to = native ? rounding_for(t) : at::ScalarType::Undefined;
+        auto to = rounds ? rounding_for(t) : at::ScalarType::Undefined;
         if (to == at::ScalarType::Undefined) continue;
         warn_downcast_once(t.scalar_type(), to);
         if (mut) {
@@ -450,7 +543,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
         } else {
           iv = rounded_copy(t, to);
         }
-      } else if (iv.isTensorList() && !mut && native) {
+      } else if (iv.isTensorList() && !mut && rounds) {
         auto list = iv.toTensorList();
         bool any = false;
         for (size_t j = 0; j < list.size(); ++j) {
@@ -521,7 +614,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
   in_fallback = true;
   try {
     if (zero_copy) {
-      mutated = run_zero_copy(op, stack, base_idx, num_args, native, device);
+      mutated = run_zero_copy(op, stack, base_idx, num_args, rounds, device);
     } else {
       at::native::cpu_fallback(op, stack);
     }
@@ -551,7 +644,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
     }
   }
   for (const auto& t : mutated) outs.push_back(t);
-  if (native && !zero_copy) {  // the zero-copy path rounds while it moves results
+  if (rounds && !zero_copy) {  // the zero-copy path rounds while it moves results
     for (const auto& t : outs) {
       if (!on_device(t)) continue;
       auto to = rounding_for(t);

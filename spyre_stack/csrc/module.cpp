@@ -99,6 +99,21 @@ void set_numerics(const py::dict& round_to, const py::list& host_only, bool warn
   p.warned.store(false);
 }
 
+void set_card_refusals(const py::list& dtypes, bool device_copy, bool resize,
+                       const py::dict& ops, const std::string& path) {
+  auto& p = spyre::aten::policy();
+  std::unique_lock<std::shared_mutex> lock(p.mutex);
+  p.refused_dtype.fill(false);
+  for (auto item : dtypes) p.refused_dtype[static_cast<size_t>(item.cast<at::ScalarType>())] = true;
+  p.refuse_device_copy = device_copy;
+  p.refuse_resize = resize;
+  p.refused_ops.clear();
+  for (auto item : ops) {
+    p.refused_ops[item.first.cast<std::string>()] = item.second.cast<std::string>();
+  }
+  p.model_path = path;
+}
+
 py::dict op_counts() {
   auto& p = spyre::aten::policy();
   std::lock_guard<std::mutex> lock(p.count_mutex);
@@ -136,6 +151,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pool_size", [] { return spyre::kPoolSize; });
   m.def("set_op_table", &set_op_table);
   m.def("set_numerics", &set_numerics);
+  m.def("set_card_refusals", &set_card_refusals);
   m.def("reset_downcast_warning", [] { spyre::aten::policy().warned.store(false); });
   m.def("op_counts", &op_counts);
   m.def("reset_op_counts", [] {

@@ -13,6 +13,8 @@ log = logging.getLogger(__name__)
 
 BACKEND_NAME = "spyre"
 RANDOM_FLAG = 16  # csrc/aten.h kRandomFlag: the op draws from the global generator
+EXACT_FLAG = 32  # csrc/aten.h kExactFlag: the op selects elements, no fp16 rounding
+ITERATOR_FLAG = 64  # csrc/aten.h kIteratorFlag: pointwise, upstream's overlap check applies
 
 _lock = threading.RLock()
 _config: SpyreConfig | None = None
@@ -70,6 +72,7 @@ def register() -> None:
         loaded.attach(lib)
         apply_op_policy(cfg.op_policy)
         apply_numerics(warn=not cfg.silence_downcast_warning)
+        apply_device_model(cfg.device_model)
         from spyre_stack.compile import registration
 
         registration.install()
@@ -86,7 +89,10 @@ def apply_op_policy(policy: str) -> None:
         raise ValueError(f"unknown op policy {policy!r}")
     table = optable.load()
     statuses = {
-        name: optable.STATUS_CODES[e.status] + (RANDOM_FLAG if e.kind == "random" else 0)
+        name: optable.STATUS_CODES[e.status]
+        + (RANDOM_FLAG if e.kind == "random" else 0)
+        + (EXACT_FLAG if e.exact else 0)
+        + (ITERATOR_FLAG if e.kind in ("pointwise", "special") else 0)
         for name, e in table.entries.items()
     }
     default = table.default_status if policy == "permissive" else "unsupported"
@@ -106,6 +112,32 @@ def apply_numerics(*, warn: bool) -> None:
     from spyre_stack.sim import numerics
 
     core().set_numerics(numerics.rounding_map(), numerics.host_only(), warn)
+
+
+_device_model = "simulator"
+
+
+def apply_device_model(mode: str) -> None:
+    """Push the card's refusals into the core (``card``) or clear them (``simulator``)."""
+    import torch
+
+    from spyre_stack import device_model
+
+    if mode not in device_model.MODES:
+        raise ValueError(f"unknown device model {mode!r} (one of {device_model.MODES})")
+    model = device_model.load()
+    if mode == "card":
+        r = model.refusals()
+        dtypes = [getattr(torch, name) for name in r.dtypes if hasattr(torch, name)]
+        core().set_card_refusals(dtypes, r.device_copy, r.resize, r.ops, str(model.path))
+    else:
+        core().set_card_refusals([], False, False, {}, str(model.path))
+    global _device_model
+    _device_model = mode
+
+
+def device_model_mode() -> str:
+    return _device_model
 
 
 def _install_backends_entry() -> None:

@@ -110,3 +110,39 @@ def test_environment_variable_silences_the_warning(run_python: Any) -> None:
     quiet = run_python(code, env={"SPYRE_SILENCE_DOWNCAST_WARNING": "1"})
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stdout.strip() == "6.0"
+
+
+def test_fp32_selections_return_the_input_element(spyre: None) -> None:
+    """amax, amin, max, min, argmax, argmin compute nothing: fp32 results are exact, as on CPU
+    (ops.yaml marks them exact; sum still rounds through fp16)."""
+    x = torch.tensor([[1.0001, 3.14159, -2.71828], [0.1, 2.5, 3.1416]])
+    d = x.to("spyre")
+    for name in ("amax", "amin", "argmax", "argmin"):
+        assert torch.equal(getattr(d, name)(dim=1).cpu(), getattr(x, name)(dim=1)), name
+    assert d.max().item() == x.max().item() and d.min().item() == x.min().item()
+    assert torch.equal(d.max(dim=1).values.cpu(), x.max(dim=1).values)
+    assert d.sum().item() == x.half().float().sum().half().item()  # accumulation: fp16
+
+
+def test_stride_zero_fill_is_allowed_as_on_cpu(spyre: None) -> None:
+    for dtype in (torch.float32, torch.float16):
+        base = torch.zeros(1, dtype=dtype, device="spyre")
+        base.expand(3).fill_(0.1)
+        assert base.item() == torch.tensor(0.1, dtype=dtype).half().to(dtype).item()
+        base.expand(3).zero_()
+        assert base.item() == 0
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        torch.ones(1, device="spyre").expand(3).add_(1)  # a computed write still refuses
+
+
+def test_partial_overlap_of_output_and_input_raises_as_on_cpu(spyre: None) -> None:
+    message = "some elements of the input tensor and the written-to tensor refer to a single"
+    for device in ("cpu", "spyre"):
+        a = torch.arange(3.0, device=device)
+        with pytest.raises(RuntimeError, match=message):
+            torch.pow(a[:2], 2, out=a[1:])
+        with pytest.raises(RuntimeError, match=message):
+            torch.add(a[:2], 1, out=a[1:])
+        b = torch.arange(3.0, device=device)
+        torch.pow(b, 2, out=b)  # full overlap (in place) is allowed
+        assert b.cpu().tolist() == [0.0, 1.0, 4.0]

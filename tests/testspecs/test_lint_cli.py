@@ -51,6 +51,7 @@ def test_lint_finds_planted_problems() -> None:
         ("duplicate", "alpha_more.yaml", 5),
         ("expired", "alpha.yaml", 6),
         ("missing-file", "gamma.yaml", 7),
+        ("overlap", "alpha_more.yaml", 7),
         ("uncovered", "test_alpha.py", 7),
         ("uncovered-file", "test_beta.py", 6),  # no spec names it: a warning
         ("variant-name", "alpha.yaml", 11),
@@ -60,11 +61,16 @@ def test_lint_finds_planted_problems() -> None:
         "'TestAlpha::test_add' for ${TORCH_ROOT}/test/test_alpha.py is already listed at "
     )
     assert messages["expired"] == "xfail for ['TestAlpha::test_pow_.*'] expired on 2020-01-01"
+    # a literal entry for a test a pattern of an earlier entry already matched never applies
+    assert messages["overlap"].startswith("1 test(s) also matched by the entry at ")
+    assert messages["overlap"].endswith(
+        "alpha.yaml:6:11, which applies first (rule 4): TestAlpha::test_pow_scalar"
+    )
 
 
 def test_lint_cli_exit_codes() -> None:
     bad = relay("lint", str(LINT / "specs"), "--tests-root", str(LINT / "torch"))
-    assert bad.exit_code == 1 and "8 finding(s)" in bad.output
+    assert bad.exit_code == 1 and "9 finding(s)" in bad.output
     good = relay("lint", str(LINT / "specs" / "gamma.yaml"))
     assert good.exit_code == 0 and good.output.strip() == "0 finding(s)"
 
@@ -145,11 +151,16 @@ def test_lint_collects_so_generated_tests_count() -> None:
         ("dead-pattern", "13"),  # TestGenerated::test_gone: nothing has that name
         ("warning", "10"),  # test_only_double exists only for float64, which the spec removes
         ("warning", "12"),  # TestCpuOnly is instantiated only_for="cpu"
+        ("warning", "8"),  # the xfail pattern also matches the test listed literally before it
     ], result.output
+    assert (
+        "overlap-pattern: 1 test(s) also matched by the entry at "
+        f"{spec}:7:11, which applies first (rule 4): TestGenerated::test___add___not_implemented"
+    ) in result.output
     assert "dtype-filtered: 'TestGenerated::test_only_double'" in result.output
     assert "(float64)" in result.output
     assert "restricted: 'TestCpuOnly::test_host_thing'" in result.output
-    assert lines[-1] == "3 finding(s) (2 warning(s))"
+    assert lines[-1] == "4 finding(s) (3 warning(s))"
     assert result.exit_code == 1  # the dead pattern is an error; the warnings alone are not
 
 
@@ -159,7 +170,7 @@ def test_lint_warnings_alone_exit_zero(tmp_path: Path) -> None:
     spec.write_text(text.replace("        - names: [TestGenerated::test_gone]\n", ""))
     result = relay("lint", str(spec), "--tests-root", str(COLLECT / "torch"))
     assert result.exit_code == 0, result.output
-    assert result.output.strip().splitlines()[-1] == "2 finding(s) (2 warning(s))"
+    assert result.output.strip().splitlines()[-1] == "3 finding(s) (3 warning(s))"
 
 
 def test_static_lint_cannot_see_generated_tests() -> None:

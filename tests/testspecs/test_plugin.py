@@ -22,7 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_pytest(
-    tmp_path: Path, *extra: str, module: Path = PLUGIN / "test" / "test_modes_demo.py"
+    tmp_path: Path,
+    *extra: str,
+    module: Path = PLUGIN / "test" / "test_modes_demo.py",
+    devices: int = 1,
 ) -> tuple[int, str]:
     ini = tmp_path / "pytest.ini"
     ini.write_text("[pytest]\naddopts = -p no:cacheprovider\n")
@@ -36,7 +39,12 @@ def run_pytest(
         str(module),
         *extra,
     ]  # fmt: skip
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(tmp_path),
+        "FAKE_SPYRE_DEVICES": str(devices),
+    }
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -164,3 +172,29 @@ def test_report_names_the_upstream_file_of_wrapped_tests(full_run) -> None:  # t
     assert report["test_mand_pass_spyre"]["test_file"] == str(
         (PLUGIN / "test" / "test_modes_demo.py").resolve()
     )
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_multi_device_tests_collect_under_a_spec(tmp_path: Path, devices: int) -> None:
+    # @deviceCountAtLeast asks the device base for all devices while instantiating, before any
+    # setUpClass ran: the spec's base must answer without upstream's device_mod
+    report_path = tmp_path / "r.json"
+    code, out = run_pytest(
+        tmp_path,
+        "--spec-report",
+        str(report_path),
+        module=PLUGIN / "test" / "test_device_count.py",
+        devices=devices,
+    )
+    report = {
+        t["nodeid"].rpartition("::")[2]: t for t in json.loads(report_path.read_text())["tests"]
+    }
+    outcomes = {name: rec["outcome"] for name, rec in report.items()}
+    assert code == 0, out
+    assert outcomes["test_devices_spyre"] == "passed", out  # asserts the list of devices
+    assert outcomes["test_single_spyre"] == "passed"
+    if devices == 1:
+        assert outcomes["test_two_devices_spyre"] == "skipped"
+        assert report["test_two_devices_spyre"]["message"] == "fewer than 2 devices detected"
+    else:
+        assert outcomes["test_two_devices_spyre"] == "xpassed"
