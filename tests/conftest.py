@@ -35,7 +35,9 @@ import pytest
 # folder of the repository that holds none of them, so no test reads the user's cache; the tests
 # of those priors pass their own small files (tests/data/pytorch-ci-stats). Set before any test
 # imports the commands, whose option defaults read it.
-os.environ.setdefault("RELAY_CI_STATS", str(Path(__file__).resolve().parent / "data" / "no-ci-stats"))
+os.environ.setdefault(
+    "RELAY_CI_STATS", str(Path(__file__).resolve().parent / "data" / "no-ci-stats")
+)
 # The release steps tests plan are built from small generated torch wheels, which have no OpInfo
 # database to fingerprint; tests/upstream/test_behaviour.py runs the fingerprints for real.
 os.environ.setdefault("RELAY_RELEASE_FINGERPRINTS", "false")

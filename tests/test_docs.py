@@ -75,12 +75,10 @@ def _section(text: str, start: str, end: str) -> str:
 
 
 def _table_rows(text: str) -> list[str]:
-    return [
-        line
-        for line in text.splitlines()
-        if line.startswith("|") and not line.startswith("|---") and not line.startswith("| selector |")
-        and not line.startswith("| benchmark |")
-    ]  # fmt: skip
+    """The body rows of the Markdown tables in ``text`` (no header, no rule)."""
+    headers = ("|---", "| selector |", "| benchmark |")
+    lines = text.splitlines()
+    return [line for line in lines if line.startswith("|") and not line.startswith(headers)]
 
 
 def test_every_readme_benchmark_number_has_a_dated_entry_in_the_docs() -> None:

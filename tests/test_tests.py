@@ -165,7 +165,7 @@ def test_the_check_sees_every_kind_of_import() -> None:
 #: text naming a place outside the repository: a parent folder, a machine's home or work folders,
 #: the reference folder's content beside the clone
 OUTSIDE_IN_TEXT = re.compile(
-    r"(?:^|[/\\\s'\"=:(])\.\.(?:[/\\]|$)"
+    r"^\.\.$|(?:^|[/\\\s'\"=:(])\.\.[/\\]"
     r"|(?:^|[^\w.-])/(?:work|home|Users|root|mnt)/"
     r"|(?:^|[^\w.-])shared/(?:fixtures|data|reference|DESIGN|STYLE)"
 )
@@ -176,12 +176,23 @@ SAME_PATH = {"Path", "PurePath", "resolve", "absolute", "abspath", "realpath", "
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
-    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))]
+    scopes = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, scopes))]
     return {
         id(body[0].value)
         for node in nodes
-        if (body := node.body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+        if (body := node.body)
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
     }
+
+
+def _descent(node: ast.expr) -> int:
+    """How many folders ``path / node`` goes down (a ``..`` goes up; a name is one folder)."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return 1
+    parts = [p for p in node.value.split("/") if p not in ("", ".")]
+    return sum(-1 if p == ".." else 1 for p in parts)
 
 
 def _climb(node: ast.expr, names: dict[str, int]) -> int | None:
@@ -192,11 +203,15 @@ def _climb(node: ast.expr, names: dict[str, int]) -> int | None:
     if isinstance(node, ast.Attribute) and node.attr == "parent":
         below = _climb(node.value, names)
         return None if below is None else below + 1
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
-        if node.value.attr == "parents" and isinstance(node.slice, ast.Constant):
-            below = _climb(node.value.value, names)
-            step = node.slice.value
-            return None if below is None or not isinstance(step, int) else below + step + 1
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "parents"
+        and isinstance(node.slice, ast.Constant)
+    ):
+        below = _climb(node.value.value, names)
+        step = node.slice.value
+        return None if below is None or not isinstance(step, int) else below + step + 1
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -208,7 +223,8 @@ def _climb(node: ast.expr, names: dict[str, int]) -> int | None:
             below = _climb(node.args[0], names)
             return None if below is None else below + 1
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-        return _climb(node.left, names)  # a path below it: only its climb matters
+        above = _climb(node.left, names)
+        return None if above is None else above - _descent(node.right)
     return None
 
 
@@ -232,7 +248,8 @@ def paths_outside(source: str, depth: int) -> list[str]:
         elif isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
             level = _climb(node, names)
             if level is not None and level > depth:
-                found.append(f"line {line}: {ast.unparse(node)[:80]} is {level - depth} above the root")
+                where = ast.unparse(node)[:80]
+                found.append(f"line {line}: {where} is {level - depth} above the root")
     return sorted(set(found))
 
 
@@ -245,7 +262,7 @@ def test_nothing_under_tests_refers_to_a_path_outside_the_repository() -> None:
     offences = {
         str(path.relative_to(ROOT)): found
         for path in modules
-        if (found := paths_outside(path.read_text(encoding="utf-8"), len(path.relative_to(ROOT).parts)))
+        if (found := paths_outside(path.read_text(), len(path.relative_to(ROOT).parts)))
     }
     assert offences == {}, "a user's clone has nothing beside it: " + repr(offences)
 
@@ -254,11 +271,12 @@ def test_the_path_check_sees_every_way_out() -> None:
     """The checker itself, for a module two folders deep (tests/x/test_y.py)."""
     outside = [
         'p = Path(__file__).resolve().parents[3] / "shared/data/pytorch-ci-stats"',
-        'p = Path(__file__).parents[2] / "shared"',
+        'p = Path(__file__).parents[3] / "shared"',
         "p = Path(__file__).resolve().parent.parent.parent.parent",
-        "import os\np = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))",
-        'HERE = Path(__file__).resolve().parent\np = HERE.parent.parent / "shared"',
+        "import os\np = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))",
+        'HERE = Path(__file__).resolve().parent\np = HERE.parent.parent.parent / "shared"',
         'p = REPO_ROOT.parent / "shared"',
+        'p = (REPO_ROOT / "tests" / "../../shared").resolve()',
         "def f(repo_root):\n    return repo_root.parent",
         'x = open("../shared/fixtures/github/ping/payload.json")',
         'p = Path("..") / "shared"',
@@ -279,6 +297,8 @@ def test_the_path_check_sees_every_way_out() -> None:
         'u = f"sqla+sqlite:///{tmp_path}/working-broker.sqlite"',
         'v = "1.2..3"',
         'p = Path("/srv/relay")',
+        'out = repo_root / "var" / "fuzz" / "a.json"\nout.parent.mkdir()',
+        'cell.locator("xpath=..")',
     ]
     for source in inside:
         assert paths_outside(source, 3) == [], source
