@@ -8,8 +8,6 @@ the other way round.
 
 from __future__ import annotations
 
-import importlib.util
-from functools import lru_cache
 from pathlib import Path
 
 from alembic import command
@@ -19,22 +17,19 @@ from alembic.script import ScriptDirectory
 
 from store.db import make_engine
 
-#: the package that holds the Alembic history (its folder is the script location)
-SCRIPT_PACKAGE = "migrations"
+#: Alembic's script location: the ``migrations`` package installed beside ``store`` (in the
+#: checkout, and in site-packages from a wheel)
+SCRIPT_LOCATION = Path(__file__).resolve().parent.parent / "migrations"
 
 
-@lru_cache(maxsize=1)
 def script_location() -> Path:
-    """The folder of the ``migrations`` package (found, not imported)."""
-    spec = importlib.util.find_spec(SCRIPT_PACKAGE)
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    for folder in folders:
-        if (Path(folder) / "env.py").is_file():
-            return Path(folder).resolve()
-    raise RuntimeError(
-        f"no Alembic history: the {SCRIPT_PACKAGE!r} package (env.py, versions/) is not "
-        "installed beside the store; reinstall crcr-relay"
-    )
+    """The folder of the Alembic history (``env.py``, ``versions/``)."""
+    if not (SCRIPT_LOCATION / "env.py").is_file():
+        raise RuntimeError(
+            f"no Alembic history at {SCRIPT_LOCATION}: the migrations package is not installed "
+            "beside the store; reinstall crcr-relay"
+        )
+    return SCRIPT_LOCATION
 
 
 def alembic_config(url: str) -> Config:
