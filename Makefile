@@ -9,7 +9,7 @@ PYTHON ?= python3
 PACKAGES := cli relay workers planner evaluation fanout inventory selector upstream backends \
 	migrations store wire testspecs spyre_stack
 
-.PHONY: run test test-slow test-long test-clone lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec
+.PHONY: run test test-fast test-slow test-long test-clone lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +22,21 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -m "not slow and not clone and not long" --durations=15
 
+# make test's fast subset: the in-process suites that read the project's own fixtures (payloads,
+# examples, docs); `make test-clone` runs it in a bare clone.
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow and not clone and not long" -q tests/relay tests/wire tests/planner tests/test_tests.py tests/test_docs.py
+
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
 
-# The README's path from a bare clone of HEAD with its own virtual environment (about 7 minutes
-# on 2 cores); .ci/run runs it after `make test`.
+# End-to-end runs of over a minute each; .ci/run runs it after `make test`.
 test-long: $(STAMP)
 	$(BIN)/pytest -m long --durations=5
 
+# The README's path from a bare clone of HEAD with nothing beside it: `make run` (the demo replay
+# included), `make test-fast` there, the tour's submit and the dashboard in chromium
+# (tests/web/test_bare_clone.py); .ci/run runs it after `make test-long`.
 test-clone: $(STAMP)
 	$(BIN)/pytest -m clone
 

@@ -11,9 +11,9 @@ variable                               meaning (default)
 ``SPYRE_OP_POLICY``                    ``permissive`` (ops not in the table fall back to the
                                        host) or ``strict`` (ops not in the table raise)
 ``SPYRE_SILENCE_DOWNCAST_WARNING``     ``1`` silences the one-time fp32 -> fp16 warning
-``SPYRE_EXTENSIONS_DIR``               build cache of the C++ core (``<repo>/var/torch_extensions``
-                                       in a writable checkout, else
-                                       ``~/.cache/spyre_stack/torch_extensions``)
+``SPYRE_EXTENSIONS_DIR``               build cache of the C++ core, a folder per torch build
+                                       (``<repo>/var/torch_extensions`` in a writable checkout,
+                                       else ``~/.cache/spyre_stack/torch_extensions``)
 ``SPYRE_BACKENDS_ENTRY_POINT``         ``1`` also installs ``torch.backends.spyre`` (off)
 =====================================  =========================================================
 """

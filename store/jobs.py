@@ -22,6 +22,7 @@ from store.models import (
     JobStatus,
     JobTransition,
     Selection,
+    SelectionKind,
     SelectionTest,
     Shard,
     ShardState,
@@ -402,19 +403,23 @@ def live_counts(
 
 
 def gating_failures(session: Session, *, job_pk: int) -> int:
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(TestResult)
-            .where(
-                TestResult.job_pk == job_pk,
-                TestResult.outcome.in_(sorted(o.value for o in FAILED)),
-                (TestResult.spec_mode.is_(None))
-                | (TestResult.spec_mode.not_in(sorted(NON_GATING_MODES))),
-            )
+    """Failed tests whose spec mode gates: the mode the test reported, or, when it reported none
+    (its module failed to collect, so no spec plugin saw it), the mode its plan gave it. A test
+    with neither gates."""
+    plan = SelectionTest
+    mode = func.coalesce(TestResult.spec_mode, plan.mode)
+    planned = (plan.job_pk == job_pk) & (plan.kind == SelectionKind.SELECTED.value)
+    query = (
+        select(func.count())
+        .select_from(TestResult)
+        .outerjoin(plan, planned & (plan.test_id == TestResult.test_id))
+        .where(
+            TestResult.job_pk == job_pk,
+            TestResult.outcome.in_(sorted(o.value for o in FAILED)),
+            mode.is_(None) | mode.not_in(sorted(NON_GATING_MODES)),
         )
-        or 0
     )
+    return int(session.scalar(query) or 0)
 
 
 def ran_count(session: Session, *, job_pk: int) -> int:

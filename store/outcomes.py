@@ -5,6 +5,12 @@ One enum for the harness (which records them), the store (which keeps and counts
 (which shows and filters them) and the spec gating rules. pytest's own outcomes come first; the
 last three only a supervisor can see (a process that died, a test past its timeout, a test the
 job never reached).
+
+A test whose module fails to import or collect is an ``error`` with the collection error as its
+message, as pytest itself reports it ("ERROR collecting"): a test that could not run because
+something around it failed, counted and gated like a failure, unless its spec mode does not gate
+(the mode the plan gave it, since no spec plugin saw it run). ``not_run`` is left for tests a
+job cancelled or never reached, which stay neutral.
 """
 
 from __future__ import annotations
@@ -18,13 +24,13 @@ from typing import Any
 class Outcome(enum.StrEnum):
     PASSED = "passed"
     FAILED = "failed"
-    ERROR = "error"  # setup or teardown failed
+    ERROR = "error"  # setup or teardown failed, or the test's module failed to collect
     SKIPPED = "skipped"
     XFAILED = "xfailed"  # expected to fail (a spec's xfail, or pytest's), and did
     XPASSED = "xpassed"  # expected to fail, and passed: a candidate for promotion
     CRASHED = "crashed"  # the test process died during the test
     TIMEOUT = "timeout"  # past the per-test timeout; the process was killed
-    NOT_RUN = "not_run"  # cancelled, or never reached
+    NOT_RUN = "not_run"  # cancelled, or never reached (never gates)
 
     @property
     def bucket(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -78,7 +79,10 @@ def test_device_info_cli(spyre: None) -> None:
     assert data["backend"] == "spyre"
     assert len(data["cards"]) == torch.spyre.device_count()  # type: ignore[attr-defined]
     assert data["op_table"]["native"] > 50
-    assert data["build_cache"].endswith("spyre_stack_core")
+    # the build of this torch: its version and git revision, and this Python's ABI
+    name = Path(data["build_cache"]).name
+    assert name.startswith(f"spyre_stack_core-{torch.__version__}-git{torch.version.git_version[:12]}-")
+    assert Path(data["build_cache"], "built.json").is_file()
 
 
 def test_python_m_spyre_stack_prints_info(run_python: Any) -> None:

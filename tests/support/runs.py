@@ -18,6 +18,9 @@ from tests.support.stack import UPSTREAM
 TOKEN = "callback-token-for-tests"
 
 
+SAMPLE_DIR = SAMPLE.rsplit("/", 1)[0]
+
+
 def ids(*names: str) -> list[str]:
     return [f"{SAMPLE}::{n}" for n in names]
 
@@ -29,6 +32,11 @@ PLANS: dict[str, Any] = {
     },
     "fail": {"shards": [ids("test_passes_one", "test_fails")]},
     "empty": {"shards": [ids("test_skipped")]},
+    "broken_import": {
+        "shards": [
+            [*ids("test_passes_one"), f"{SAMPLE_DIR}/sample_broken_import.py::test_uses_the_helper"]
+        ]
+    },
     "faults": {
         "shards": [
             ids("test_passes_one", "test_segfaults", "test_passes_two", "test_hangs", "test_slow_a")

@@ -170,6 +170,36 @@ def test_unknown_test_ids_are_reported_not_run(project: Path, launcher: Launcher
     assert "test_does_not_exist" in (run.results[0].message or "")
 
 
+def test_a_module_that_fails_to_import_is_an_error_with_the_import_error(
+    project: Path, launcher: Launcher
+) -> None:
+    """Its tests could not run: ``error``, the exception line first in the message, the full
+    collection error as the artifact; the other file's tests run as ever."""
+    (project / "test_broken_import.py").write_text(
+        "import os\nfrom os.path import renamed_helper\n\n\ndef test_one():\n    pass\n\n\n"
+        "class TestTwo:\n    def test_two(self):\n        pass\n"
+    )
+    ids = [
+        "test_broken_import.py::test_one",
+        "test_broken_import.py::TestTwo::test_two",
+        "test_shard_sample.py::test_a_passes",
+    ]
+    run = run_shard(
+        ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
+        workdir=project / "w7",
+    )  # fmt: skip
+    by_id = {r.test_id: r for r in run.results}
+    assert [r.outcome for r in run.results] == ["error", "error", "passed"]
+    for test_id in ids[:2]:
+        message = by_id[test_id].message or ""
+        assert message.startswith(
+            "collection failed: ImportError: cannot import name 'renamed_helper' from"
+        ), message
+        assert "test_broken_import.py" in message
+        artifact = by_id[test_id].artifact_path
+        assert artifact and "renamed_helper" in Path(artifact).read_text()
+
+
 def test_one_child_per_test_file(project: Path, launcher: Launcher) -> None:
     (project / "test_other_file.py").write_text("def test_elsewhere():\n    assert True\n")
     ids = [

@@ -131,6 +131,19 @@ def test_failing_test_fails_the_job(loop: Any, sample_runs: Any) -> None:
     assert artifact and "arithmetic is broken" in Path(artifact).read_text()
 
 
+def test_a_module_that_fails_to_import_gates_the_job_red(loop: Any, sample_runs: Any) -> None:
+    job = loop.wait_job(loop.submit(sample_runs.pr_body("broken_import")))
+    assert job.conclusion == "failure"
+    assert loop.results(job.id) == {"test_passes_one": "passed", "test_uses_the_helper": "error"}
+    errors = httpx.get(
+        f"{loop.base_url}/api/v1/jobs/{job.id}/results", params={"outcome": "error"}, timeout=30
+    ).json()["items"]
+    assert [r["test_id"].rsplit("::", 1)[1] for r in errors] == ["test_uses_the_helper"]
+    assert errors[0]["message"].startswith(
+        "collection failed: ImportError: cannot import name 'renamed_helper' from"
+    ), errors[0]["message"]
+
+
 def test_no_test_ran_is_not_success(loop: Any, receiver: Any, sample_runs: Any) -> None:
     delivery_id = loop.submit(sample_runs.pr_body("empty"))
     job = loop.wait_job(delivery_id)

@@ -5,7 +5,8 @@
 device time the backend's plugin recorded in the user property ``--relay-device-time`` names,
 truncated message, the full failure text as an artifact, user properties such as spec mode and
 tags) and
-``{"kind": "collect_error", ...}`` for modules that failed to import. Lines are flushed at once:
+``{"kind": "collect_error", ...}`` for modules that failed to import or collect (the exception
+line first, the full text as an artifact). Lines are flushed at once:
 if the process dies, everything before the line that was running is on disk.
 
 A child is given node ids (``file::Class::test``); pytest collects all of a class's tests to find
@@ -84,11 +85,7 @@ class _Writer:
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         reports = self._reports.pop(nodeid, [])
         outcome, message, longrepr = _summarize(reports)
-        artifact = None
-        if longrepr and self._artifacts is not None:
-            self._artifacts.mkdir(parents=True, exist_ok=True)
-            artifact = self._artifacts / (hashlib.sha1(nodeid.encode()).hexdigest()[:16] + ".txt")
-            artifact.write_text(f"{nodeid}\n\n{longrepr}\n")
+        artifact = self._artifact(nodeid, longrepr) if longrepr else None
         properties: dict[str, Any] = {}
         for rep in reports:
             for key, value in rep.user_properties:
@@ -107,14 +104,41 @@ class _Writer:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
+            text = str(report.longrepr)
+            artifact = self._artifact(report.nodeid or "<session>", text)
             self.emit(
                 kind="collect_error",
                 nodeid=report.nodeid,
-                message=str(report.longrepr)[:MESSAGE_LIMIT],
+                message=_collect_message(text),
+                artifact=str(artifact) if artifact else None,
             )
+
+    def _artifact(self, nodeid: str, text: str) -> Path | None:
+        if self._artifacts is None:
+            return None
+        self._artifacts.mkdir(parents=True, exist_ok=True)
+        artifact = self._artifacts / (hashlib.sha1(nodeid.encode()).hexdigest()[:16] + ".txt")
+        artifact.write_text(f"{nodeid}\n\n{text}\n")
+        return artifact
 
     def close(self) -> None:
         self._file.close()
+
+
+def _collect_message(text: str) -> str:
+    """A collection error's message: its exception line (``E   ImportError: ...``, the first of
+    the traceback's last ``E`` block) first, then as much of the text's end as fits."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    marked = [i for i, ln in enumerate(lines) if ln.startswith("E ")]
+    first = marked[-1] if marked else len(lines) - 1
+    while first - 1 in marked:
+        first -= 1
+    headline = (lines[first].removeprefix("E ").strip() if lines else "collection failed")[:300]
+    room = MESSAGE_LIMIT - len(headline) - 2
+    rest = text.strip()
+    if len(rest) > room:
+        rest = "..." + rest[len(rest) - room + 3 :]
+    return f"{headline}\n\n{rest}".rstrip()
 
 
 def _summarize(reports: list[pytest.TestReport]) -> tuple[str, str | None, str | None]:

@@ -87,6 +87,41 @@ def finished_in(workdirs: Iterable[Path]) -> list[TestOutcome]:
     return list(found.values())
 
 
+def unrun(test_id: str, collect_errors: list[dict[str, Any]], log: Path) -> TestOutcome:
+    """A test its child finished without running. When pytest reported a collection error (the
+    test's module failed to import or collect) the test is an ``error`` whose message is that
+    collection error: it could not run, and it gates like any error its spec does not excuse.
+    Otherwise (an id the module does not define, a child that never reached collection) it is
+    ``not_run`` with the end of the child's log."""
+    error = _collect_error_of(test_id, collect_errors)
+    if error is not None:
+        return TestOutcome(
+            test_id,
+            Outcome.ERROR,
+            message=f"collection failed: {error.get('message') or 'no message'}",
+            artifact_path=error.get("artifact"),
+        )
+    tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+    return TestOutcome(test_id, Outcome.NOT_RUN, message=f"runner ran nothing: {tail}")
+
+
+def _collect_error_of(test_id: str, errors: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The collection error of the collector nearest ``test_id`` (its class, its module, its
+    folder), else the first one (a conftest, for instance: pytest then runs nothing)."""
+
+    def holds(nodeid: str) -> bool:
+        return (
+            nodeid in ("", ".")
+            or test_id == nodeid
+            or test_id.startswith((nodeid + "::", nodeid + "/"))
+        )
+
+    nearest = [e for e in errors if holds(str(e.get("nodeid") or ""))]
+    if nearest:
+        return max(nearest, key=lambda e: len(str(e.get("nodeid") or "")))
+    return errors[0] if errors else None
+
+
 def run_shard(
     test_ids: Iterable[str],
     *,
@@ -150,21 +185,19 @@ def run_shard(
             log = workdir / f"child-{children}.log"
             child = launcher.start(args, log=log)
             before = len(results)
+            collect_errors: list[dict[str, Any]] = []
             stopped = _supervise(
                 child, _EventTail(events), record, per_test_timeout, poll_interval,
-                should_stop or (lambda: False), heartbeat or (lambda: None),
+                should_stop or (lambda: False), heartbeat or (lambda: None), collect_errors,
             )  # fmt: skip
             if stopped:
                 for test_id in ids:
                     record(TestOutcome(test_id, Outcome.NOT_RUN, message="cancelled before it ran"))
                 break
             if len(results) == before:
-                # The child finished without running anything it was given: collection failed.
-                tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+                # The child finished without running anything it was given.
                 for test_id in remaining:
-                    record(
-                        TestOutcome(test_id, Outcome.NOT_RUN, message=f"runner ran nothing: {tail}")
-                    )
+                    record(unrun(test_id, collect_errors, log))
     finally:
         launcher_cleanup = own_tmp
         if launcher_cleanup is not None:
@@ -180,12 +213,13 @@ def _supervise(
     poll_interval: float,
     should_stop: Callable[[], bool],
     heartbeat: Callable[[], None],
+    collect_errors: list[dict[str, Any]],
 ) -> bool:
-    """Watch one child to its end; True when it was stopped on request."""
+    """Watch one child to its end (the collection errors it reports go to ``collect_errors``);
+    True when it was stopped on request."""
     current: str | None = None
     started = 0.0
     last_beat = time.monotonic()
-    collect_errors: list[dict[str, Any]] = []
 
     def consume() -> None:
         nonlocal current, started
