@@ -8,11 +8,13 @@ COPY cli cli
 COPY relay relay
 COPY workers workers
 COPY planner planner
+COPY fanout fanout
 COPY evaluation evaluation
 COPY inventory inventory
 COPY selector selector
 COPY upstream upstream
 COPY backends backends
+COPY migrations migrations
 COPY store store
 COPY wire wire
 COPY testspecs testspecs

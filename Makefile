@@ -6,8 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 # our packages, top layer first (the layers are the import-linter contract in pyproject.toml)
-PACKAGES := cli relay workers planner evaluation fanout inventory selector upstream backends store wire \
-	testspecs spyre_stack
+PACKAGES := cli relay workers planner evaluation fanout inventory selector upstream backends \
+	migrations store wire testspecs spyre_stack
 
 .PHONY: run test test-fast test-slow test-long test-clone lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec
 

@@ -2,7 +2,7 @@
 
 Designed up front so later features fill rows rather than reshape tables. Statuses are short
 strings (validated in code by the enums below) so the schema stays portable across SQLite and
-PostgreSQL. Schema changes go through Alembic (``store/migrations/``); ``STORED_DATA_VERSION`` is the
+PostgreSQL. Schema changes go through Alembic (``migrations/``); ``STORED_DATA_VERSION`` is the
 number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's indexes and a
 result's op and dtype; 4: a selection's variants as rows, SelectionTest; 5: the relay role's
 outbox columns on Dispatch, CallbackNonce, CallbackRate and CrcrResult; 6: a job's

@@ -4,8 +4,9 @@ only conftest files and the benchmarks import; test modules ask for fixtures).
 Imports of the support modules are deferred to the fixtures: pytest runs that the tests start in
 subprocesses (the sample suites, the mutation suite) load this file too, and stay light.
 
-- paths: ``repo_root``, ``shared`` (../shared), ``github_fixtures`` (its GitHub payloads),
-  ``example_events`` (the project's own, examples/events)
+- paths: ``repo_root``, ``github_fixtures`` (tests/data/github: GitHub payloads written for the
+  tests), ``example_events`` (the project's own, examples/events). Everything a test reads lives
+  in the repository (tests/test_tests.py keeps it so).
 - services: ``free_port()``, ``fresh_postgres_database()`` (a context manager), ``postgres_url``,
   ``fresh_redis_url()``, ``run_python(code, env)``
 - a running relay: ``relay_up`` (:class:`tests.support.stack.RelayUp`: ``local(tmp)``,
@@ -30,12 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-# PyTorch's public CI statistics are ../shared's here (a user's clone has none: RELAY_CI_STATS
-# then defaults to the user's cache, and the commands go without those priors). Set before any
-# test imports the commands, whose option defaults read it.
-_SHARED_CI_STATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "pytorch-ci-stats"
-if _SHARED_CI_STATS.is_dir():
-    os.environ.setdefault("RELAY_CI_STATS", str(_SHARED_CI_STATS))
+# PyTorch's public CI statistics are not part of the project (a user downloads them into
+# RELAY_CI_STATS, else the cache). The suite runs as a fresh machine does: RELAY_CI_STATS names a
+# folder of the repository that holds none of them, so no test reads the user's cache; the tests
+# of those priors pass their own small files (tests/data/pytorch-ci-stats). Set before any test
+# imports the commands, whose option defaults read it.
+os.environ.setdefault(
+    "RELAY_CI_STATS", str(Path(__file__).resolve().parent / "data" / "no-ci-stats")
+)
 # The release steps tests plan are built from small generated torch wheels, which have no OpInfo
 # database to fingerprint; tests/upstream/test_behaviour.py runs the fingerprints for real.
 os.environ.setdefault("RELAY_RELEASE_FINGERPRINTS", "false")
@@ -58,16 +61,9 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared() -> Path:
-    """../shared: the design's reference material and example payloads (read only)."""
-    from tests.support.services import SHARED
-
-    return SHARED
-
-
-@pytest.fixture(scope="session")
 def github_fixtures() -> Path:
-    """../shared/fixtures/github: one folder per event, GitHub's example payloads."""
+    """tests/data/github: GitHub webhook payloads written for the tests, GitHub's layout (one
+    folder per event, ``<name>.payload.json``), of the test stacks' upstream."""
     from tests.support.services import GITHUB_FIXTURES
 
     return GITHUB_FIXTURES

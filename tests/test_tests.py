@@ -1,4 +1,5 @@
-"""The test suite's own layout rule: test modules import nothing from ``tests``.
+"""The test suite's own layout rules: test modules import nothing from ``tests``, and nothing
+under ``tests`` refers to a path outside the repository.
 
 A test module gets its helpers through fixtures (tests/conftest.py and one conftest per folder);
 the implementations live in ``tests/support``, which only conftest files (and the benchmarks)
@@ -7,6 +8,11 @@ test module never breaks another one. Checked on the source with ``ast``: import
 (absolute and relative, anywhere in the module, ``TYPE_CHECKING`` blocks included), dynamic
 imports (``importlib.import_module``, ``__import__``, ``runpy``, ``spec_from_file_location``...)
 and code handed to a fresh interpreter as a string.
+
+Everything a test reads lives in the repository (a user's clone has nothing beside it: no
+``../shared``): no module under ``tests`` climbs above the repository's root from ``__file__``
+or from the root's name, and no string in it names a parent folder (``../``), this machine's
+folders (``/work/``, ``/home/``...) or the reference folder's content (``shared/fixtures``).
 """
 
 from __future__ import annotations
@@ -152,3 +158,147 @@ def test_the_check_sees_every_kind_of_import() -> None:
     ]
     for source in allowed:
         assert imports_of_tests(source) == [], source
+
+
+# ----------------------------------------------------------------------------- paths
+
+#: text naming a place outside the repository: a parent folder, a machine's home or work folders,
+#: the reference folder's content beside the clone
+OUTSIDE_IN_TEXT = re.compile(
+    r"^\.\.$|(?:^|[/\\\s'\"=:(])\.\.[/\\]"
+    r"|(?:^|[^\w.-])/(?:work|home|Users|root|mnt)/"
+    r"|(?:^|[^\w.-])shared/(?:fixtures|data|reference|DESIGN|STYLE)"
+)
+#: names bound to the repository's root wherever they appear
+ROOT_NAMES = {"REPO_ROOT", "ROOT", "repo_root"}
+#: calls that keep the path they are given (``Path(x).resolve()``...)
+SAME_PATH = {"Path", "PurePath", "resolve", "absolute", "abspath", "realpath", "normpath", "fspath"}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    scopes = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, scopes))]
+    return {
+        id(body[0].value)
+        for node in nodes
+        if (body := node.body)
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    }
+
+
+def _descent(node: ast.expr) -> int:
+    """How many folders ``path / node`` goes down (a ``..`` goes up; a name is one folder)."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return 1
+    parts = [p for p in node.value.split("/") if p not in ("", ".")]
+    return sum(-1 if p == ".." else 1 for p in parts)
+
+
+def _climb(node: ast.expr, names: dict[str, int]) -> int | None:
+    """How many folders above this module's file ``node`` is (0: the file itself), or None when
+    it is not a path derived from ``__file__`` or from a name of the root."""
+    if isinstance(node, ast.Name):
+        return 0 if node.id == "__file__" else names.get(node.id)
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        below = _climb(node.value, names)
+        return None if below is None else below + 1
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "parents"
+        and isinstance(node.slice, ast.Constant)
+    ):
+        below = _climb(node.value.value, names)
+        step = node.slice.value
+        return None if below is None or not isinstance(step, int) else below + step + 1
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in SAME_PATH:
+            inner = func.value if isinstance(func, ast.Attribute) and not node.args else None
+            target = node.args[0] if node.args else inner
+            return None if target is None else _climb(target, names)
+        if name == "dirname" and node.args:
+            below = _climb(node.args[0], names)
+            return None if below is None else below + 1
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        above = _climb(node.left, names)
+        return None if above is None else above - _descent(node.right)
+    return None
+
+
+def paths_outside(source: str, depth: int) -> list[str]:
+    """Every place ``source`` (a module ``depth`` folders below the repository's root, its file
+    counted) refers to a path outside the repository, as "line N: what"."""
+    tree = ast.parse(source)
+    names = {name: depth for name in ROOT_NAMES}
+    for node in ast.walk(tree):  # names bound to paths climbed from __file__
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and (level := _climb(node.value, names)) is not None:
+                names[target.id] = level
+    found: list[str] = []
+    docstrings = _docstrings(tree)
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings and OUTSIDE_IN_TEXT.search(node.value):
+                found.append(f"line {line}: {node.value[:80]!r}")
+        elif isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+            level = _climb(node, names)
+            if level is not None and level > depth:
+                where = ast.unparse(node)[:80]
+                found.append(f"line {line}: {where} is {level - depth} above the root")
+    return sorted(set(found))
+
+
+def test_nothing_under_tests_refers_to_a_path_outside_the_repository() -> None:
+    modules = sorted(
+        p for p in TESTS.rglob("*.py")
+        if "__pycache__" not in p.parts and p != Path(__file__).resolve()
+    )  # fmt: skip
+    assert {"conftest.py", "services.py", "stack.py"} <= {p.name for p in modules}
+    offences = {
+        str(path.relative_to(ROOT)): found
+        for path in modules
+        if (found := paths_outside(path.read_text(), len(path.relative_to(ROOT).parts)))
+    }
+    assert offences == {}, "a user's clone has nothing beside it: " + repr(offences)
+
+
+def test_the_path_check_sees_every_way_out() -> None:
+    """The checker itself, for a module two folders deep (tests/x/test_y.py)."""
+    outside = [
+        'p = Path(__file__).resolve().parents[3] / "shared/data/pytorch-ci-stats"',
+        'p = Path(__file__).parents[3] / "shared"',
+        "p = Path(__file__).resolve().parent.parent.parent.parent",
+        "import os\np = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))",
+        'HERE = Path(__file__).resolve().parent\np = HERE.parent.parent.parent / "shared"',
+        'p = REPO_ROOT.parent / "shared"',
+        'p = (REPO_ROOT / "tests" / "../../shared").resolve()',
+        "def f(repo_root):\n    return repo_root.parent",
+        'x = open("../shared/fixtures/github/ping/payload.json")',
+        'p = Path("..") / "shared"',
+        'p = "/work/shared/fixtures/github"',
+        'p = Path("/home/someone/data.json")',
+        'p = base / "shared/fixtures/github"',
+        'run(["cat", f"{root}/../shared/x"])',
+    ]
+    for source in outside:
+        assert paths_outside(source, 3), source
+    inside = [
+        '"""no ../shared beside it"""',
+        'p = Path(__file__).resolve().parents[2] / "tests" / "data"',
+        "p = Path(__file__).resolve().parent.parent",
+        "ROOT = Path(__file__).resolve().parents[2]\nq = ROOT / 'docs'",
+        'x = "/api/v1/jobs"',
+        'p = tmp_path / "shared"',
+        'u = f"sqla+sqlite:///{tmp_path}/working-broker.sqlite"',
+        'v = "1.2..3"',
+        'p = Path("/srv/relay")',
+        'out = repo_root / "var" / "fuzz" / "a.json"\nout.parent.mkdir()',
+        'cell.locator("xpath=..")',
+    ]
+    for source in inside:
+        assert paths_outside(source, 3) == [], source

@@ -61,7 +61,7 @@ for path in walk(typer.main.get_command(app)):
 
 
 def test_no_default_path_outside_the_project_or_the_users_cache(tmp_path: Path) -> None:
-    """As on a user's machine: no RELAY_CI_STATS (the test session sets it to ../shared's copy)
+    """As on a user's machine: no RELAY_CI_STATS (the test session sets it to tests/data/no-ci-stats)
     and a home of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
     env["HOME"] = str(tmp_path)

@@ -306,7 +306,7 @@ def test_replay_fixture_folder_then_again(
     assert all(rows[k]["status"] == 202 for k in accepted)
     assert rows["ping/payload.json"]["state"] == "ping"
     assert rows["check_run/rerequested.payload.json"]["state"].startswith(
-        "ignored: repository 'github/hello-world' is not the configured upstream"
+        "ignored: repository 'example-org/other-project' is not the configured upstream"
     )
     assert "without a CRCR client_payload" in rows["repository_dispatch/payload.json"]["state"]
     # stored in the order sent

@@ -28,7 +28,8 @@ from planner.durations import (
 from planner.revisions import plan_revisions
 from selector import History, Universe, select_everything
 
-SHARED_TIMES = Path(__file__).resolve().parents[3] / "shared/data/pytorch-ci-stats/test-times.json"
+#: a small test-times.json in PyTorch's format (the real one is the user's to download)
+TEST_TIMES = Path(__file__).resolve().parents[1] / "data" / "pytorch-ci-stats" / "test-times.json"
 
 
 def _by_template(universe: Any) -> dict[str, list[Any]]:
@@ -140,11 +141,20 @@ def test_the_shipped_prior_holds_only_our_numbers(tmp_path: Path) -> None:
     assert RunnerPrior.load(test_times=tmp_path / "absent.json").ci_files == {}
 
 
-@pytest.mark.skipif(not SHARED_TIMES.is_file(), reason="../shared (PyTorch's CI stats) is absent")
 def test_pytorch_ci_file_times_are_read_when_at_hand() -> None:
-    prior = RunnerPrior.load(test_times=SHARED_TIMES)
-    assert prior.ci_files == derive_prior(test_times=SHARED_TIMES)["ci_files"]
+    prior = RunnerPrior.load(test_times=TEST_TIMES)
+    # job "default", config "default"; rounded to 0.1 s; a file of 0 s has no prior
+    assert prior.ci_files == derive_prior(test_times=TEST_TIMES)["ci_files"] == {
+        "nn/test_convolution": 317.2, "test_binary_ufuncs": 399.8, "test_nn": 543.9,
+        "test_ops": 4160.9}  # fmt: skip
     assert prior.ci_files["test_ops"] > prior.ci_files["test_binary_ufuncs"] > 0
+    # another job and config are read when named; an unknown one falls back to "default"
+    job = derive_prior(test_times=TEST_TIMES, job="linux-jammy-py3.10-gcc11")["ci_files"]
+    assert job == {"test_nn": 510.0, "test_ops": 3900.0}
+    assert derive_prior(test_times=TEST_TIMES, config="slow")["ci_files"] == {"test_ops": 120.5}
+    assert derive_prior(test_times=TEST_TIMES, job="nope", config="nope")["ci_files"] == (
+        prior.ci_files
+    )
 
 
 def test_a_budget_share_cuts_broad_choices_in_rank_order_and_lists_them(

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from store.settings import Settings
     from tests.support.stack import RelayUp, Stack
 
-#: the in-process app's body limit (the shared example payloads are all below 32 KiB)
+#: the in-process app's body limit (tests/data/github's payloads are all below 32 KiB)
 MAX_BODY = 64_000
 
 

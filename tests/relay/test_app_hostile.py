@@ -26,7 +26,7 @@ def _pr(github_fixtures: Path, **set_: Any) -> bytes:
 
 DEEP = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 DEEPISH = b'{"a": ' + b'{"b": ' * 70 + b"1" + b"}" * 70 + b"}"
-# (case, event, body (or a function of the shared fixtures), status, the answer's reason)
+# (case, event, body (or a function of tests/data/github's payloads), status, the answer's reason)
 REFUSED = [
     ("deep nesting past the recursion limit", "pull_request", DEEP, 400,
      "malformed JSON: nested deeper than 64 levels"),

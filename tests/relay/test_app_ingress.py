@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-# Every shared example payload with what the in-process app must answer. It serves the test
-# stacks' upstream (Codertocat/Hello-World, the repository of the pull_request and push examples).
+# Every payload of tests/data/github with what the in-process app must answer. It serves the test
+# stacks' upstream (example-org/upstream, the repository of the pull_request and push payloads;
+# the check_run is another repository's).
 FIXTURE_CASES = [
     ("pull_request", "pull_request/opened.payload.json", 202, None),
     ("pull_request", "pull_request/closed.payload.json", 202, None),
@@ -61,7 +62,7 @@ def test_fixture_set_is_complete(github_fixtures: Path) -> None:
 @pytest.mark.parametrize(
     ("event", "path", "status", "reason"), FIXTURE_CASES, ids=[c[1] for c in FIXTURE_CASES]
 )
-def test_shared_fixture(
+def test_github_fixture(
     webhook: Any, github_fixtures: Path, event: str, path: str, status: int, reason: str | None
 ) -> None:
     body = (github_fixtures / path).read_bytes()

@@ -81,3 +81,15 @@ def test_openapi_json_is_fresh() -> None:
     assert committed == render(), "openapi.json is stale: run `make openapi`"
     paths = json.loads(committed)["paths"]
     assert {"/github/webhook", "/healthz", "/readyz", "/api/v1/deliveries"} <= set(paths)
+
+
+def test_the_image_copies_every_package_it_installs() -> None:
+    """`pip install .` in the Dockerfile installs what setuptools finds in the image's /app: a
+    package the Dockerfile does not copy (the migrations, the relay role) would be missing."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]}
+    copied = set(re.findall(r"^COPY (\S+) \1$", (ROOT / "Dockerfile").read_text(), re.M))
+    assert {"migrations", "store", "fanout"} <= packages
+    assert copied == packages

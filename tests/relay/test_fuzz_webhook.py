@@ -27,7 +27,7 @@ EXAMPLES = int(os.environ.get("RELAY_FUZZ_EXAMPLES", "300"))
 #: an answer slower than this counts as a hang
 HANG_SECONDS = 10.0
 
-VALID = [  # (event, shared fixture) the test upstream serves: each is a valid delivery
+VALID = [  # (event, tests/data/github payload) of the test upstream: each is a valid delivery
     ("pull_request", "pull_request/opened.payload.json"),
     ("pull_request", "pull_request/closed.payload.json"),
     ("pull_request", "pull_request/labeled.payload.json"),

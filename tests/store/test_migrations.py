@@ -60,3 +60,13 @@ def test_upgrade_downgrade_upgrade(database_url: str) -> None:
 def test_autogenerate_against_the_models_is_empty(database_url: str) -> None:
     migrate.upgrade(database_url)
     assert _diff(database_url) == []
+
+
+def test_the_history_is_the_top_level_migrations_package(repo_root: Path) -> None:
+    """Alembic's script location is ``migrations/`` beside the packages (the design's tree),
+    installed with them; `relay db upgrade` finds it from any working folder."""
+    assert migrate.script_location() == repo_root / "migrations"
+    versions = sorted(p.name for p in (repo_root / "migrations" / "versions").glob("*.py"))
+    assert versions[0] == "0001_initial_schema.py"
+    assert migrate.head_revision() is not None
+    assert not (repo_root / "store" / "migrations").exists()

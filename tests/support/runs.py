@@ -87,7 +87,7 @@ def runner_env(tmp: Path, callback_url: str) -> dict[str, str]:
 def pr_body(
     plan: str, *, number: int | None = None, action: str = "opened", head: str | None = None
 ) -> bytes:
-    """A pull_request delivery (the shared opened example) labelled ``plan:<plan>``."""
+    """A pull_request delivery (the tests' opened example) labelled ``plan:<plan>``."""
     payload = json.loads((GITHUB_FIXTURES / "pull_request/opened.payload.json").read_bytes())
     payload["action"] = action
     payload["number"] = payload["pull_request"]["number"] = number or (

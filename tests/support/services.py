@@ -1,6 +1,6 @@
 """Real services for tests: fresh PostgreSQL databases and Redis databases from the servers that
 `.ci/run` starts (RELAY_TEST_POSTGRES_URL, RELAY_TEST_REDIS_URL), a free port, and the paths the
-tests read (the project root, ../shared).
+tests read (the project root and the tests' own data, tests/data).
 
 Outside CI a missing server skips the test with the reason; under CI (CI=true) it fails, so a
 broken CI set-up can never pass by skipping.
@@ -21,8 +21,10 @@ import pytest
 from sqlalchemy.engine import make_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED = REPO_ROOT.parent / "shared"
-GITHUB_FIXTURES = SHARED / "fixtures" / "github"
+#: the tests' own data (everything a test reads lives in the repository)
+TEST_DATA = REPO_ROOT / "tests" / "data"
+#: GitHub webhook payloads written for the tests, GitHub's layout: ``<event>/<name>.payload.json``
+GITHUB_FIXTURES = TEST_DATA / "github"
 
 
 def _missing(name: str) -> None:

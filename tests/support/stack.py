@@ -35,7 +35,8 @@ from tests.support.services import (
 from wire.github.signature import sign
 
 SECRETS = ["It's a Secret to Everybody", "rotated-second-secret"]
-UPSTREAM = "Codertocat/Hello-World"
+#: the upstream the test stacks serve: the repository of tests/data/github's payloads
+UPSTREAM = "example-org/upstream"
 MAX_BODY = 200_000
 #: the two configurations every end-to-end test runs on (the ``kind`` of :meth:`RelayUp.running`)
 KINDS = ("sqlite+embedded", "postgres+redis")

@@ -28,7 +28,7 @@ def test_verify_any_of_several_secrets() -> None:
 
 @pytest.fixture
 def load(github_fixtures: Path) -> Any:
-    """``load(name)``: one of the shared example payloads, parsed."""
+    """``load(name)``: one of tests/data/github's payloads, parsed."""
 
     def read(name: str) -> dict[str, Any]:
         return dict(json.loads((github_fixtures / name).read_bytes()))
