@@ -121,7 +121,7 @@ def apply_device_model(mode: str) -> None:
     """Push the card's refusals into the core (``card``) or clear them (``simulator``)."""
     import torch
 
-    from spyre_stack import device_model
+    import spyre_stack.device_model as device_model
 
     if mode not in device_model.MODES:
         raise ValueError(f"unknown device model {mode!r} (one of {device_model.MODES})")

@@ -221,3 +221,12 @@ def make_webhook(make_client: Any, enqueued: Recorder, relay_up: RelayUp) -> Any
         return Webhook(make_client(settings), settings, enqueued, list(relay_up.SECRETS))
 
     return make
+
+
+@pytest.fixture
+def served() -> Any:
+    """``with served(app) as url``: the app under a real uvicorn server on loopback (real HTTP,
+    where the TestClient would re-encode what a test sends)."""
+    from tests.support.relay_role import serve_app
+
+    return serve_app

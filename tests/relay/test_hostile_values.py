@@ -81,7 +81,7 @@ def test_a_bad_string_in_a_field_with_its_own_column_is_stored_rejected(
     ids=["utf-8", "not utf-8"],
 )
 def test_a_delivery_id_keeps_its_utf8_bytes(
-    webhook: Any, example_events: Path, sent: bytes, status: int, stored: str | None
+    webhook: Any, served: Any, example_events: Path, sent: bytes, status: int, stored: str | None
 ) -> None:
     """Over real HTTP (the TestClient re-encodes header bytes): a UTF-8 delivery id is stored
     as the text it encodes, not as its bytes read as latin-1 (``Ã¼``); one that is not UTF-8
@@ -89,14 +89,13 @@ def test_a_delivery_id_keeps_its_utf8_bytes(
     import httpx
 
     from relay.app import create_app
-    from tests.support.relay_role import serve_app
 
     payload = _event(example_events, "pull_request.opened")
     payload["repository"]["full_name"] = webhook.upstream
     body = json.dumps(payload).encode()
     headers: dict[str, Any] = webhook.headers("pull_request", body)
     headers["X-GitHub-Delivery"] = sent
-    with serve_app(create_app(webhook.settings)) as url:
+    with served(create_app(webhook.settings)) as url:
         response = httpx.post(f"{url}{webhook.path}", content=body, headers=headers, timeout=30)
     assert response.status_code == status, response.text
     if stored is None:
