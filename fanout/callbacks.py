@@ -157,6 +157,7 @@ def handle(
         counts=workflow.test_results.model_dump() if workflow.test_results else None,
         artifact_url=workflow.artifact_url,
         detail={"run_url": workflow.url[:500]},
+        failure_reason=workflow.summary if workflow.status == "completed" else None,
     )
     with session_scope(url) as session:
         outcome, job_pk = machine.apply(session, key=key, report=report)

@@ -67,6 +67,7 @@ class Report:
     counts: dict[str, int] | None = None
     artifact_url: str | None = None
     detail: dict[str, Any] | None = None
+    failure_reason: str | None = None  # the callback's summary: why it failed before its tests
 
 
 def _where(key: JobKey) -> Any:
@@ -94,6 +95,8 @@ def _completion(report: Report) -> dict[str, Any]:
         )
     if report.artifact_url is not None:
         values["artifact_url"] = report.artifact_url[:500]
+    if report.failure_reason:
+        values["failure_reason"] = report.failure_reason[:300]
     return values
 
 

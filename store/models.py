@@ -255,6 +255,10 @@ class Job(Base):
     tests_total: Mapped[int] = mapped_column(Integer, default=0)
     artifact_url: Mapped[str | None] = mapped_column(String(500))
     superseded_by_pk: Mapped[int | None] = mapped_column(ForeignKey("job.id", ondelete="SET NULL"))
+    # why a job failed before it ran tests (planning error, environment error, nothing
+    # selected): one line for the page, the callback and the check run, and the error's text
+    failure_reason: Mapped[str | None] = mapped_column(String(300))
+    failure_error: Mapped[str | None] = mapped_column(Text)
 
     transitions: Mapped[list[JobTransition]] = relationship(
         back_populates="job", order_by="JobTransition.id"

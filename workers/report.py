@@ -11,10 +11,10 @@ from typing import Any
 
 from celery import Task
 
-from store import jobs
+from store import jobs, scheduling
 from store.db import session_scope
 from store.logs import bind
-from store.models import Delivery, Dispatch, Job, JobStatus
+from store.models import Conclusion, Delivery, Dispatch, Job, JobStatus
 from store.queue import TASK_REPORT
 from store.settings import Settings, get_settings
 from wire.crcr import callback as crcr_callback
@@ -76,6 +76,7 @@ def send_callback(
         )
         if status == "completed"
         else None,
+        summary=job.failure_reason if status == "completed" else None,
     )
     token = settings.callback_token.get_secret_value() if settings.callback_token else None
     try:
@@ -90,6 +91,12 @@ def delivery_of(session: Any, job: Job) -> Delivery | None:
         return None
     dispatch = session.get(Dispatch, job.dispatch_pk)
     return dispatch.delivery if dispatch is not None else None
+
+
+def _no_test_reason(job: Job) -> str:
+    if not job.tests_total:
+        return "no test selected: the plan chose no test to run (its selection funnel says why)"
+    return f"no test ran: {job.tests_total} planned, none executed (skipped or never run: see its results)"
 
 
 @app.task(name=TASK_REPORT, bind=True, acks_late=True, max_retries=5, retry_backoff=True)
@@ -114,6 +121,10 @@ def report(self: Task, job_pk: int) -> str | None:
             ):
                 send_callback(settings, job, delivery, "in_progress")
             conclusion = jobs.conclude(session, job=job)
+            if conclusion is Conclusion.FAILURE and job.failure_reason is None and not (
+                jobs.ran_count(session, job_pk=job_pk)
+            ):
+                scheduling.set_failure(job, _no_test_reason(job))
             if not jobs.transition(
                 session,
                 job=job,

@@ -4,6 +4,7 @@ A callback echoes the dispatch's ``client_payload`` keys (``event_type``, ``deli
 ``payload``) and adds a ``workflow`` object. ``conclusion`` is null while in progress;
 ``started_at`` is sent with ``in_progress`` and ``completed_at`` with ``completed``;
 ``check_run_id`` falls back to ``"<run_id>-<run_attempt>"``; ``run_attempt`` is a string.
+``summary`` (ours, optional, ``completed`` only) says why a job failed before it ran tests.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class Workflow(BaseModel):
     completed_at: str | None = None
     test_results: TestCounts | None = None
     artifact_url: str | None = None
+    # ours, beside schema "1" (a receiver ignores what it does not know): on ``completed``, one
+    # line on why a job failed before it ran tests (planning error, environment error, nothing
+    # selected); absent otherwise
+    summary: str | None = Field(default=None, max_length=1000)
 
 
 class CallbackBody(BaseModel):
@@ -69,6 +74,7 @@ def build(
     conclusion: Literal["success", "failure", "cancelled", "timed_out"] | None = None,
     test_results: TestCounts | None = None,
     artifact_url: str | None = None,
+    summary: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of one callback, with only the fields CRCR defines for that status."""
     if status == "in_progress" and (conclusion is not None or started_at is None):
@@ -88,6 +94,7 @@ def build(
         completed_at=_iso(completed_at) if status == "completed" and completed_at else None,
         test_results=test_results,
         artifact_url=artifact_url,
+        summary=summary if status == "completed" else None,
     )
     body = CallbackBody(
         event_type=event_type, delivery_id=delivery_id, payload=payload, workflow=workflow

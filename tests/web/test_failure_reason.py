@@ -1,0 +1,162 @@
+"""A job that fails before it runs tests says why, where people look: the jobs API, the top of
+its run page, the CRCR callback's summary and its check run's summary.
+
+The failure is planted where a deployment makes it: a broken planner setting (``RELAY_PLANNER``
+naming no planner). In process: the real plan task on a migrated SQLite database, then a
+TestClient on the app. In a browser: `relay up` with that setting, a signed pull request, and
+the run page in chromium."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from store.db import session_scope
+from store.models import Delivery, Dispatch, Downstream, Job
+from tests.support.services import REPO_ROOT
+
+BROKEN_PLANNER = "tests.support.no_such_planner:plan"
+REASON = (
+    "planning failed: PlannerSettingError: RELAY_PLANNER='tests.support.no_such_planner:plan' "
+    "names no planner (module:function): No module named 'tests.support.no_such_planner'"
+)
+EXAMPLE = REPO_ROOT / "examples" / "events" / "pull_request.opened.json"
+
+
+def _failed_plan(tmp: Path, monkeypatch: pytest.MonkeyPatch, callback_url: str) -> tuple[Any, int]:
+    """Settings over a migrated database holding one delivery and its runner dispatch, planned
+    by the real plan task under the broken planner setting: (settings, the job's id)."""
+    from store import migrate
+    from store.settings import get_settings, reset_settings_cache
+    from wire.github.events import normalize
+    from workers.plan import PlannerSettingError, plan
+
+    url = f"sqlite:///{tmp / 'relay.sqlite'}"
+    migrate.upgrade(url)
+    body = EXAMPLE.read_bytes()
+    event = normalize(event="pull_request", payload=json.loads(body), delivery_id="d-broken")
+    with session_scope(url) as s:
+        downstream = Downstream(repo="example/spyre-runner")
+        delivery = Delivery(
+            delivery_id="d-broken", event="pull_request", action="opened", raw_body=body,
+            body_sha256=hashlib.sha256(body).hexdigest(), normalized=event.model_dump(mode="json"),
+        )  # fmt: skip
+        s.add_all([downstream, delivery])
+        s.flush()
+        dispatch = Dispatch(delivery_pk=delivery.id, downstream_pk=downstream.id)
+        s.add(dispatch)
+        s.commit()
+        dispatch_pk = dispatch.id
+    for name, value in {
+        "RELAY_DATABASE_URL": url, "RELAY_VAR_DIR": str(tmp), "RELAY_PLANNER": BROKEN_PLANNER,
+        "RELAY_BROKER_URL": f"sqla+sqlite:///{tmp}/broker.sqlite", "RELAY_ENV": "development",
+        "RELAY_CALLBACK_URL": callback_url, "RELAY_CALLBACK_TOKEN": "t", "RELAY_LOG_JSON": "false",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    reset_settings_cache()
+    monkeypatch.setattr("store.settings.get_settings", get_settings)  # fresh, restored after
+    with pytest.raises(PlannerSettingError):
+        plan(dispatch_pk)
+    with session_scope(url) as s:
+        job = s.query(Job).one()
+        return get_settings(), job.id
+
+
+@pytest.fixture
+def failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: Any
+) -> Iterator[tuple[Any, int, Any]]:
+    from relay.app import create_app
+    from store.db import dispose_engines
+    from store.settings import reset_settings_cache
+    from tests.web.conftest import _test_client
+
+    settings, job_id = _failed_plan(tmp_path, monkeypatch, receiver.url)
+    client = _test_client()(create_app(settings))
+    try:
+        yield client, job_id, settings
+    finally:
+        client.close()
+        dispose_engines()
+        reset_settings_cache()
+
+
+def test_a_planning_failure_says_why_in_the_api_the_page_and_the_callback(
+    failed: tuple[Any, int, Any], receiver: Any
+) -> None:
+    from fanout.checks import job_body
+
+    client, job_id, settings = failed
+    detail = client.get(f"/api/v1/jobs/{job_id}").json()
+    assert (detail["status"], detail["conclusion"]) == ("completed", "failure")
+    assert detail["failure_reason"] == REASON
+    assert detail["failure_error"].startswith("Traceback (most recent call last):")
+    assert "ModuleNotFoundError: No module named 'tests.support.no_such_planner'" in (
+        detail["failure_error"]
+    )
+    [listed] = client.get("/api/v1/jobs").json()["items"]
+    assert listed["failure_reason"] == REASON and "failure_error" not in listed
+
+    page = client.get(f"/runs/{job_id}")
+    assert page.status_code == 200
+    text = page.text
+    top = text.index('id="run-failure"')
+    assert top < text.index('id="live"')  # at the top, before the counts and the shards
+    assert f'<span id="run-failure-reason">{html.escape(REASON)}</span>' in text
+    assert "No module named" in text[text.index('id="run-failure-error"'):]
+
+    [callback] = [c for c in receiver.calls if c.body["delivery_id"] == "d-broken"]
+    workflow = callback.body["workflow"]
+    assert (workflow["status"], workflow["conclusion"]) == ("completed", "failure")
+    assert workflow["summary"] == REASON
+
+    with session_scope(settings.database_url) as s:
+        output = job_body(s.get(Job, job_id))["output"]
+    assert output["summary"].splitlines()[0] == REASON
+
+
+def test_a_job_without_a_failure_has_no_reason(empty_hud: Any) -> None:
+    assert empty_hud.get("/api/v1/jobs").json()["items"] == []
+    assert "failure_reason" in empty_hud.get("/openapi.json").json()["components"]["schemas"][
+        "JobPublic"]["properties"]  # fmt: skip
+
+
+# -- in chromium, on `relay up` -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broken_stack(
+    tmp_path_factory: pytest.TempPathFactory, relay_up: Any, sample_runs: Any, receiver: Any
+) -> Iterator[Any]:
+    tmp = tmp_path_factory.mktemp("broken-planner")
+    env = {**sample_runs.runner_env(tmp, receiver.url), "RELAY_PLANNER": BROKEN_PLANNER}
+    with relay_up.running("sqlite+embedded", tmp, extra_env=env) as stack:
+        yield stack
+
+
+def test_the_run_page_shows_why_planning_failed_in_chromium(
+    browser: Any, broken_stack: Any, sample_runs: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    from tests.web.conftest import DESKTOP, open_tab
+
+    job = broken_stack.wait_job(broken_stack.submit(sample_runs.pr_body("ok")))
+    assert job.conclusion == "failure"
+    detail = httpx.get(f"{broken_stack.base_url}/api/v1/jobs/{job.id}").json()
+    assert detail["failure_reason"] == REASON
+    context, tab = open_tab(browser, broken_stack.base_url, DESKTOP)
+    try:
+        tab.goto(f"/runs/{job.id}")
+        expect(tab.page.locator("#run-failure-reason")).to_have_text(REASON)
+        expect(tab.page.locator("#run-failure")).to_be_visible()
+        tab.clean()
+    finally:
+        context.close()
