@@ -1,6 +1,6 @@
 """Child interpreters that compute symbol changes of Python files in parallel.
 
-Plain subprocesses (``python -P -m upstream.changes.parsers``) fed batches over their pipes,
+Plain subprocesses (``python -P -m upstream.changes.parser_child``) fed batches over their pipes,
 not a ``multiprocessing`` pool: code that runs inside a Celery prefork child (a daemonic
 process) may not start a multiprocessing pool, and the CLI takes this same path. A child reads
 length-prefixed pickled batches of ``(path, old bytes, new bytes)`` on stdin and answers each
@@ -33,14 +33,14 @@ class ParserError(RuntimeError):
     """A parser child died or answered nonsense."""
 
 
-def _write(stream: IO[bytes], payload: Any) -> None:
+def write(stream: IO[bytes], payload: Any) -> None:
     data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(len(data).to_bytes(_HEADER, "big"))
     stream.write(data)
     stream.flush()
 
 
-def _read(stream: IO[bytes]) -> Any | None:
+def read(stream: IO[bytes]) -> Any | None:
     header = stream.read(_HEADER)
     if len(header) < _HEADER:
         return None
@@ -56,17 +56,17 @@ class _Child:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "upstream.changes.parsers"],
+            [sys.executable, "-P", "-m", "upstream.changes.parser_child"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=_ROOT,
         )  # fmt: skip
 
     def call(self, tasks: Sequence[Task]) -> list[Outcome]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            _write(self.proc.stdin, list(tasks))
+            write(self.proc.stdin, list(tasks))
         except (BrokenPipeError, OSError) as exc:
             raise ParserError(f"symbol parser child gone ({exc})") from exc
-        answer = _read(self.proc.stdout)
+        answer = read(self.proc.stdout)
         if not isinstance(answer, list) or len(answer) != len(tasks):
             code = self.proc.poll()
             raise ParserError(f"symbol parser child failed (exit {code}); its stderr has why")
@@ -112,11 +112,7 @@ class Parsers:
             child.close(kill=kill)
 
 
-def _main() -> None:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    while (tasks := _read(inp)) is not None:
-        _write(out, [py.file_symbol_changes(*task) for task in tasks])
-
-
-if __name__ == "__main__":
-    _main()
+def serve(inp: IO[bytes], out: IO[bytes]) -> None:
+    """A child's loop: answer each batch read from ``inp`` on ``out`` until end of input."""
+    while (tasks := read(inp)) is not None:
+        write(out, [py.file_symbol_changes(*task) for task in tasks])
