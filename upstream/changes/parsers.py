@@ -48,7 +48,7 @@ def read(stream: IO[bytes]) -> Any | None:
     data = stream.read(size)
     if len(data) < size:
         return None
-    return pickle.loads(data)  # noqa: S301 - our own child, over its own pipe
+    return pickle.loads(data)  # our own child, over its own pipe
 
 
 class _Child:
