@@ -113,6 +113,8 @@ def _fail(settings: Settings, dispatch_pk: int, job_pk: int, exc: BaseException)
     _set_dispatch(settings, dispatch_pk, DispatchState.FAILED, f"{type(exc).__name__}: {exc}")
     with session_scope(settings.database_url) as session:
         job = session.get(Job, job_pk)
+        if job is not None and not job.url:  # the callback links to the job that says why
+            job.url = f"{settings.public_url.rstrip('/')}/api/v1/jobs/{job.id}"
         if job is not None and scheduling.fail_planning(
             session, job=job, error=traceback.format_exc(), reason=failure_reason(exc)
         ):

@@ -118,6 +118,7 @@ def test_a_planning_failure_says_why_in_the_api_the_page_and_the_callback(
     workflow = callback.body["workflow"]
     assert (workflow["status"], workflow["conclusion"]) == ("completed", "failure")
     assert workflow["summary"] == REASON
+    assert workflow["url"].endswith(f"/api/v1/jobs/{job_id}")
 
     with session_scope(settings.database_url) as s:
         output = job_body(s.get(Job, job_id))["output"]
@@ -138,22 +139,45 @@ def broken_stack(
     tmp_path_factory: pytest.TempPathFactory, relay_up: Any, sample_runs: Any, receiver: Any
 ) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("broken-planner")
-    env = {**sample_runs.runner_env(tmp, receiver.url), "RELAY_PLANNER": BROKEN_PLANNER}
+    env = {
+        **sample_runs.runner_env(tmp, receiver.url), "RELAY_PLANNER": BROKEN_PLANNER,
+        "RELAY_UPSTREAM_REPO": "pytorch/pytorch",  # the example event's repository
+    }  # fmt: skip
     with relay_up.running("sqlite+embedded", tmp, extra_env=env) as stack:
         yield stack
 
 
+@pytest.fixture(scope="module")
+def broken_job(broken_stack: Any, repo_root: Path) -> Any:
+    """The job of the example pull request on the stack whose planner setting is broken."""
+    return broken_stack.wait_job(broken_stack.submit((repo_root / EXAMPLE).read_bytes()))
+
+
+def test_a_stack_with_a_broken_planner_says_why_in_its_api_and_callback(
+    broken_stack: Any, broken_job: Any, receiver: Any
+) -> None:
+    assert (broken_job.status, broken_job.conclusion) == ("completed", "failure")
+    detail = httpx.get(f"{broken_stack.base_url}/api/v1/jobs/{broken_job.id}").json()
+    assert detail["failure_reason"] == REASON
+    assert "PlannerSettingError" in detail["failure_error"]
+    completed = broken_stack.wait_for(
+        lambda: [c for c in receiver.calls if c.body["delivery_id"] == broken_job.delivery_id]
+        or None,
+        what="the completed callback",
+    )  # fmt: skip
+    [workflow] = [c.body["workflow"] for c in completed]  # one callback: it never started
+    assert (workflow["status"], workflow["conclusion"]) == ("completed", "failure")
+    assert workflow["summary"] == REASON
+    assert workflow["url"].endswith(f"/api/v1/jobs/{broken_job.id}")
+
+
 def test_the_run_page_shows_why_planning_failed_in_chromium(
-    tab_on: Any, broken_stack: Any, sample_runs: Any
+    tab_on: Any, broken_stack: Any, broken_job: Any
 ) -> None:
     from playwright.sync_api import expect
 
-    job = broken_stack.wait_job(broken_stack.submit(sample_runs.pr_body("ok")))
-    assert job.conclusion == "failure"
-    detail = httpx.get(f"{broken_stack.base_url}/api/v1/jobs/{job.id}").json()
-    assert detail["failure_reason"] == REASON
     tab = tab_on(broken_stack.base_url)
-    tab.goto(f"/runs/{job.id}")
+    tab.goto(f"/runs/{broken_job.id}")
     expect(tab.page.locator("#run-failure-reason")).to_have_text(REASON)
     expect(tab.page.locator("#run-failure")).to_be_visible()
     tab.clean()

@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from upstream.changes import python as py
+import upstream.changes.python as py
 
 Task = tuple[str, bytes | None, bytes | None]
 Outcome = tuple[list[tuple[str, str, str]], str | None]
