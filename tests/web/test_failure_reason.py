@@ -131,6 +131,62 @@ def test_a_job_without_a_failure_has_no_reason(empty_hud: Any) -> None:
         "JobPublic"]["properties"]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("shards", "outcome", "reason"),
+    [
+        ([], None,
+         "no test selected: the plan chose no test to run (its selection funnel says why)"),
+        ([["test/test_x.py::test_s"]], "skipped",
+         "no test ran: 1 planned, none executed (skipped or never run: see its results)"),
+    ],
+)  # fmt: skip
+def test_a_job_that_ran_no_test_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: list[list[str]],
+    outcome: str | None, reason: str,
+) -> None:  # fmt: skip
+    from sqlalchemy import select
+
+    from backends.base import RunnerConfig
+    from planner import RunPlan
+    from store import migrate
+    from store.jobs import JobKey, claim_shard, create_job, finish_shard, store_result
+    from store.models import Shard, ShardState
+    from store.outcomes import TestOutcome
+    from store.settings import reset_settings_cache
+    from workers.report import report
+
+    url = f"sqlite:///{tmp_path / 'relay.sqlite'}"
+    migrate.upgrade(url)
+    for name, value in {
+        "RELAY_DATABASE_URL": url, "RELAY_VAR_DIR": str(tmp_path), "RELAY_ENV": "development",
+        "RELAY_BROKER_URL": f"sqla+sqlite:///{tmp_path}/broker.sqlite", "RELAY_LOG_JSON": "false",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    reset_settings_cache()
+    plan = RunPlan(shards=shards, runner=RunnerConfig(rootdir=str(tmp_path), pytest_args=["-q"]))
+    key = JobKey(delivery_id="d-none", repo="local/spyre", run_id="1", run_attempt="1",
+                 job_name="spyre")  # fmt: skip
+    try:
+        with session_scope(url) as s:
+            job, _ = create_job(
+                s, key=key, dispatch_pk=None, event_type="pull_request", workflow_name="w",
+                url="", head_sha=None, pr_number=None, shards=plan.shards, selection=plan.stored(),
+            )  # fmt: skip
+            job_pk = job.id
+            if outcome is not None:
+                store_result(s, job_pk=job_pk, shard_pk=None,
+                             outcome=TestOutcome(shards[0][0], outcome))  # fmt: skip
+            for shard_pk in list(s.scalars(select(Shard.id).where(Shard.job_pk == job_pk))):
+                claim_shard(s, shard_pk=shard_pk, owner="test")  # as a shard worker does
+                finish_shard(s, shard_pk=shard_pk, state=ShardState.DONE)
+        assert report(job_pk) == "failure"
+        with session_scope(url) as s:
+            done = s.get(Job, job_pk)
+            assert done is not None and (done.failure_reason, done.failure_error) == (reason, None)
+    finally:
+        reset_settings_cache()
+
+
 # -- in chromium, on `relay up` -------------------------------------------------------------
 
 
