@@ -146,3 +146,19 @@ def inventory_in_child(checkout: str, files: list[str], cache_dir: str) -> list[
         CheckoutTests(Path(checkout), tuple(files)), backend="cpu", cache_dir=Path(cache_dir)
     )
     return sorted(v.test_id for v in inventory.variants)
+
+
+def import_map_in_child(checkout: str, files: list[str], cache_dir: str) -> dict[str, Any]:
+    """The import map of a sample of ``files`` (a pytest subprocess), learned once."""
+    from inventory.build import build_inventory
+    from inventory.importmap import learn_import_map
+    from inventory.sources import CheckoutTests
+
+    cache = Path(cache_dir)
+    inventory = build_inventory(
+        CheckoutTests(Path(checkout), tuple(files)), backend="cpu", cache_dir=cache / "inventory"
+    )
+    path = learn_import_map(inventory.variants, key="tiny", backend="cpu",
+                            cache_dir=cache / "selector", root=Path(checkout))  # fmt: skip
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data

@@ -135,3 +135,15 @@ def test_inventory_collection_in_a_prefork_child(
         "test/test_tiny.py::TestTinyCPU::test_zeros_cpu_float16",
         "test/test_tiny.py::TestTinyCPU::test_zeros_cpu_float32",
     ]
+
+
+def test_import_map_learning_in_a_prefork_child(
+    prefork_worker: Any, checkout: Path, tmp_path: Path
+) -> None:
+    learned = _result(prefork_worker.call("import_map_in_child", checkout=str(checkout),
+                                          files=["test/test_tiny.py"],
+                                          cache_dir=str(tmp_path / "cold")))  # fmt: skip
+    assert (learned["key"], learned["tests_run"]) == ("tiny", 3)  # the sample ran
+    assert "torch/__init__.py" in learned["modules"]  # the torch files the sample loaded
+    assert "torch/testing/_internal/common_device_type.py" in learned["modules"]
+    assert list((tmp_path / "cold" / "selector").glob("importmap-tiny.json"))
