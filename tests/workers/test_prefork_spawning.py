@@ -2,8 +2,10 @@
 worker (prefork, the embedded broker), on a cold cache (a fresh directory, a fresh RELAY_VAR_DIR).
 
 A prefork child is a daemonic process, which may not start a ``multiprocessing`` pool; the
-release planner's change facts once did and the demo replay failed in 8 s with 0 tests. Each
-call here is compared with the same call made in the test process (the CLI's path)."""
+release planner's change facts once did and the demo replay failed in 8 s with 0 tests. Every
+piece of planning work that starts processes runs here: the change facts (parser children; the
+same facts as a serial computation in the test process), the behaviour fingerprints, the
+inventory collection and the import map (pytest subprocesses)."""
 
 from __future__ import annotations
 
