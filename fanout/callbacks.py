@@ -159,6 +159,7 @@ def handle(
         artifact_url=workflow.artifact_url,
         summary=workflow.summary,
         detail={"run_url": workflow.url[:500]},
+        failure_reason=_failure_reason(workflow),
     )
     with session_scope(url) as session:
         outcome, job_pk = machine.apply(session, key=key, report=report)
@@ -171,3 +172,12 @@ def handle(
         return Answer(200, {"ok": True, "status": "completed", "stale": True})
     # the transition marked its check run's update (store.check_updates): a worker sends it
     return Answer(200, {"ok": True, "status": outcome.value})
+
+
+def _failure_reason(workflow: Any) -> str | None:
+    """Why a downstream's job failed before its tests ran: the first line of a ``completed``
+    failure's summary, unless that line only says what was tested."""
+    if workflow.status != "completed" or workflow.conclusion != "failure" or not workflow.summary:
+        return None
+    first = workflow.summary.splitlines()[0]
+    return None if first.startswith("upstream under test:") else first

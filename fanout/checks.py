@@ -75,17 +75,16 @@ def job_body(job: Job) -> dict[str, Any]:
         conclusion, note = "failure", " (success reported with failed tests)"
     elif conclusion == "success" and not job.tests_total:
         conclusion, note = "neutral", " (success reported, but no test ran)"
+    summary = (
+        f"{job.tests_passed} passed, {job.tests_failed} failed, "
+        f"{job.tests_skipped} skipped of {job.tests_total}"
+    )
+    if job.failure_reason:  # it failed before its tests ran: why, first
+        summary = f"{job.failure_reason}\n\n{summary}"
     body.update(
         status="completed",
         conclusion=conclusion,
-        output={
-            "title": f"{conclusion}{note}",
-            "summary": (
-                f"{job.tests_passed} passed, {job.tests_failed} failed, "
-                f"{job.tests_skipped} skipped of {job.tests_total}"
-            )
-            + tested_line(job),
-        },
+        output={"title": f"{conclusion}{note}", "summary": summary + tested_line(job)},
     )
     return body
 

@@ -68,6 +68,7 @@ class Report:
     artifact_url: str | None = None
     summary: str | None = None  # what the run tested (the downstream's upstream under test)
     detail: dict[str, Any] | None = None
+    failure_reason: str | None = None  # the callback's summary: why it failed before its tests
 
 
 def _where(key: JobKey) -> Any:
@@ -97,6 +98,8 @@ def _completion(report: Report) -> dict[str, Any]:
         values["artifact_url"] = report.artifact_url[:500]
     if report.summary:
         values["upstream_under_test"] = {"summary": report.summary[:2000]}
+    if report.failure_reason:
+        values["failure_reason"] = report.failure_reason[:300]
     return values
 
 

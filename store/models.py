@@ -260,6 +260,10 @@ class Job(Base):
     # kind, torch version and build, overlay head SHA and files laid over, compiled files not
     # covered, the reason
     upstream_under_test: Mapped[dict[str, Any] | None] = mapped_column()
+    # why a job failed before it ran tests (planning error, environment error, nothing
+    # selected): one line for the page, the callback and the check run, and the error's text
+    failure_reason: Mapped[str | None] = mapped_column(String(300))
+    failure_error: Mapped[str | None] = mapped_column(Text)
 
     transitions: Mapped[list[JobTransition]] = relationship(
         back_populates="job", order_by="JobTransition.id"

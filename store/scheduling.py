@@ -177,12 +177,33 @@ def begin_planning(
     return job
 
 
-def fail_planning(session: Session, *, job: Job, error: str, source: str = "plan") -> bool:
-    """A job whose planning failed completes as a failure with the error in its history."""
+def fail_planning(
+    session: Session, *, job: Job, error: str, source: str = "plan", reason: str | None = None
+) -> bool:
+    """A job whose planning failed completes as a failure with the error in its history and
+    why on the job (``reason``, one line; default: the error's first line)."""
+    set_failure(job, reason or f"planning failed: {first_line(error)}", error)
     return transition(
         session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.PLANNING}, source=source,
         conclusion=Conclusion.FAILURE, detail={"error": error[:2000]},
     )  # fmt: skip
+
+
+#: what a job keeps of a failure's reason (its column) and of the error's text
+REASON_CHARS, ERROR_CHARS = 300, 20_000
+
+
+def first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"
+
+
+def set_failure(job: Job, reason: str, error: str | None = None) -> None:
+    """Why ``job`` failed before it ran tests (the caller commits): a one-line reason and, when
+    there is one, the error's text (its end kept: a traceback's last lines say most)."""
+    line = first_line(reason)
+    job.failure_reason = line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
+    job.failure_error = None if not error else error[-ERROR_CHARS:]
 
 
 @dataclass(frozen=True)

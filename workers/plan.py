@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -35,10 +36,11 @@ from store.models import (
 )
 from store.queue import TASK_PLAN
 from store.settings import Settings, get_settings
+from upstream.headenv import HeadEnvError
 from wire.github.events import UpstreamEvent
 from workers.celery_app import app
 from workers.harness.pools import runner_backend
-from workers.report import report
+from workers.report import delivery_of, report, send_callback
 from workers.run import run_shard_task
 from workers.sharding import time_shards
 
@@ -85,12 +87,41 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     )
 
 
+class PlannerSettingError(ValueError):
+    """RELAY_PLANNER names no planner that can be loaded."""
+
+
 def load_planner(path: str | None) -> Planner:
     if not path:
         return default_planner
     module, _, attr = path.partition(":")
-    planner: Planner = getattr(importlib.import_module(module), attr)
+    try:
+        planner: Planner = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise PlannerSettingError(
+            f"RELAY_PLANNER={path!r} names no planner (module:function): {exc}"
+        ) from exc
     return planner
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line on why planning failed: the kind of failure and the error's first line."""
+    what = "environment error" if isinstance(exc, HeadEnvError) else "planning failed"
+    return f"{what}: {type(exc).__name__}: {scheduling.first_line(str(exc))}"
+
+
+def _fail(settings: Settings, dispatch_pk: int, job_pk: int, exc: BaseException) -> None:
+    """The dispatch fails; its job completes as a failure that says why (the page, the API)
+    and, when its planning job existed, the CRCR callback carries the reason."""
+    _set_dispatch(settings, dispatch_pk, DispatchState.FAILED, f"{type(exc).__name__}: {exc}")
+    with session_scope(settings.database_url) as session:
+        job = session.get(Job, job_pk)
+        if job is not None and not job.url:  # the callback links to the job that says why
+            job.url = f"{settings.public_url.rstrip('/')}/api/v1/jobs/{job.id}"
+        if job is not None and scheduling.fail_planning(
+            session, job=job, error=traceback.format_exc(), reason=failure_reason(exc)
+        ):
+            send_callback(settings, job, delivery_of(session, job), "completed")
 
 
 @app.task(name=TASK_PLAN, bind=True, acks_late=True, max_retries=3, retry_backoff=True)
@@ -136,12 +167,7 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
                 planned = load_planner(settings.planner)(event, settings)
         except Exception as exc:
             log.exception("planning failed")
-            error = f"{type(exc).__name__}: {exc}"
-            _set_dispatch(settings, dispatch_pk, DispatchState.FAILED, error)
-            with session_scope(settings.database_url) as session:
-                job = session.get(Job, planning_pk)
-                if job is not None:
-                    scheduling.fail_planning(session, job=job, error=error)
+            _fail(settings, dispatch_pk, planning_pk, exc)
             raise
         shards, shard_seconds = time_shards(
             planned,

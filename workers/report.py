@@ -11,7 +11,7 @@ from typing import Any
 
 from celery import Task
 
-from store import jobs
+from store import jobs, scheduling
 from store.db import session_scope
 from store.logs import bind
 from store.models import Conclusion, Delivery, Dispatch, Job, JobStatus
@@ -75,7 +75,12 @@ def send_callback(settings: Settings, job: Job, delivery: Delivery | None, statu
         )
         if status == "completed"
         else None,
-        summary=tested_summary(job),
+        summary="\n".join(
+            line
+            for line in (job.failure_reason if status == "completed" else None, tested_summary(job))
+            if line
+        )
+        or None,
     )
     token = settings.callback_token.get_secret_value() if settings.callback_token else None
     try:
@@ -108,6 +113,12 @@ def delivery_of(session: Any, job: Job) -> Delivery | None:
     return dispatch.delivery if dispatch is not None else None
 
 
+def _no_test_reason(job: Job) -> str:
+    if not job.tests_total:
+        return "no test selected: the plan chose no test to run (its selection funnel says why)"
+    return f"no test ran: {job.tests_total} planned, none executed (skipped or never run: see its results)"
+
+
 @app.task(name=TASK_REPORT, bind=True, acks_late=True, max_retries=5, retry_backoff=True)
 def report(self: Task, job_pk: int) -> str | None:
     """Finalize a job once all its shards are done: conclusion, counts, history, callback."""
@@ -130,6 +141,12 @@ def report(self: Task, job_pk: int) -> str | None:
             ):
                 send_callback(settings, job, delivery, "in_progress")
             conclusion = jobs.conclude(session, job=job)
+            if (
+                conclusion is Conclusion.FAILURE
+                and job.failure_reason is None
+                and not (jobs.ran_count(session, job_pk=job_pk))
+            ):
+                scheduling.set_failure(job, _no_test_reason(job))
             if not jobs.transition(
                 session,
                 job=job,

@@ -187,6 +187,8 @@ class Run(RunProgress):
     fallbacks: list[dict[str, Any]]
     costs: dict[str, float]  # the plan's *seconds* fields (estimates and budgets)
     plan: dict[str, Any]  # backend, source kind, base and head revisions
+    failure_reason: str | None = None  # why it failed before it ran tests
+    failure_error: str | None = None  # the error's text behind it
 
 
 def _job(session: Session, job_id: int) -> Job:
@@ -250,6 +252,7 @@ def run_view(session: Session, job_id: int) -> Run:
         funnel=view.funnel, universe_variants=view.universe,
         selected=counts.get("selected"), cut=counts.get("cut"), removed=counts.get("removed"),
         fallbacks=view.fallbacks, costs=view.costs, plan=view.summary,
+        failure_reason=job.failure_reason, failure_error=job.failure_error,
     )  # fmt: skip
 
 

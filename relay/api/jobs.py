@@ -110,6 +110,8 @@ class JobPublic(BaseModel):
     completed_at: datetime | None
     url: str | None
     superseded: bool
+    # why it failed before it ran tests (planning error, environment error, nothing selected)
+    failure_reason: str | None = None
     planned: int  # tests in the plan
     test_results: TestCountsPublic  # live while the job runs
     upstream_under_test: UpstreamUnderTestPublic | None  # which PyTorch it tests
@@ -155,6 +157,7 @@ class SelectionSummary(BaseModel):
 
 
 class JobDetail(JobPublic):
+    failure_error: str | None = None  # the error's text behind ``failure_reason`` (its end)
     shards: list[ShardPublic]
     transitions: list[TransitionPublic]
     selection: SelectionSummary | None
@@ -317,6 +320,7 @@ def get_job(request: Request, job_id: JobId) -> JobDetail:
         return JobDetail.model_validate(
             {
                 **_job_public(session, [job])[0],
+                "failure_error": job.failure_error,
                 "shards": [
                     ShardPublic(
                         index=s.index,

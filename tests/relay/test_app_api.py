@@ -23,6 +23,7 @@ JOB_FIELDS = {
     "dispatched_at", "started_at",
     "completed_at", "url", "superseded", "planned", "test_results", "crcr_delivery_id", "links",
     "upstream_under_test",
+    "failure_reason",
 }  # fmt: skip
 COST_FIELDS = (
     "cost_runner_minutes", "universe_runner_minutes", "budget_runner_minutes", "budget_reason",
@@ -401,7 +402,8 @@ def test_one_job_with_shards_transitions_and_selection(
     response = client.get(f"/api/v1/jobs/{job}")
     assert response.status_code == 200
     detail = response.json()
-    assert set(detail) == JOB_FIELDS | {"shards", "transitions", "selection"}
+    assert set(detail) == JOB_FIELDS | {"shards", "transitions", "selection", "failure_error"}
+    assert (detail["failure_reason"], detail["failure_error"]) == (None, None)  # nothing failed
     assert detail["links"] == {
         "self": f"/api/v1/jobs/{job}", "delivery": None, "results": f"/api/v1/jobs/{job}/results",
         "selection": f"/api/v1/jobs/{job}/selection",

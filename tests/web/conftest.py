@@ -268,3 +268,26 @@ _LIVE = iter(range(1, 10**6))
 def live_run(hud_stack: HudStack) -> LiveRun:
     """A new job running in the stack now (two shards of 10 tests, nothing stored yet)."""
     return seed_live_run(hud_stack.stack.database_url, key=f"push-live-{next(_LIVE)}")
+
+
+@pytest.fixture(scope="session")
+def test_client_class() -> type:
+    """Starlette's TestClient (imported without its deprecation warnings)."""
+    return _test_client()
+
+
+@pytest.fixture
+def tab_on(browser: Any) -> Iterator[Any]:
+    """``tab_on(origin)``: a fresh desktop tab on a stack the test started itself."""
+    contexts: list[Any] = []
+
+    def make(origin: str) -> Tab:
+        context, t = open_tab(browser, origin, DESKTOP)
+        contexts.append(context)
+        return t
+
+    try:
+        yield make
+    finally:
+        for context in contexts:
+            context.close()

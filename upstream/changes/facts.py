@@ -14,11 +14,10 @@ import functools
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from upstream.base import FileChange, FileStatus, ResolvedRevision, UpstreamSource
 from upstream.changes import opinfo as opinfo_mod
+from upstream.changes import parsers
 from upstream.changes import python as py
 from upstream.changes import yaml_entries as ye
 
@@ -181,7 +181,7 @@ def compute_change_facts(
     With ``cache_dir`` the result is stored as JSON keyed by the two resolved revisions and
     read back next time (revisions are immutable once resolved). ``paths`` restricts the
     analysis to the files it accepts (the file list is filtered too). Python files are parsed
-    in ``workers`` processes (default: up to 2, only when there are many files). ``progress``
+    in ``workers`` child processes (default: up to 2, only when there are many files). ``progress``
     hears a line per step of a computation (a cached result is one line).
     """
     say = progress or (lambda _: None)
@@ -286,6 +286,7 @@ def _compute(
 
 
 PARALLEL_MIN_FILES = 64
+CHUNK = 32  # files per request to a parser child
 
 
 def _workers(requested: int | None) -> int:
@@ -303,13 +304,15 @@ def _python_changes(
     workers: int,
 ) -> list[PythonFileChange]:
     """Symbol changes per Python file. OpInfo database files are parsed here (their trees are
-    needed again for the entries); the rest go to worker processes when there are many."""
-    results: dict[str, tuple[list[tuple[str, str, str]], str | None]] = {}
+    needed again for the entries); the rest go to parser children (:mod:`.parsers`:
+    subprocesses, so this works inside a Celery prefork child too) when there are many."""
+    results: dict[str, parsers.Outcome] = {}
     rest = [p for p in py_paths if not opinfo_mod.is_db_file(p)]
     db_paths = [p for p in py_paths if opinfo_mod.is_db_file(p)]
-    pool = _pool(workers) if workers > 1 and len(rest) >= PARALLEL_MIN_FILES else None
+    pool = parsers.Parsers(workers) if workers > 1 and len(rest) >= PARALLEL_MIN_FILES else None
+    ok = False
     try:
-        pending = []
+        pending: list[tuple[list[str], list[Future[list[parsers.Outcome]]]]] = []
         for start in range(0, len(rest), 256):  # texts are read and handed over in batches
             batch = rest[start:start + 256]
             before = source.read_files(
@@ -318,7 +321,8 @@ def _python_changes(
                 new.revision, [p for p in batch if status[p] != FileStatus.removed])
             tasks = [(p, before.get(p), after.get(p)) for p in batch]
             if pool is not None:  # submitted now, collected after the database files
-                pending.append((batch, pool.map(py.file_symbol_changes_star, tasks, chunksize=8)))
+                pending.append((batch, [pool.submit(tasks[i:i + CHUNK])
+                                        for i in range(0, len(tasks), CHUNK)]))
             else:
                 results.update(zip(batch, [py.file_symbol_changes(*t) for t in tasks], strict=True))
         # meanwhile, here: the OpInfo database files (their trees serve the entries too)
@@ -328,11 +332,13 @@ def _python_changes(
             error = old.errors.get(path) or new.errors.get(path)
             changes = [] if error else py.diff_symbols(old.symbols_of(path), new.symbols_of(path))
             results[path] = (changes, error)
-        for batch, outcomes in pending:
+        for batch, futures in pending:
+            outcomes = [o for future in futures for o in future.result()]
             results.update(zip(batch, outcomes, strict=True))
+        ok = True
     finally:
         if pool is not None:
-            pool.shutdown()
+            pool.close(kill=not ok)
 
     python = []
     for path in py_paths:
@@ -345,11 +351,6 @@ def _python_changes(
             parse_error=error,
         ))
     return python
-
-
-def _pool(workers: int) -> ProcessPoolExecutor:
-    # spawn: the caller may have imported torch (threads); workers only need this package.
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
 
 def _yaml_changes(

@@ -4,7 +4,9 @@ A callback echoes the dispatch's ``client_payload`` keys (``event_type``, ``deli
 ``payload``) and adds a ``workflow`` object. ``conclusion`` is null while in progress;
 ``started_at`` is sent with ``in_progress`` and ``completed_at`` with ``completed``;
 ``check_run_id`` falls back to ``"<run_id>-<run_attempt>"``; ``run_attempt`` is a string.
-``summary`` (optional, ours) says in one line what the run tested (the upstream under test).
+``summary`` (optional, ours, beside schema "1": a receiver ignores what it does not know) says in
+a few lines why a job failed before it ran tests (on ``completed``, first) and what the run
+tested (the upstream under test).
 """
 
 from __future__ import annotations
