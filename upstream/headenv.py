@@ -300,7 +300,8 @@ def wheel_for(version: str, *, cache_dir: Path | None = None, offline: bool = Fa
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an OS lock on ``path`` (made on demand): it dies with its process."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -326,7 +327,7 @@ def ensure_env(
     the upstream wheel cache (``wheel_cache``; ``offline`` never asks the index for it).
     """
     plan = plan or plan_env(version, root=root)
-    with _locked(plan.directory.parent / f".torch-{plan.version}.lock"):
+    with locked(plan.directory.parent / f".torch-{plan.version}.lock"):
         marker = plan.read_marker()
         if marker is not None:
             return _head_env(plan, marker, created=False)

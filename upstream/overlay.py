@@ -16,16 +16,17 @@ of files laid over; an OS file lock serialises makers of one overlay, and an unf
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from upstream.headenv import locked
 
 OVERLAY_FORMAT = 1
 MARKER = "relay-overlay.json"
@@ -109,17 +110,6 @@ def overlay_dir(root: Path, sha: str, base_build: str) -> Path:
     return Path(root).absolute() / f"{PREFIX}{sha[:12]}-{key}"
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def ensure_overlay(
     checkout: Path, sha: str, *, base_torch: Path, root: Path, base_build: str
 ) -> Overlay:
@@ -131,7 +121,7 @@ def ensure_overlay(
         raise OverlayError(f"{sha}: not a commit in {checkout}") from None
     full = full.strip()
     directory = overlay_dir(root, full, base_build)
-    with _locked(directory.parent / f".{directory.name}.lock"):
+    with locked(directory.parent / f".{directory.name}.lock"):
         marker = _read_marker(directory)
         if marker is not None:
             _touch(directory)
@@ -201,7 +191,7 @@ def remove_overlays(root: Path, *, keep: Iterable[str], older_than_seconds: floa
         used = marker.stat().st_mtime if marker.exists() else directory.stat().st_mtime
         if used > cutoff:
             continue
-        with _locked(directory.parent / f".{directory.name}.lock"):
+        with locked(directory.parent / f".{directory.name}.lock"):
             shutil.rmtree(directory, ignore_errors=True)
         (directory.parent / f".{directory.name}.lock").unlink(missing_ok=True)
         removed.append(directory)

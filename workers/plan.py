@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import importlib
 import logging
-import threading
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from celery import Task
 from sqlalchemy import select
@@ -40,6 +39,7 @@ from upstream.headenv import HeadEnvError
 from wire.github.events import UpstreamEvent
 from workers.celery_app import app
 from workers.harness.pools import runner_backend
+from workers.leases import renewed
 from workers.report import delivery_of, report, send_callback
 from workers.run import run_shard_task
 from workers.sharding import time_shards
@@ -205,28 +205,17 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
         return job_pk
 
 
-@contextmanager
-def _planning_lease(settings: Settings, dispatch_pk: int) -> Iterator[None]:
+def _planning_lease(settings: Settings, dispatch_pk: int) -> AbstractContextManager[None]:
     """Renew the dispatch's planning lease every third of RELAY_PLAN_LEASE_SECONDS while the
     planner works, so the sweeper re-queues the plan only when this process is gone."""
-    stop = threading.Event()
-    lease = settings.plan_lease_seconds
-
-    def renew() -> None:
-        while not stop.wait(lease / 3):
-            try:
-                with session_scope(settings.database_url) as session:
-                    scheduling.renew_planning(session, dispatch_pk=dispatch_pk, lease=lease)
-            except Exception:  # a database blip: the next renewal tries again
-                log.warning("planning lease not renewed", exc_info=True)
-
-    renewer = threading.Thread(target=renew, name=f"plan-lease-{dispatch_pk}", daemon=True)
-    renewer.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        renewer.join()
+    return renewed(
+        lambda session, lease: scheduling.renew_planning(
+            session, dispatch_pk=dispatch_pk, lease=lease
+        ),
+        database_url=settings.database_url,
+        lease=settings.plan_lease_seconds,
+        name=f"plan-lease-{dispatch_pk}",
+    )
 
 
 def _begin_planning(

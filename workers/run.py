@@ -17,11 +17,9 @@ import os
 import re
 import shutil
 import socket
-import threading
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from celery import Task
@@ -42,6 +40,7 @@ from upstream.undertest import RunEnvironment, UpstreamUnderTest, resolve_enviro
 from workers.celery_app import app
 from workers.harness.pools import launcher_for
 from workers.harness.runner import ShardRun, finished_in, run_shard
+from workers.leases import renewed
 from workers.report import delivery_of, report, send_callback
 
 log = logging.getLogger("workers.run")
@@ -207,28 +206,17 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
         return state.value
 
 
-@contextmanager
-def _lease_kept(settings: Settings, shard_pk: int, owner: str) -> Iterator[None]:
+def _lease_kept(settings: Settings, shard_pk: int, owner: str) -> AbstractContextManager[None]:
     """Renew the shard's lease every third of RELAY_SHARD_LEASE_SECONDS meanwhile (an
     environment made for the first time takes minutes; no other worker should take the shard)."""
-    stop = threading.Event()
-    lease = settings.shard_lease_seconds
-
-    def renew() -> None:
-        while not stop.wait(lease / 3):
-            try:
-                with session_scope(settings.database_url) as s:
-                    jobs.renew_lease(s, shard_pk=shard_pk, owner=owner, lease=lease)
-            except Exception:  # a database blip: the next renewal tries again
-                log.warning("shard lease not renewed", exc_info=True)
-
-    renewer = threading.Thread(target=renew, name=f"shard-lease-{shard_pk}", daemon=True)
-    renewer.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        renewer.join()
+    return renewed(
+        lambda session, lease: jobs.renew_lease(
+            session, shard_pk=shard_pk, owner=owner, lease=lease
+        ),
+        database_url=settings.database_url,
+        lease=settings.shard_lease_seconds,
+        name=f"shard-lease-{shard_pk}",
+    )
 
 
 def _environment(settings: Settings, job_pk: int, under_test: UpstreamUnderTest) -> RunEnvironment:
