@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     upstream_repo: str = "pytorch/pytorch"
     webhook_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(default=25 * 1024 * 1024, gt=0)
+    # all request bodies one API process reads at once (webhooks, callbacks, HUD ingest): a read
+    # that would pass it is refused 503 with Retry-After
+    max_bodies_in_flight_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     allowlist_path: Path | None = None
     # "module:function" callables run by the worker on every normalized upstream event
     event_handlers: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from relay.bodies import TooLarge, read_limited
+from relay.bodies import BUSY_RESPONSE, Busy, TooLarge, busy_answer, read_limited
 from store import crcr_results
 from store.db import session_scope
 from wire.values import MAX_INT, json_problem, openapi_body
@@ -146,6 +146,7 @@ def row_of(envelope: dict[str, Any]) -> tuple[str, dict[str, Any]] | str:
         401: {"description": "no bot token"},
         403: {"description": "wrong bot token"},
         413: {"description": "over 2 MB"},
+        503: BUSY_RESPONSE,
     },
     openapi_extra=openapi_body(
         ("x-hud-internal-bot", "the HUD bot token"), ("Authorization", "Bearer <the HUD bot token>")
@@ -157,9 +158,14 @@ async def crcr_results_ingest(request: Request) -> JSONResponse:
     if refusal is not None:
         return refusal
     try:  # at most the limit is read, streaming
-        body = await read_limited(request, MAX_ENVELOPE_BYTES)
+        body = await read_limited(
+            request, MAX_ENVELOPE_BYTES,
+            budget=request.app.state.settings.max_bodies_in_flight_bytes,
+        )  # fmt: skip
     except TooLarge:
         return _error(413, f"body exceeds {MAX_ENVELOPE_BYTES} bytes")
+    except Busy as exc:
+        return busy_answer(exc)
     try:
         envelope = json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from fanout import callbacks
 from fanout.oidc import OidcError, OidcVerifier
-from relay.bodies import TooLarge, read_limited
+from relay.bodies import BUSY_RESPONSE, Busy, TooLarge, busy_answer, read_limited
 from wire.values import json_problem, openapi_body
 
 log = logging.getLogger("relay.callback")
@@ -53,6 +53,7 @@ def _error(status: int, message: str) -> JSONResponse:
         403: {"description": "not allowlisted, or a dispatch token issued to another repository"},
         409: {"description": "a transition the job cannot make"},
         413: {"description": "body over 1 MB"},
+        503: BUSY_RESPONSE,
         429: {"description": "over the callbacks-per-minute limit of the repository"},
     },
     openapi_extra=openapi_body(("Authorization", "Bearer <OIDC token>")),
@@ -69,9 +70,14 @@ async def _callback(request: Request) -> JSONResponse:
     if not auth.startswith("Bearer ") or not auth.removeprefix("Bearer ").strip():
         return _error(401, "missing Authorization: Bearer <OIDC token>")
     try:  # at most the limit is read, before the token is verified
-        body = await read_limited(request, MAX_CALLBACK_BYTES)
+        body = await read_limited(
+            request, MAX_CALLBACK_BYTES,
+            budget=request.app.state.settings.max_bodies_in_flight_bytes,
+        )  # fmt: skip
     except TooLarge:
         return _error(413, f"body exceeds {MAX_CALLBACK_BYTES} bytes")
+    except Busy as exc:
+        return busy_answer(exc)
     try:
         claims = await run_in_threadpool(verifier(request).verify, auth.removeprefix("Bearer "))
     except OidcError as exc:

@@ -28,7 +28,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
-from relay.bodies import TooLarge, read_limited
+from relay.bodies import BUSY_RESPONSE, Busy, TooLarge, busy_answer, read_limited
 from store import deliveries
 from store.deliveries import DeliveryCreate, StoreOutcome
 from store.group_commit import GroupCommit
@@ -77,6 +77,7 @@ def _error(status: int, message: str) -> JSONResponse:
         400: {"description": "missing signature or delivery id, or malformed JSON"},
         401: {"description": "signature does not match any configured secret"},
         413: {"description": "body larger than RELAY_MAX_BODY_BYTES"},
+        503: BUSY_RESPONSE,
         422: {"description": "valid JSON, not the shape of its event: stored as rejected"},
     },
     openapi_extra=openapi_body(
@@ -95,10 +96,15 @@ async def github_webhook(request: Request) -> JSONResponse:
     event = request.headers.get("x-github-event", "")
     with bind(delivery_id=delivery_id or None, github_event=event or None):
         try:
-            body = await read_limited(request, settings.max_body_bytes)
+            body = await read_limited(
+                request, settings.max_body_bytes, budget=settings.max_bodies_in_flight_bytes
+            )
         except TooLarge:
             log.warning("delivery refused: body over %d bytes", settings.max_body_bytes)
             return _error(413, f"body exceeds the limit of {settings.max_body_bytes} bytes")
+        except Busy as exc:
+            log.warning("delivery refused: %s", exc)
+            return busy_answer(exc)
         sig = request.headers.get("x-hub-signature-256")
         if not sig:
             return _error(400, "missing X-Hub-Signature-256 header")
