@@ -27,10 +27,10 @@ def _data(**overrides: Any) -> DeliveryCreate:
     [({"pr_number": 2**80}, "pr_number",
       "pr_number 1208925819614629174706176 is out of range (0 to 2147483647)"),
      ({"head_sha": "f" * 65}, "head_sha",
-      "head_sha is not a string of at most 64 characters without NUL"),
-     ({"action": "x\x00"}, "action", "action is not a string of at most 50 characters without NUL"),
+      "head_sha is not a string of at most 64 characters of UTF-8 without NUL"),
+     ({"action": "x\x00"}, "action", "action is not a string of at most 50 characters of UTF-8 without NUL"),
      ({"upstream_delivery_id": "u" * 101}, "upstream_delivery_id",
-      "upstream_delivery_id is not a string of at most 100 characters without NUL")],
+      "upstream_delivery_id is not a string of at most 100 characters of UTF-8 without NUL")],
 )  # fmt: skip
 def test_values_out_of_range_are_cleared_and_the_delivery_rejected(
     database_url: str, overrides: dict[str, Any], cleared: str, reason: str
