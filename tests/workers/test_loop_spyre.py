@@ -1,6 +1,8 @@
 """The default loop for real: a signed push through uvicorn, planned by the selector's four stages
 over the bundled universe, run on the spyre device under the bundled specs by a real Celery
-worker (warm pool), results and simulated device time stored, the job reported."""
+worker (warm pool), results and simulated device time stored, the job reported. With no upstream
+checkout the push itself cannot be tested: the stack asks for the labelled smoke run on the
+installed torch (RELAY_SMOKE_UNTESTED), and the job says so."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ def spyre_loop(tmp_path_factory: pytest.TempPathFactory, relay_up: Any) -> Itera
             "RELAY_RUNNER_BUDGET_SECONDS": "5",
             "RELAY_RUNNER_SHARDS": "2",
             "RELAY_PER_TEST_TIMEOUT": "120",
+            # no upstream checkout: nothing can test the push itself, so the loop runs as the
+            # labelled smoke run on the installed torch (without it the job is neutral, no shard)
+            "RELAY_SMOKE_UNTESTED": "true",
         },
     )
     try:
@@ -59,6 +64,8 @@ def test_push_is_selected_run_on_spyre_and_reported(
     # The push's commits cannot be read without a checkout: the selector says so and falls back
     # to the whole universe, which the budget cuts.
     assert fallbacks and "not readable" in json.dumps(fallbacks)
+    tested = job.upstream_under_test
+    assert (tested["kind"], tested["smoke"]) == ("installed", True), tested
     assert counts["applicability"]["out"] > 20_000
     assert 0 < counts["budget"]["out"] < 200
     assert plan["counts"]["cut"] > 0, "the budget cut is listed, never hidden"
