@@ -1,9 +1,10 @@
 """Selector decision latency: a single-file change and the whole 2.13 -> 2.14 release step on
 the bundled universe, and a synthetic universe of 500,000 variants.
 
-Baseline (same run, same universe): the run-all plan, i.e. the applicability and budget stages
-(ranking, estimates, longest-first sharding) over every variant, which any plan pays for. The
-ratio says what the change analysis and the impact signals add on top of it.
+Baseline (same run, same universe): the run-all plan, i.e. pricing the universe (once; the
+decisions after it reuse the pricing) and the applicability and budget stages (ranking,
+estimates) over every variant, which any plan pays for. The ratio says what the change analysis
+and the impact signals add on top of it.
 """
 
 from __future__ import annotations
@@ -11,19 +12,29 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 
+from backends import get_backend
+from backends.base import FlatEstimate
 from benchmarks.report import Report
 from planner import source_reader
 from planner.filefacts import FileFactsStore
-from selector import Universe
-from selector.model import Variant
-from selector.plan import SelectionPlan, select
-from selector.signals import SignalConfig
+from planner.revisions import default_profiling_map
+from selector import (
+    Costs,
+    History,
+    SelectionPlan,
+    SelectionRequest,
+    SignalConfig,
+    Universe,
+    Variant,
+    price,
+    select,
+)
 from upstream import FileChange, FileStatus, ResolvedRevision
 from upstream.changes import ChangeFacts, DbEntryChange, YamlEntryChange
 
 N_SYNTHETIC = 500_000
-WORKERS = 8
 REPEAT = 6  # single-file decisions: the first warms the universe's indexes, the rest are p50
 
 
@@ -41,14 +52,19 @@ def _cpu_timed(fn):  # type: ignore[no-untyped-def]
     return value, wall, time.process_time() - cpu
 
 
-def _run_all(universe: Universe, facts: ChangeFacts) -> SelectionPlan:
-    return select(
-        facts,
+def _run_all(universe: Universe, facts: ChangeFacts) -> tuple[SelectionPlan, Costs]:
+    """The baseline: the universe priced (a flat runner prior, the backend's device-time hook)
+    and every variant through the stages; the decisions after it reuse the pricing."""
+    costs = price(
         universe,
-        workers=WORKERS,
-        force_all="benchmark baseline: all",
-        config=SignalConfig(profiling_map=None),
+        history=History(),
+        runner=FlatEstimate(per_test=0.2, source="flat-runner-prior"),
+        device=get_backend("spyre").duration_estimate(),
     )
+    request = SelectionRequest(
+        facts=facts, universe=universe, costs=costs, force_all="benchmark baseline: all"
+    )
+    return select(request), costs
 
 
 def _rev(name: str) -> ResolvedRevision:
@@ -135,14 +151,15 @@ def _bundled(report: Report) -> None:
         ["case", "variants", "selected", "decision", "run-all plan (baseline)", "ratio"],
     )
     universe, load_s = _timed(lambda: universe_from_inventory())
-    _, base_s = _timed(lambda: _run_all(universe, _empty()))
+    (_, costs), base_s = _timed(lambda: _run_all(universe, _empty()))
     # a map learned before, if any: learning one is a sample run of minutes, not a decision
-    config = SignalConfig(import_map=import_map_for(universe, learn=False))
+    config = SignalConfig(
+        profiling_map=default_profiling_map(), import_map=import_map_for(universe, learn=False)
+    )
+    request = SelectionRequest(facts=_empty(), universe=universe, costs=costs, config=config)
     facts = event_facts(mutation_event("F.softmax"))
     runs = [
-        _timed(
-            lambda: select(facts, universe, reader=installed_reader, config=config, workers=WORKERS)
-        )
+        _timed(lambda: select(replace(request, facts=facts, reader=installed_reader)))
         for _ in range(REPEAT)
     ]
     plan = runs[0][0]
@@ -181,12 +198,7 @@ def _bundled(report: Report) -> None:
 
         def release_step() -> SelectionPlan:
             return select(
-                facts,
-                universe,
-                reader=source_reader(source, facts),
-                config=config,
-                workers=WORKERS,
-                memo=store,
+                replace(request, facts=facts, reader=source_reader(source, facts), memo=store)
             )
 
         first, first_s, first_cpu = _cpu_timed(release_step)
@@ -235,15 +247,15 @@ def _cached_release_facts():  # type: ignore[no-untyped-def]
 
 def _synthetic(report: Report) -> None:
     universe, build_s = _timed(lambda: _synthetic_universe(N_SYNTHETIC))
-    _, base_s = _timed(lambda: _run_all(universe, _empty()))
+    (_, costs), base_s = _timed(lambda: _run_all(universe, _empty()))
     facts = _synthetic_facts()
     plan, ours_s, ours_cpu = _cpu_timed(
-        lambda: select(facts, universe, workers=WORKERS, config=SignalConfig(profiling_map=None))
+        lambda: select(SelectionRequest(facts=facts, universe=universe, costs=costs))
     )
     table = report.table(
         "Selector on a synthetic universe of 500,000 variants",
         ["case", "variants", "selected", "decision", "run-all plan (baseline)", "ratio"],
-        note=f"universe generated in {build_s:.1f} s (not included); {WORKERS} shards",
+        note=f"universe generated in {build_s:.1f} s (not included)",
     )
     table.rows.append(
         [

@@ -26,6 +26,7 @@ from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest
 from benchmarks.report import Report
 from inventory.build import universe_from_inventory
+from planner.sharding import shard_by_time
 from store.db import session_scope
 from store.models import TestResult
 from store.settings import Settings
@@ -33,7 +34,6 @@ from tests.support.planners import LABELLED
 from tests.support.runs import pr_body
 from tests.support.services import free_port
 from tests.support.stack import start_stack
-from workers.sharding import shard_by_time
 
 N = int(os.environ.get("BENCH_WORKERS_TESTS", "2000"))
 

@@ -73,13 +73,12 @@ def mutant_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
         mutation_event(name),
         universe,
         budget=float(budgets[0]) if budgets else settings.runner_budget_seconds,
-        workers=settings.runner_shards,
     )
     runner = backend.runner_config(specs)
     env = {**runner.env, "RELAY_MUTANT": name} if planted else dict(runner.env)
-    node_ids = {v.test_id: v.node_id for v in universe.variants}
-    return RunPlan(
-        shards=[[node_ids.get(t, t) for t in shard] for shard in plan.shards if shard],
+    return RunPlan.for_selection(
+        plan,
+        {v.test_id: v.node_id for v in universe.variants},
         # nothing imported before pytest's configure plants the fault: a warm pool preloads
         # upstream's OpInfo database, whose entries would keep the unmutated function (the
         # ground truth's fresh runs import it after the plugin replaced it); the clean twin the same
@@ -90,8 +89,6 @@ def mutant_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
                 "preload": [],
             }
         ),
-        selection=plan,
-        base_rev=plan.base_resolved or plan.base,
         head_rev=event.head_sha,
     )
 

@@ -12,7 +12,7 @@ from cli.event_selection import select_event
 from cli.progress import ProgressBar
 from cli.replay import make_env, make_head_env
 from inventory.build import universe_from_inventory
-from planner.durations import base_run_history, estimator_for
+from planner.durations import base_run_history, costs_for, estimator_for
 
 
 def evaluate(
@@ -173,14 +173,14 @@ def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
 
 
 def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus, budget_share):
-    history = base_run_history(universe)  # failures and runner-seconds of the base's full run
-    estimator = estimator_for(universe, history=history)
+    # failures and runner-seconds of the base's full run; the universe priced once for every event
+    costs = costs_for(universe, history=base_run_history(universe))
     plans = {}
     for event in truth.events:
         plans[event.name] = select_event(
             event, universe, budget=budget, profiling_map=profiling_map,
             no_import_map=no_import_map, focus=focus, budget_share=budget_share,
-            history=history, estimator=estimator,
+            costs=costs,
         )  # fmt: skip
     return plans
 

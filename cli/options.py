@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from planner.release import DEFAULT_RELEASE_SHARE, open_release
-from selector import DEFAULT_PROFILING_MAP
+from planner.revisions import default_profiling_map
 from upstream import UpstreamError, UpstreamSource, default_cache_dir
 from upstream.changes import ChangeFacts
 
@@ -34,7 +34,13 @@ BUDGET_SHARE = typer.Option(
     help="release step without --budget: the budget is this share of the applicable "
     "universe's runner-seconds as the plan estimates them (0: no cut)",
 )
-WORKERS = typer.Option(1, "--workers", "-n", help="shards to split the selection into")
+WORKERS = typer.Option(
+    1,
+    "--workers",
+    "-n",
+    help="shard workers running at once: the runner's split is estimated on that many "
+    "(RELAY_RUNNER_PARALLEL)",
+)
 HISTORY = typer.Option(
     None,
     "--history",
@@ -46,7 +52,7 @@ SPECS = typer.Option(
     help="spec file or folder; repeatable (default: the backend's own, as the runner)",
 )
 PROFILING = typer.Option(
-    DEFAULT_PROFILING_MAP,
+    default_profiling_map(),
     "--profiling-map",
     help="PyTorch's td_heuristic_profiling.json (coverage prior; optional; the folder is RELAY_CI_STATS)",
 )

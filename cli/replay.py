@@ -100,7 +100,6 @@ def replay(
             head_env=head_env,
             budget_seconds=budget,
             budget_share=budget_share or None,
-            workers=workers,
             history=History.load(history),
             profiling_map=profiling_map,
             import_map=not no_import_map,
@@ -117,7 +116,7 @@ def replay(
     if as_json:
         typer.echo(plan.to_json())
     else:
-        print_plan(plan, show=10)
+        print_plan(plan, show=10, workers=workers)
         for note in release.notes:
             typer.echo(f"note: {note}")
         typer.echo(f"plan written to {path} (fingerprint {plan.fingerprint()})")

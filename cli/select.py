@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -10,14 +11,17 @@ import typer
 from cli import options as opt
 from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
-from planner import source_reader
-from planner.durations import estimator_for
+from planner import ShardPolicy, source_reader, split_summary
+from planner.durations import costs_for
 from planner.release import backend_specs
-from selector import History, SelectionPlan, SignalConfig
+from selector import History, SelectionPlan, SelectionRequest, SignalConfig
 from selector import select as run_select
+from store.settings import get_settings
 
 
-def print_plan(plan: SelectionPlan, *, show: int = 20) -> None:
+def print_plan(plan: SelectionPlan, *, show: int = 20, workers: int = 1) -> None:
+    """The plan for a reader, with the split the runner would make of it on ``workers`` shard
+    workers (RELAY_RUNNER_SHARD_SECONDS, RELAY_RUNNER_SHARDS)."""
     typer.echo(
         f"# {plan.backend}: {plan.base} ({plan.base_resolved[:12]}) -> {plan.head} "
         f"({plan.head_resolved[:12]}), universe {plan.universe.label}"
@@ -58,6 +62,8 @@ def print_plan(plan: SelectionPlan, *, show: int = 20) -> None:
     sources = ", ".join(f"{k} {v}" for k, v in plan.duration_sources.items())
     typer.echo(f"runner-seconds from: {sources or 'nothing selected'}")
     typer.echo(plan.summary())
+    policy = replace(ShardPolicy.from_settings(get_settings()), parallel=max(1, workers))
+    typer.echo(split_summary(plan, policy))
 
 
 def select(
@@ -85,19 +91,19 @@ def select(
     universe = universe_from_inventory(specs=backend_specs("spyre", specs))
     hist = History.load(history)
     plan = run_select(
-        facts,
-        universe,
-        reader=source_reader(source, facts),
-        config=SignalConfig(
-            profiling_map=profiling_map,
-            coverage_map=coverage_map,
-            import_map=None if no_import_map else import_map_for(universe),
-        ),
-        budget_seconds=budget,
-        workers=workers,
-        history=hist,
-        min_closeness=focus,
-        estimator=estimator_for(universe, history=hist),
+        SelectionRequest(
+            facts=facts,
+            universe=universe,
+            costs=costs_for(universe, history=hist),
+            reader=source_reader(source, facts),
+            config=SignalConfig(
+                profiling_map=profiling_map,
+                coverage_map=coverage_map,
+                import_map=None if no_import_map else import_map_for(universe),
+            ),
+            budget_seconds=budget,
+            min_closeness=focus,
+        )
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     if out is not None:
@@ -105,4 +111,4 @@ def select(
     if as_json:
         typer.echo(plan.to_json())
     else:
-        print_plan(plan)
+        print_plan(plan, workers=workers)

@@ -5,8 +5,8 @@ changed (learned by running the FULL universe, never a selector's choice): mutat
 injected single-function fault each) or the release event (2.13.0 vs 2.14.1). Selectors:
 
 * ``ours``: the four stages (a SelectionPlan per event);
-* ``run-all``: every applicable variant (its plan, :func:`selector.select_everything`, is made
-  and timed once: its decision latency is measured, not assumed);
+* ``run-all``: every applicable variant (its plan, :func:`selector.select` with ``force_all``,
+  is made and timed once: its decision latency is measured, not assumed);
 * ``random``: random variants of the applicable universe at the same cost as ours (seeded, so
   repeatable);
 * ``pytorch-td``: a replay of PyTorch's target-determination rule at file level: each test file
@@ -36,9 +36,23 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from selector.model import REMOVED_AT_HEAD, DurationEstimate, History, Universe
-from selector.plan import FLAT_RUNNER_PRIOR, SelectionPlan, select_everything
+from backends import get_backend
+from backends.base import FlatEstimate
+from selector import (
+    REMOVED_AT_HEAD,
+    DurationEstimate,
+    History,
+    SelectionPlan,
+    SelectionRequest,
+    Universe,
+    price,
+    select,
+    unanalysed,
+)
 from selector.signals.coverage import UPSTREAM_ANALOGS, load_map
+
+#: runner-seconds of a variant nobody measured, when the caller gives no estimate
+FLAT_RUNNER_PRIOR = FlatEstimate(per_test=0.2, source="flat-runner-prior")
 
 GROUND_TRUTH_VERSION = 1
 
@@ -178,8 +192,20 @@ def run_all(
 ) -> Selector:
     """Every applicable variant; the run-all plan is made once and its decision timed."""
     start = time.perf_counter()
-    plan = select_everything(
-        universe, reason="run all", base="base", head="head", backend=backend, estimator=estimator
+    priced = price(
+        universe,
+        history=History(),
+        runner=estimator or FLAT_RUNNER_PRIOR,
+        device=get_backend(backend).duration_estimate(),
+    )
+    plan = select(
+        SelectionRequest(
+            facts=unanalysed("base", "head"),
+            universe=universe,
+            costs=priced,
+            backend=backend,
+            force_all="run all",
+        )
     )
     latency = time.perf_counter() - start
     everything = set(plan.test_ids)

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backends import get_backend
 from inventory.build import DEFAULT_TEST_TIMES
 from inventory.runs import run_key
-from selector import History, TestHistory, Universe, Variant
+from selector import Costs, DurationEstimate, History, TestHistory, Universe, Variant, price
 from testspecs.outcomes import FAILURES
 
 PRIOR_PATH = Path(__file__).parent / "data" / "runner_prior.json"
@@ -226,6 +227,36 @@ def estimator_for(
         if h.seconds is not None:
             measured[tid] = h.seconds
     return RunnerSeconds(universe, measured=measured, prior=prior)
+
+
+_DEVICE_ESTIMATES: dict[str, DurationEstimate] = {}
+
+
+def device_estimate(backend: str) -> DurationEstimate:
+    """The backend's device-time hook (simulated device-seconds), one per backend in this
+    process: it caches per op and template."""
+    if backend not in _DEVICE_ESTIMATES:
+        _DEVICE_ESTIMATES[backend] = get_backend(backend).duration_estimate()
+    return _DEVICE_ESTIMATES[backend]
+
+
+def costs_for(
+    universe: Universe,
+    *,
+    backend: str = "spyre",
+    history: History | None = None,
+    estimator: DurationEstimate | None = None,
+    runs: Path | None = DEFAULT_EVAL_RUNS,
+) -> Costs:
+    """What a decision over ``universe`` prices with (:class:`~selector.Costs`): ``history``;
+    runner-seconds from ``estimator``, else :func:`estimator_for` (measured, the ground-truth
+    runs in ``runs``, the shipped prior); simulated device-seconds from the backend's
+    device-time hook. Decisions over the same universe and costs share one pricing."""
+    hist = history if history is not None else History()
+    runner = (
+        estimator if estimator is not None else estimator_for(universe, history=hist, runs=runs)
+    )
+    return price(universe, history=hist, runner=runner, device=device_estimate(backend))
 
 
 def base_run_history(universe: Universe, runs: Path | None = DEFAULT_EVAL_RUNS) -> History:

@@ -15,12 +15,12 @@ from pathlib import Path
 from backends import Backend
 from backends.base import torch_build
 from inventory.build import universe_from_inventory
-from planner.durations import estimator_for
+from planner.durations import costs_for
 from planner.environment import decide_environment, head_wheel_for
 from planner.model import RunPlan
 from planner.release import plan_release
 from planner.revisions import plan_revisions
-from selector import History, SelectionPlan, Universe, select_everything
+from selector import History, SelectionPlan, SelectionRequest, Universe, select, unanalysed
 from upstream import GitCheckout, UpstreamError
 from upstream.undertest import UpstreamUnderTest
 from wire.github.events import UpstreamEvent
@@ -51,7 +51,6 @@ def plan_event(
     upstream: Path | None = None,
     upstream_cache: Path | None = None,
     budget_seconds: float | None = None,
-    workers: int = 1,
     history: History | None = None,
     unanalysed_budget_seconds: float | None = None,
     head_wheel: str | None = None,
@@ -69,7 +68,9 @@ def plan_event(
     The plan names the upstream under test (:func:`planner.environment.decide_environment`):
     ``head_wheel`` is the head wheel template (``{sha}``, ``{pr}``), ``overlay_base`` the release
     an overlay lays the head's Python files over (None: the installed torch), ``smoke_untested``
-    runs a change nothing can test on the installed torch anyway (else nothing runs)."""
+    runs a change nothing can test on the installed torch anyway (else nothing runs). The
+    plan's tests are in rank order: the runner cuts them into shards
+    (:func:`planner.sharding.cut_shards`)."""
     revs = revisions(event)
     installed = torch_build()
     head = event.head_sha or event.after_sha
@@ -89,41 +90,21 @@ def plan_event(
         return RunPlan(shards=[], runner=backend.runner_config(specs), upstream=under_test,
                        base_rev=revs[0] if revs else None, head_rev=revs[1] if revs else None)  # fmt: skip
     if event.event == "periodic" and revs is not None:
-        try:
-            release = plan_release(
-                revs[0],
-                revs[1],
-                backend=backend.name,
-                specs=specs,
-                upstream=upstream,
-                cache_dir=upstream_cache,
-                budget_seconds=budget_seconds,
-                workers=workers,
-                history=history,
-            )
-            step = decide_environment(
-                event,
-                installed_version=installed,
-                release_version=(release.plan.head_resolved or revs[1]).split("+", 1)[0],
-            )
-            return _run_plan(release.plan, release.universe, backend, specs, step)
-        except UpstreamError as exc:  # planned below: everything, with the error as the reason
-            log.warning("cannot read the release step %s -> %s: %s", *revs, exc)
+        step = _release_step(
+            event,
+            revs,
+            backend=backend,
+            specs=specs,
+            upstream=upstream,
+            upstream_cache=upstream_cache,
+            budget_seconds=budget_seconds,
+            history=history,
+        )
+        if step is not None:
+            return step
     universe = universe_from_inventory(backend=backend.name, specs=specs)
     if revs is None:
-        head = event.head_sha or "installed"
-        plan = select_everything(
-            universe,
-            reason=f"{event.event} run: the whole universe",
-            base=head,
-            head=head,
-            source_kind="installed",
-            backend=backend.name,
-            history=history,
-            estimator=estimator_for(universe, history=history),
-            budget_seconds=budget_seconds,
-            workers=workers,
-        )
+        plan = _whole_universe(event, universe, backend.name, history, budget_seconds)
     else:
         base, head = revs
         plan = plan_revisions(
@@ -134,13 +115,68 @@ def plan_event(
             universe=universe,
             specs=specs,
             budget_seconds=budget_seconds,
-            workers=workers,
             history=history,
             facts_cache=upstream_cache,
             offline=False,
             unanalysed_budget_seconds=unanalysed_budget_seconds,
         )
     return _run_plan(plan, universe, backend, specs, under_test)
+
+
+def _whole_universe(
+    event: UpstreamEvent,
+    universe: Universe,
+    backend: str,
+    history: History | None,
+    budget_seconds: float | None,
+) -> SelectionPlan:
+    """A run of the whole universe on purpose (a nightly), cut to the budget."""
+    head = event.head_sha or "installed"
+    return select(
+        SelectionRequest(
+            facts=unanalysed(head, head, source_kind="installed"),
+            universe=universe,
+            costs=costs_for(universe, backend=backend, history=history),
+            backend=backend,
+            force_all=f"{event.event} run: the whole universe",
+            budget_seconds=budget_seconds,
+        )
+    )
+
+
+def _release_step(
+    event: UpstreamEvent,
+    revs: tuple[str, str],
+    *,
+    backend: Backend,
+    specs: Sequence[Path],
+    upstream: Path | None,
+    upstream_cache: Path | None,
+    budget_seconds: float | None,
+    history: History | None,
+) -> RunPlan | None:
+    """A release replay planned as ``relay replay`` plans it, in the head release's
+    environment; None when the release step cannot be read (the caller plans everything)."""
+    try:
+        release = plan_release(
+            revs[0],
+            revs[1],
+            backend=backend.name,
+            specs=specs,
+            upstream=upstream,
+            cache_dir=upstream_cache,
+            budget_seconds=budget_seconds,
+            history=history,
+        )
+    except UpstreamError as exc:
+        log.warning("cannot read the release step %s -> %s: %s", *revs, exc)
+        return None
+    step = decide_environment(
+        event,
+        installed_version=torch_build(),
+        release_version=(release.plan.head_resolved or revs[1]).split("+", 1)[0],
+    )
+    return _run_plan(release.plan, release.universe, backend, specs, step)
 
 
 def _checkout_note(upstream: Path | None, head: str | None) -> str:
@@ -174,13 +210,10 @@ def _run_plan(
     specs: Sequence[Path],
     under_test: UpstreamUnderTest,
 ) -> RunPlan:
-    node_ids = {v.test_id: v.node_id for v in universe.variants}
     log.info("selection: %s", plan.summary())
-    return RunPlan(
-        shards=[[node_ids.get(t, t) for t in shard] for shard in plan.shards if shard],
+    return RunPlan.for_selection(
+        plan,
+        {v.test_id: v.node_id for v in universe.variants},
         runner=backend.runner_config(specs),
-        selection=plan,
-        base_rev=plan.base_resolved or plan.base,
-        head_rev=plan.head_resolved or plan.head,
         upstream=under_test,
     )

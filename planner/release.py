@@ -22,14 +22,14 @@ from backends.base import torch_build
 from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
-from planner.durations import DEFAULT_EVAL_RUNS, base_run_history, estimator_for, merged
+from planner.durations import DEFAULT_EVAL_RUNS, base_run_history, costs_for, merged
 from planner.filefacts import store_for
-from planner.revisions import source_reader
+from planner.revisions import default_profiling_map, source_reader
 from selector import (
-    DEFAULT_PROFILING_MAP,
     NEW_AT_HEAD,
     History,
     SelectionPlan,
+    SelectionRequest,
     SignalConfig,
     Universe,
     select,
@@ -78,7 +78,6 @@ def release_plan(
     installed: Universe,
     head: Universe | None = None,
     budget_seconds: float | None = None,
-    workers: int = 1,
     history: History | None = None,
     profiling_map: Path | None = None,
     import_map: bool = True,
@@ -109,21 +108,21 @@ def release_plan(
         failing = sum(1 for h in learned.tests.values() if h.failures)
         notes.append(f"history: {len(learned.tests)} variants, {failing} failing at base")
     plan = select(
-        facts,
-        universe,
-        backend=backend,
-        reader=source_reader(source, facts),
-        config=SignalConfig(
-            profiling_map=profiling_map,
-            import_map=learned_import_map(installed, notes) if import_map else None,
-        ),
-        budget_seconds=budget_seconds,
-        budget_share=budget_share,
-        workers=workers,
-        history=learned,
-        min_closeness=min_closeness,
-        estimator=estimator_for(universe, history=learned, runs=runs),
-        memo=store_for(source),
+        SelectionRequest(
+            facts=facts,
+            universe=universe,
+            costs=costs_for(universe, backend=backend, history=learned, runs=runs),
+            backend=backend,
+            reader=source_reader(source, facts),
+            config=SignalConfig(
+                profiling_map=profiling_map,
+                import_map=learned_import_map(installed, notes) if import_map else None,
+            ),
+            budget_seconds=budget_seconds,
+            budget_share=budget_share,
+            min_closeness=min_closeness,
+            memo=store_for(source),
+        )
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return ReleasePlan(plan=plan, universe=universe, notes=notes)
@@ -191,9 +190,8 @@ def plan_release(
     offline: bool = False,
     head_env: bool | None = None,
     budget_seconds: float | None = None,
-    workers: int = 1,
     history: History | None = None,
-    profiling_map: Path | None = DEFAULT_PROFILING_MAP,
+    profiling_map: Path | None = None,
     import_map: bool = True,
     min_closeness: float = 0.0,
     budget_share: float | None = DEFAULT_RELEASE_SHARE,
@@ -205,7 +203,8 @@ def plan_release(
     with ``head_env=False``, the installed universe adjusted by the change facts), the learned
     import map. ``head_env=None`` collects the head universe when the environments are made
     anyway for the fingerprints (``RELAY_RELEASE_FINGERPRINTS``) and estimates it otherwise, or
-    when that environment cannot be made (the notes say why)."""
+    when that environment cannot be made (the notes say why). ``profiling_map`` None: the
+    default one (:func:`planner.revisions.default_profiling_map`)."""
     start = time.perf_counter()
     source, facts = open_release(
         base, head, upstream=upstream, cache_dir=cache_dir, offline=offline, progress=progress
@@ -240,9 +239,8 @@ def plan_release(
         installed=installed,
         head=collected,
         budget_seconds=budget_seconds,
-        workers=workers,
         history=history,
-        profiling_map=profiling_map,
+        profiling_map=profiling_map if profiling_map is not None else default_profiling_map(),
         import_map=import_map,
         min_closeness=min_closeness,
         backend=backend,

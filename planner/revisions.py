@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from inventory.build import universe_from_inventory
-from planner.durations import estimator_for
+from planner.durations import costs_for
 from planner.filefacts import FileFactsStore
-from selector import History, SelectionPlan, SignalConfig, Universe, select, select_everything
+from selector import (
+    History,
+    SelectionPlan,
+    SelectionRequest,
+    SignalConfig,
+    Universe,
+    select,
+    unanalysed,
+)
+from store.settings import ci_stats_dir
 from upstream import UpstreamError, UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
 
@@ -30,6 +39,17 @@ def source_reader(source: UpstreamSource, facts: ChangeFacts) -> Any:
         return source.read_files(facts.base if at_base else facts.head, [path]).get(path)
 
     return read
+
+
+def default_profiling_map() -> Path:
+    """PyTorch's ``td_heuristic_profiling.json`` in the CI-statistics folder (``RELAY_CI_STATS``,
+    else the user's cache); the coverage signal reads it when it exists."""
+    return ci_stats_dir() / "td_heuristic_profiling.json"
+
+
+def default_config() -> SignalConfig:
+    """The signals' inputs when a caller gives none: the default profiling map."""
+    return SignalConfig(profiling_map=default_profiling_map())
 
 
 def unanalysed_budget(
@@ -56,7 +76,6 @@ def plan_revisions(
     universe: Universe | None = None,
     specs: Sequence[Path] = (),
     budget_seconds: float | None = None,
-    workers: int = 1,
     history: History | str | Path | None = None,
     config: SignalConfig | None = None,
     facts_cache: str | Path | None = None,
@@ -70,11 +89,12 @@ def plan_revisions(
     bundled suites' inventory (cached). If the revisions cannot be read, the plan selects the
     whole universe with ``fallback=True`` and the error in ``errors``, cut to ``budget_seconds``
     or, without one, to ``unanalysed_budget_seconds`` (runner-seconds; the cut is listed).
+    ``config`` defaults to :func:`default_config`.
     """
     start = time.perf_counter()
     hist = history if isinstance(history, History) else History.load(history)
     uni = universe or universe_from_inventory(backend=backend, specs=specs)
-    estimator = estimator_for(uni, history=hist)
+    costs = costs_for(uni, backend=backend, history=hist)
     try:
         source = open_source(upstream, cache_dir=facts_cache, offline=offline)
         b, h = source.resolve(base), source.resolve(head)
@@ -83,30 +103,28 @@ def plan_revisions(
     except UpstreamError as exc:
         log.warning("cannot read upstream %s..%s: %s; selecting everything", base, head, exc)
         budget, why = unanalysed_budget(budget_seconds, unanalysed_budget_seconds)
-        return select_everything(
-            uni,
-            reason=f"upstream change not readable ({exc}); selecting everything",
-            base=base,
-            head=head,
-            errors=[str(exc)],
-            backend=backend,
-            history=hist,
-            budget_seconds=budget,
-            workers=workers,
-            estimator=estimator,
-            budget_reason=why,
+        return select(
+            SelectionRequest(
+                facts=unanalysed(base, head, errors=[str(exc)]),
+                universe=uni,
+                costs=costs,
+                backend=backend,
+                force_all=f"upstream change not readable ({exc}); selecting everything",
+                budget_seconds=budget,
+                budget_reason=why,
+            )
         )
     plan = select(
-        facts,
-        uni,
-        backend=backend,
-        reader=source_reader(source, facts),
-        config=config,
-        budget_seconds=budget_seconds,
-        workers=workers,
-        history=hist,
-        estimator=estimator,
-        memo=FileFactsStore(Path(cache) / "filefacts") if cache else None,
+        SelectionRequest(
+            facts=facts,
+            universe=uni,
+            costs=costs,
+            backend=backend,
+            reader=source_reader(source, facts),
+            config=config if config is not None else default_config(),
+            budget_seconds=budget_seconds,
+            memo=FileFactsStore(Path(cache) / "filefacts") if cache else None,
+        )
     )
     plan.decision_seconds = round(time.perf_counter() - start, 4)
     return plan

@@ -112,6 +112,57 @@ NEW_AT_HEAD = "new-at-head"
 REMOVED_AT_HEAD = "removed-at-head"
 
 
+def applicable(universe: Universe, v: Variant) -> bool:
+    """What the applicability stage keeps of every variant: not skipped by a spec or by its
+    test file, not gone at head."""
+    return (
+        universe.flags.get(v.test_id) != REMOVED_AT_HEAD
+        and v.decision != "skip"
+        and not v.static_skip
+    )
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What the variants of one universe cost, as the planner prices them: runner-seconds from
+    ``history``, else ``runner`` (the budget's unit); simulated device-seconds from
+    ``history``, else ``device`` (shown beside, never budgeted); and the applicable universe's
+    totals of both (:func:`price` sums them once, so decisions over the same universe and
+    estimates do not price every variant again)."""
+
+    history: History
+    runner: DurationEstimate
+    device: DurationEstimate
+    applicable_runner_seconds: float
+    applicable_device_seconds: float
+    variants: int  # the size of the universe priced (a request over another one is refused)
+
+
+def price(
+    universe: Universe, *, history: History, runner: DurationEstimate, device: DurationEstimate
+) -> Costs:
+    """:class:`Costs` of ``universe``: its applicable variants priced once."""
+    full = full_device = 0.0
+    for v in universe.variants:
+        if not applicable(universe, v):
+            continue
+        h = history.get(v.test_id)
+        full += h.seconds if h is not None and h.seconds is not None else runner.seconds(v)
+        full_device += (
+            h.device_seconds
+            if h is not None and h.device_seconds is not None
+            else device.seconds(v)
+        )
+    return Costs(
+        history=history,
+        runner=runner,
+        device=device,
+        applicable_runner_seconds=full,
+        applicable_device_seconds=full_device,
+        variants=len(universe),
+    )
+
+
 @dataclass(frozen=True)
 class StageRecord:
     stage: str
@@ -359,10 +410,8 @@ class ApplicabilityResult:
 
 @dataclass
 class BudgetResult:
-    selected: list[Ranked]
+    selected: list[Ranked]  # in rank order; the runner splits them into shards
     cut: list[Cut]
-    shards: list[list[str]]
-    shard_seconds: list[float]  # runner-seconds per shard
     budget_seconds: float | None  # runner-seconds
     selected_seconds: float  # runner-seconds
     record: StageRecord

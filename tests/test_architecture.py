@@ -1,5 +1,6 @@
 """The architecture is a checked contract: the import-linter contracts in pyproject.toml (layers,
-no cycles, a pure selector, the workers' stages in order) hold, no module of ours imports itself
+no cycles, a pure selector, the workers' stages in order) hold, the selector imports neither the
+store nor the backends (anywhere, imports inside functions too), no module of ours imports itself
 back through others (counting imports inside functions and the package ``__init__`` that
 ``from pkg import mod`` runs), and no module of ours grows past 600 lines."""
 
@@ -134,3 +135,23 @@ def test_no_import_cycle_among_our_modules() -> None:
     graph = _module_graph()
     assert "relay.web.routes" in graph["relay.app"]  # the graph sees our imports
     assert _cycles(graph) == []
+
+
+def test_the_selector_imports_neither_the_store_nor_the_backends() -> None:
+    """The planner gives the selector everything (universe, facts, history, estimates, paths):
+    no module of the selector imports ``store`` (settings, the environment) or ``backends`` (the
+    registry), and the import-linter contract forbids both."""
+    graph = _module_graph()
+    selector = [m for m in graph if m == "selector" or m.startswith("selector.")]
+    assert "selector.stages.budget" in selector  # the graph sees the selector's modules
+    imported = {dep for m in selector for dep in graph[m]}
+    assert "upstream.changes" in imported  # the graph sees the selector's imports
+    assert sorted(d for d in imported if d.split(".")[0] in ("store", "backends")) == []
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contract = next(
+        c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "selector-pure"
+    )
+    assert contract["source_modules"] == ["selector"]
+    assert {"store", "backends"} <= set(contract["forbidden_modules"])
+    texts = [p.read_text(encoding="utf-8") for p in (ROOT / "selector").rglob("*.py")]
+    assert not [t for t in texts if "os.environ" in t or "getenv" in t]  # no settings read

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from celery import Task
 from sqlalchemy import select
 
-from planner import RunPlan, plan_event
+from planner import RunPlan, ShardPolicy, cut_shards, plan_event
 from planner.durations import history_for
 from store import jobs, scheduling
 from store.db import session_scope
@@ -42,7 +42,6 @@ from workers.harness.pools import runner_backend
 from workers.leases import renewed
 from workers.report import delivery_of, report, send_callback
 from workers.run import run_shard_task
-from workers.sharding import time_shards
 
 log = logging.getLogger("workers.plan")
 
@@ -76,7 +75,6 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
         upstream=settings.upstream_path,
         upstream_cache=settings.upstream_cache,
         budget_seconds=settings.runner_budget_seconds,
-        workers=settings.runner_shards,
         history=history,
         unanalysed_budget_seconds=60 * settings.runner_unanalysed_budget_minutes
         if settings.runner_unanalysed_budget_minutes
@@ -169,13 +167,8 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
             log.exception("planning failed")
             _fail(settings, dispatch_pk, planning_pk, exc)
             raise
-        shards, shard_seconds = time_shards(
-            planned,
-            target_seconds=settings.runner_shard_seconds,
-            max_shards=settings.runner_shards,
-            durations=planned.runner_seconds() or None,
-            parallel=settings.runner_parallel,
-        )
+        # the one split: the job stores and runs these shards, and its selection says so
+        planned = cut_shards(planned, ShardPolicy.from_settings(settings))
         with session_scope(settings.database_url) as session:
             job, created = jobs.create_job(
                 session,
@@ -186,8 +179,8 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
                 url="",
                 head_sha=event.head_sha or event.after_sha,
                 pr_number=event.pr_number,
-                shards=shards,
-                shard_seconds=shard_seconds,
+                shards=planned.shards,
+                shard_seconds=planned.shard_seconds,
                 selection=planned.stored(),
             )
             if created:
@@ -200,7 +193,7 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
             _enqueue_job(settings, job_pk)
         log.info(
             "planned",
-            extra={"job_pk": job_pk, "tests": planned.total, "shards": len(shards)},
+            extra={"job_pk": job_pk, "tests": planned.total, "shards": len(planned.shards)},
         )
         return job_pk
 

@@ -347,14 +347,22 @@ def job_results(
     request: Request,
     job_id: JobId,
     outcome: Outcome | None = None,
+    shard: int | None = Query(default=None, ge=0, le=100_000, description="shard index"),
     params: PageParams = Depends(page_params(default_limit=1000, max_limit=5000)),
 ) -> Page[ResultPublic]:
-    """Per-test results of one job in the order they were stored (optionally one outcome)."""
+    """Per-test results of one job in the order they were stored (optionally one outcome, one
+    shard: the same shard as the selection's ``.../selection/tests?shard=N``)."""
     with session_scope(request.app.state.settings.database_url) as session:
         _job_or_404(session, job_id)
         query = select(TestResult).where(TestResult.job_pk == job_id)
         if outcome is not None:
             query = query.where(TestResult.outcome == outcome.value)
+        if shard is not None:
+            query = query.where(
+                TestResult.shard_pk.in_(
+                    select(Shard.id).where(Shard.job_pk == job_id, Shard.index == shard)
+                )
+            )
 
         def public(rows: Sequence[TestResult]) -> list[ResultPublic]:
             shard_index = dict(

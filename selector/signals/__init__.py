@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from selector.signals.base import (
-    DEFAULT_PROFILING_MAP,
     MEMO_VERSION,
     ImpactSignal,
     SignalConfig,
@@ -40,7 +39,6 @@ SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
 }
 
 __all__ = [
-    "DEFAULT_PROFILING_MAP",
     "MEMO_VERSION",
     "SIGNALS",
     "ImpactSignal",

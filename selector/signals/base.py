@@ -17,21 +17,19 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from selector.model import ChangeUnit, Universe
-from store.settings import ci_stats_dir
 from upstream.changes import ChangeFacts
 from upstream.changes import python as py
 
 log = logging.getLogger(__name__)
 
-# PyTorch's td_heuristic_profiling.json in the CI-statistics folder (RELAY_CI_STATS); optional
-DEFAULT_PROFILING_MAP = ci_stats_dir() / "td_heuristic_profiling.json"
-
 
 @dataclass
 class SignalConfig:
-    """Inputs signals may use besides the facts; all optional, all offline."""
+    """Inputs signals may use besides the facts; all optional, all offline. The planner gives
+    the paths (the selector reads no settings)."""
 
-    profiling_map: Path | None = DEFAULT_PROFILING_MAP
+    # PyTorch's td_heuristic_profiling.json (the planner's default: the CI-statistics folder's)
+    profiling_map: Path | None = None
     coverage_map: Path | None = None  # ours: {source path: [test file or test id, ...]}
     import_map: Path | None = None  # inventory.importmap: modules our runs import
     path_rules: tuple[Any, ...] | None = None  # None = selector.signals.paths.DEFAULT_RULES

@@ -1,17 +1,18 @@
-"""Stage 4, ``budget``: rank by risk, cut to a budget in runner-seconds, shard longest-first.
+"""Stage 4, ``budget``: rank by risk and cut to a budget in runner-seconds.
 
 Risk = the closest signal's weight + failure rate and flakiness from history + a bonus for
 variants new at head (and for tests never run). Ties break on the test id, so the order is
 stable. Durations are runner-seconds (what a test costs on a runner: setup, call and teardown):
 history, else the runner-seconds estimate (:mod:`planner.durations` gives one with its source per
 variant). Simulated device time (history, else the backend's device-time hook) is summed beside
-them and never budgeted. Everything past the budget is listed with its rank and the reason. An optional :class:`TriageHook` may re-rank; none is
-registered by default and the selector makes no network calls.
+them and never budgeted. Everything past the budget is listed with its rank and the reason.
+The selected tests are returned in rank order: the runner splits them into shards (by measured
+duration, :mod:`planner.sharding`), the one split a job runs. An optional :class:`TriageHook` may
+re-rank; none is registered by default and the selector makes no network calls.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
@@ -20,8 +21,8 @@ from selector.model import (
     NEW_AT_HEAD,
     Applicable,
     BudgetResult,
+    Costs,
     Cut,
-    DurationEstimate,
     History,
     Ranked,
     StageRecord,
@@ -82,20 +83,47 @@ def budget_stage(
     kept: Sequence[Applicable],
     universe: Universe,
     *,
-    estimator: DurationEstimate,
+    costs: Costs,
     budget_seconds: float | None = None,
-    workers: int = 1,
-    history: History | None = None,
     triage: TriageHook | None = None,
     min_closeness: float = 0.0,
-    device_estimator: DurationEstimate | None = None,
 ) -> BudgetResult:
-    """``estimator`` gives runner-seconds (``budget_seconds`` is in runner-seconds);
-    ``device_estimator`` simulated device-seconds, summed beside them.
+    """Prices in ``costs``: runner-seconds (``budget_seconds`` is in runner-seconds) and
+    simulated device-seconds, summed beside them.
     ``min_closeness`` (focus): variants only broad signals chose (common code, file-level
     coverage, fallback) are cut, listed with that reason, before the budget applies."""
     start = time.perf_counter()
-    history = history or History()
+    ranked, device = _ranked(kept, universe, costs)
+    if triage is not None:
+        ranked = [
+            Ranked(**{**r.__dict__, "rank": i + 1}) for i, r in enumerate(triage.rerank(ranked))
+        ]
+    closeness = {item.test_id: item.closeness for item in kept}
+    selected, cut, total = _cut(ranked, closeness, budget_seconds, min_closeness)
+    record = StageRecord(
+        stage="budget",
+        count_in=len(kept),
+        count_out=len(selected),
+        unit="variants",
+        seconds=round(time.perf_counter() - start, 4),
+        notes=(f"{len(cut)} cut by the budget",) if cut else (),
+    )
+    return BudgetResult(
+        selected=selected,
+        cut=cut,
+        budget_seconds=budget_seconds,
+        selected_seconds=round(total, 9),
+        record=record,
+        triage=getattr(triage, "name", None),
+        selected_device_seconds=round(sum(device.get(r.test_id, 0.0) for r in selected), 9),
+    )
+
+
+def _ranked(
+    kept: Sequence[Applicable], universe: Universe, costs: Costs
+) -> tuple[list[Ranked], dict[str, float]]:
+    """The kept variants by risk (ties: test id), each priced; and their device-seconds."""
+    history, estimator = costs.history, costs.runner
     by_id = universe.by_id
     rows = []
     device: dict[str, float] = {}
@@ -109,8 +137,8 @@ def budget_stage(
             seconds, source = estimator.seconds(v), source_of(estimator, v)
         if h is not None and h.device_seconds is not None:
             device[item.test_id] = h.device_seconds
-        elif device_estimator is not None:
-            device[item.test_id] = device_estimator.seconds(v)
+        else:
+            device[item.test_id] = costs.device.seconds(v)
         rows.append((-risk, item.test_id, risk, seconds, source, item, why))
     rows.sort(key=lambda r: (r[0], r[1]))
     ranked = [
@@ -128,15 +156,20 @@ def budget_stage(
         )
         for i, (_, tid, risk, seconds, source, item, why) in enumerate(rows)
     ]
-    if triage is not None:
-        ranked = [
-            Ranked(**{**r.__dict__, "rank": i + 1}) for i, r in enumerate(triage.rerank(ranked))
-        ]
+    return ranked, device
+
+
+def _cut(
+    ranked: Sequence[Ranked],
+    closeness: dict[str, float],
+    budget_seconds: float | None,
+    min_closeness: float,
+) -> tuple[list[Ranked], list[Cut], float]:
+    """(selected, cut, the selected runner-seconds): the focus first, then the budget."""
     selected: list[Ranked] = []
     cut: list[Cut] = []
     total = 0.0
     over = False
-    closeness = {item.test_id: item.closeness for item in kept}
     for r in ranked:
         if closeness[r.test_id] < min_closeness and r.flag != NEW_AT_HEAD:
             cut.append(
@@ -167,39 +200,4 @@ def budget_stage(
                 f"runner-seconds used by higher-ranked tests",
             )
         )
-    shards, shard_seconds = shard_longest_first(selected, workers)
-    record = StageRecord(
-        stage="budget",
-        count_in=len(kept),
-        count_out=len(selected),
-        unit="variants",
-        seconds=round(time.perf_counter() - start, 4),
-        notes=(f"{len(cut)} cut by the budget",) if cut else (),
-    )
-    return BudgetResult(
-        selected=selected,
-        cut=cut,
-        shards=shards,
-        shard_seconds=shard_seconds,
-        budget_seconds=budget_seconds,
-        selected_seconds=round(total, 9),
-        record=record,
-        triage=getattr(triage, "name", None),
-        selected_device_seconds=round(sum(device.get(r.test_id, 0.0) for r in selected), 9),
-    )
-
-
-def shard_longest_first(
-    items: Sequence[Ranked], workers: int
-) -> tuple[list[list[str]], list[float]]:
-    """Greedy LPT: longest test first onto the least-loaded shard (ties: lowest shard index)."""
-    n = max(1, workers)
-    shards: list[list[str]] = [[] for _ in range(n)]
-    loads = [0.0] * n
-    heap = [(0.0, i) for i in range(n)]
-    for r in sorted(items, key=lambda r: (-r.seconds, r.test_id)):
-        load, i = heapq.heappop(heap)
-        shards[i].append(r.test_id)
-        loads[i] = load + r.seconds
-        heapq.heappush(heap, (loads[i], i))
-    return shards, [round(x, 9) for x in loads]
+    return selected, cut, total

@@ -15,9 +15,9 @@ from backends import BACKENDS, Backend, BackendError, get_backend
 from backends.base import PROJECT_ROOT, FlatEstimate, fresh_pytest
 from inventory.build import universe_from_inventory
 from planner import RunPlan, StoredPlan
-from selector import select_everything
 from store.outcomes import Outcome
 from store.settings import Settings
+from tests.support.selection import plan_everything
 from workers.harness.pools import default_runner, launcher_for, runner_backend
 from workers.harness.runner import run_shard
 
@@ -81,17 +81,13 @@ def test_the_cpu_backend_plans_and_runs_a_few_variants_through_the_same_harness(
     universe = universe_from_inventory(backend="cpu", suites=("errors",), cache_dir=tmp_path)
     assert len(universe) > 50
     assert all(v.cls and v.cls.endswith("CPU") and "_cpu" in v.name for v in universe.variants)
-    plan = select_everything(
-        universe, reason="toy backend", base="x", head="x", backend="cpu",
-        budget_seconds=0.8, workers=2,
-    )  # fmt: skip
+    plan = plan_everything(
+        universe, reason="toy backend", base="x", head="x", backend="cpu", budget_seconds=0.8
+    )
     assert len(plan.tests) == 4  # 0.8 runner-seconds of budget at the flat 0.2 s a variant
     assert {t.seconds_source for t in plan.tests} == {"flat-runner-prior"}
-    node_ids = {v.test_id: v.node_id for v in universe.variants}
-    run_plan = RunPlan(
-        shards=[[node_ids[t] for t in shard] for shard in plan.shards if shard],
-        runner=cpu.runner_config(),
-        selection=plan,
+    run_plan = RunPlan.for_selection(
+        plan, {v.test_id: v.node_id for v in universe.variants}, runner=cpu.runner_config()
     )
     # stored with the job (portable) and resolved by the shard runner: the same recipe
     stored = StoredPlan.model_validate(run_plan.stored()["plan"]).runner

@@ -15,8 +15,8 @@ from evaluation.scores import (
     random_at_cost,
     table,
 )
-from selector import select
 from selector.signals import SignalConfig
+from tests.support.selection import plan as select
 
 
 def _truth(small_upstream: Any) -> GroundTruth:

@@ -7,8 +7,9 @@ from typing import Any
 
 from inventory.head import head_universe
 from planner import source_reader
-from selector import NEW_AT_HEAD, REMOVED_AT_HEAD, select
+from selector import NEW_AT_HEAD, REMOVED_AT_HEAD
 from selector.signals import SignalConfig
+from tests.support.selection import plan as select
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 

@@ -1,5 +1,6 @@
 """Runner-seconds: where each variant's number comes from, the budget cut in them, the plan's
-cost and finish time on its workers, and the budget of a change that cannot be analysed."""
+cost and the finish time of the runner's split on its workers, and the budget of a change that
+cannot be analysed."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from backends.base import RunnerConfig
+from planner import RunPlan, ShardPolicy, cut_shards
 from planner.durations import (
     CI_FILE,
     FLAT,
@@ -26,7 +29,8 @@ from planner.durations import (
     template_key,
 )
 from planner.revisions import plan_revisions
-from selector import History, Universe, select_everything
+from selector import History, Universe
+from tests.support.selection import plan_everything
 
 #: a small test-times.json in PyTorch's format (the real one is the user's to download)
 TEST_TIMES = Path(__file__).resolve().parents[1] / "data" / "pytorch-ci-stats" / "test-times.json"
@@ -70,22 +74,28 @@ def test_the_budget_cuts_in_runner_seconds_with_device_time_beside(small_upstrea
     measured = {v.test_id: 1.0 + (i % 3) for i, v in enumerate(universe.variants)}
     est = RunnerSeconds(universe, measured=measured, prior=RunnerPrior())
     full = sum(measured.values())
-    plan = select_everything(
-        universe, reason="test", base="a", head="b", budget_seconds=full / 2, workers=3,
-        estimator=est,
-    )  # fmt: skip
+    plan = plan_everything(
+        universe, reason="test", base="a", head="b", budget_seconds=full / 2, estimator=est
+    )
     assert plan.full_runner_seconds == pytest.approx(full)
     assert plan.estimated_runner_seconds <= full / 2
     assert plan.estimated_runner_seconds == pytest.approx(sum(t.seconds for t in plan.tests))
     assert plan.cut and all("runner-seconds used by higher-ranked" in c.reason for c in plan.cut)
     assert plan.duration_sources == {MEASURED: len(plan.tests)}
-    assert plan.workers == 3 and len(plan.shard_seconds) == 3
-    assert plan.estimated_finish_seconds == max(plan.shard_seconds)
-    assert plan.estimated_finish_seconds >= plan.estimated_runner_seconds / 3
+    # the runner's split of it on three shard workers: its seconds are the plan's tests'
+    run = cut_shards(
+        RunPlan.for_selection(plan, {}, runner=RunnerConfig(rootdir=".")),
+        ShardPolicy(target_seconds=full / 12, parallel=3),
+    )
+    assert run.workers == 3 and run.shard_seconds is not None
+    assert sum(run.shard_seconds) == pytest.approx(plan.estimated_runner_seconds)
+    finish = run.estimated_finish_seconds()
+    assert finish is not None and max(run.shard_seconds) <= finish < sum(run.shard_seconds)
+    assert finish >= plan.estimated_runner_seconds / 3
     # the simulator's device time is summed beside, never used as the budget
     assert 0 < plan.estimated_device_seconds < plan.full_device_seconds
     assert plan.estimated_device_seconds != pytest.approx(plan.estimated_runner_seconds)
-    assert "runner-minutes" in plan.summary() and "on 3 worker(s)" in plan.summary()
+    assert "runner-minutes" in plan.summary()
 
 
 def test_a_change_that_cannot_be_read_is_cut_to_the_default_budget(
@@ -94,7 +104,7 @@ def test_a_change_that_cannot_be_read_is_cut_to_the_default_budget(
     universe = small_upstream.make_universe()
     plan = plan_revisions(
         base="0" * 40, head="1" * 40, universe=universe, backend="cpu",
-        facts_cache=tmp_path, offline=True, unanalysed_budget_seconds=2.0, workers=2,
+        facts_cache=tmp_path, offline=True, unanalysed_budget_seconds=2.0,
     )  # fmt: skip
     assert plan.fallback and plan.errors
     assert plan.budget_seconds == 2.0
@@ -165,7 +175,7 @@ def test_a_budget_share_cuts_broad_choices_in_rank_order_and_lists_them(
     est = RunnerSeconds(universe, measured=measured, prior=RunnerPrior())
     failing = universe.variants[7].test_id  # failed at base: evidence that ranks it first
     history = History.from_mapping({failing: {"seconds": 1.0, "runs": 1, "failures": 1}})
-    plan = select_everything(
+    plan = plan_everything(
         universe, reason="nothing mapped", base="a", head="b", estimator=est, history=history,
         budget_share=0.25,
     )  # fmt: skip

@@ -240,10 +240,12 @@ class Jobs:
         head: str = "a" * 40,
         delivery: str | None = None,
         upstream: Any = None,
+        policy: Any = None,
     ) -> int:
-        """A job; ``delivery``: planned for that stored delivery (through a dispatch)."""
+        """A job; ``delivery``: planned for that stored delivery (through a dispatch);
+        ``policy``: the shards cut as the plan stage cuts them (planner.cut_shards)."""
         from backends.base import RunnerConfig
-        from planner import RunPlan
+        from planner import RunPlan, cut_shards
         from store.db import session_scope
         from store.jobs import JobKey, create_job
 
@@ -255,6 +257,8 @@ class Jobs:
             head_rev=head,
             **({"upstream": upstream} if upstream is not None else {}),
         )
+        if policy is not None:
+            plan = cut_shards(plan, policy)
         key = JobKey(
             delivery_id=delivery_id or str(uuid.uuid4()),
             repo="local/spyre",
@@ -267,7 +271,8 @@ class Jobs:
             job, created = create_job(
                 session, key=key, dispatch_pk=dispatch_pk, event_type="pull_request",
                 workflow_name="spyre-upstream-tests", url="http://relay/api/v1/jobs/x",
-                head_sha=head, pr_number=pr, shards=plan.shards, selection=plan.stored(),
+                head_sha=head, pr_number=pr, shards=plan.shards, shard_seconds=plan.shard_seconds,
+                selection=plan.stored(),
             )  # fmt: skip
             assert created
             if upstream is not None:  # as the plan stage records it
@@ -387,15 +392,18 @@ def test_jobs_bad_query_is_422(client: Any, query: dict[str, Any]) -> None:
 def test_one_job_with_shards_transitions_and_selection(
     client: Any, jobs: Jobs, small_upstream: Any
 ) -> None:
-    from selector import select_everything
+    from planner import ShardPolicy
+    from tests.support.selection import plan_everything
 
     universe = small_upstream.make_universe()
-    selection = select_everything(
+    selection = plan_everything(
         universe, reason="push: the change is not readable here", base="v2.13.0",
-        head="b" * 40, source_kind="installed", workers=2,
+        head="b" * 40, source_kind="installed",
     )  # fmt: skip
-    job = jobs.create(selection.shards, selection=selection, head="b" * 40)
-    first = selection.shards[0][0]
+    # 18 variants at 0.2 runner-seconds: two shards of about 2 s, run on two workers
+    policy = ShardPolicy(target_seconds=2.0, parallel=2)
+    job = jobs.create([selection.test_ids], selection=selection, head="b" * 40, policy=policy)
+    first = selection.test_ids[0]
     jobs.result(job, first, "passed", duration_s=0.5)
     jobs.move(job, "in_progress")
 
@@ -413,12 +421,14 @@ def test_one_job_with_shards_transitions_and_selection(
         job, "in_progress", len(universe))  # fmt: skip
     assert detail["started_at"] is not None
     assert detail["test_results"] == {**ZERO, "passed": 1, "total": 1}
-    assert detail["shards"] == [
-        {"index": i, "state": "pending", "tests": len(ids), "attempts": 0, "started_at": None,
-         "finished_at": None}
-        for i, ids in enumerate(selection.shards)
+    assert [
+        {k: s[k] for k in ("index", "state", "attempts", "started_at", "finished_at")}
+        for s in detail["shards"]
+    ] == [
+        {"index": i, "state": "pending", "attempts": 0, "started_at": None, "finished_at": None}
+        for i in range(2)
     ]  # fmt: skip
-    assert len(detail["shards"]) == 2
+    assert sum(s["tests"] for s in detail["shards"]) == len(universe)
     assert [(t["from_status"], t["to_status"], t["source"]) for t in detail["transitions"]] == [
         (None, "dispatched", "plan"),
         ("dispatched", "in_progress", "test"),
@@ -438,7 +448,7 @@ def test_one_job_with_shards_transitions_and_selection(
     }  # fmt: skip
     cost = detail["selection"]  # the plan's cost (tests/relay/test_app_job_cost.py)
     assert cost["cost_runner_minutes"] == round(selection.estimated_runner_seconds / 60, 2)
-    assert (cost["workers"], cost["budget_runner_minutes"]) == (selection.workers, None)
+    assert (cost["workers"], cost["budget_runner_minutes"]) == (2, None)
     assert detail["selection"]["universe_variants"] == selection.universe.variants == 18
     assert detail["selection"]["fallbacks"][0]["scope"] == "all"
 
@@ -604,7 +614,6 @@ def _big_selection(tests: int, *, units: int = 200) -> Any:
 
     ids = [f"spyre_stack/conformance/test_common.py::TestCommonPRIVATEUSE1::"
            f"test_compare_cpu_op{i}_spyre_float16" for i in range(tests)]  # fmt: skip
-    shards = [ids[0::2], ids[1::2]]
     fallback_units = [f"torch/_dynamo/module_{i}.py" for i in range(units)]
     return SelectionPlan(
         backend="spyre", source_kind="wheel", base="2.13", head="2.14",
@@ -621,14 +630,18 @@ def _big_selection(tests: int, *, units: int = 200) -> Any:
                for i, t in enumerate(ids)],
         cut=[CutTest(test_id=f"cut::{i}", rank=tests + i, risk=0.1, seconds=0.01,
                      reason="over the budget") for i in range(tests // 10)],
-        shards=shards, shard_seconds=[1.0, 1.0], estimated_device_seconds=300.0,
-        full_device_seconds=330.0,
+        estimated_device_seconds=300.0, full_device_seconds=330.0,
     )  # fmt: skip
 
 
 def test_a_30000_test_job_is_served_compactly(client: Any, jobs: Jobs) -> None:
+    from planner import ShardPolicy, shard_by_time
+
     selection = _big_selection(30_000)
-    job = jobs.create(selection.shards, selection=selection)
+    # 300 runner-seconds (0.01 each) in two shards, as the plan stage cuts them
+    job = jobs.create([selection.test_ids], selection=selection, policy=ShardPolicy(max_shards=2))
+    seconds = {t.test_id: t.seconds for t in selection.tests}
+    split, _ = shard_by_time(selection.test_ids, seconds, target_seconds=120, max_shards=2)
 
     detail = client.get(f"/api/v1/jobs/{job}")
     assert detail.status_code == 200
@@ -647,7 +660,8 @@ def test_a_30000_test_job_is_served_compactly(client: Any, jobs: Jobs) -> None:
     assert [t["rank"] for t in first["items"]] == list(range(500))
     top = first["items"][0]
     assert top["test_id"] == selection.tests[0].test_id
-    assert (top["shard"], top["mode"], top["gating"]) == (0, "xfail", False)
+    top_shard = next(i for i, ids in enumerate(split) if top["test_id"] in ids)
+    assert (top["shard"], top["mode"], top["gating"]) == (top_shard, "xfail", False)
     assert top["reasons"] == selection.tests[0].reasons
     second = client.get(url, params={"kind": "selected", "limit": 500,
                                      "cursor": first["next_cursor"]}).json()  # fmt: skip
@@ -656,7 +670,9 @@ def test_a_30000_test_job_is_served_compactly(client: Any, jobs: Jobs) -> None:
     assert (len(last["items"]), last["next_cursor"]) == (200, None)
     cut = client.get(url, params={"kind": "cut", "limit": 5}).json()
     assert cut["total"] == 3_000 and cut["items"][0]["reasons"] == ["over the budget"]
-    assert client.get(url, params={"shard": 1}).json()["total"] == 15_000
+    sizes = [s["tests"] for s in detail.json()["shards"]]
+    assert sizes == [len(ids) for ids in split] and sum(sizes) == 30_000
+    assert client.get(url, params={"shard": 1}).json()["total"] == sizes[1]
     assert client.get(url, params={"mode": "mandatory_success"}).json()["total"] == 0
     assert client.get(url, params={"kind": "bogus"}).status_code == 422
     assert client.get(url, params={"mode": "bogus"}).status_code == 422

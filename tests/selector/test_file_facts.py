@@ -12,8 +12,8 @@ import pytest
 import selector.signals.base as signals_base
 from planner import source_reader
 from planner.filefacts import FileFactsStore
-from selector import select
 from selector.signals import SignalConfig
+from tests.support.selection import plan as select
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 

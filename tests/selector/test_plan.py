@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from planner import plan_revisions, source_reader
-from selector import SCHEMA_VERSION, SelectionPlan, select
+from selector import SCHEMA_VERSION, SelectionPlan
 from selector.signals import SignalConfig
+from tests.support.selection import plan as select
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
@@ -34,7 +35,7 @@ def _plan(tmp_path: Path, small_upstream: Any, **kw):  # type: ignore[no-untyped
 
 
 def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path, small_upstream: Any) -> None:
-    _, plan = _plan(tmp_path, small_upstream, workers=2)
+    _, plan = _plan(tmp_path, small_upstream)
     path = plan.write(tmp_path / "plan.json")
     data = json.loads(path.read_text())
     assert data["schema_version"] == SCHEMA_VERSION
@@ -43,7 +44,6 @@ def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path, s
         "funnel",
         "fallback",
         "fallbacks",
-        "shards",
         "estimated_device_seconds",
         "cut",
         "removed",
@@ -51,8 +51,9 @@ def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path, s
     } <= data.keys()
     back = SelectionPlan.model_validate_json(path.read_text())
     assert back == plan
-    assert len(back.shards) == 2
-    assert sorted(t for s in back.shards for t in s) == sorted(back.test_ids)
+    # the selector ranks and cuts; the runner's split is the job's (planner.sharding)
+    assert not {"shards", "shard_seconds", "workers", "estimated_finish_seconds"} & data.keys()
+    assert [t.rank for t in back.tests] == list(range(1, len(back.tests) + 1))
     assert all(t["reasons"] for t in data["tests"])
     assert back.summary().startswith(f"{len(plan.tests)} of {len(small_upstream.make_universe())} variants")
 
@@ -78,7 +79,6 @@ def test_plan_revisions_on_a_checkout(tmp_path: Path, small_upstream: Any) -> No
         head="HEAD",
         upstream=repo.path,
         universe=small_upstream.make_universe(),
-        workers=3,
         config=SignalConfig(profiling_map=None),
     )
     assert not plan.fallback
@@ -87,7 +87,6 @@ def test_plan_revisions_on_a_checkout(tmp_path: Path, small_upstream: Any) -> No
         "test_compare_cpu_mul",
         "test_out_mul",
     }
-    assert len(plan.shards) == 3
 
 
 def test_plan_revisions_that_cannot_be_read_runs_everything_and_says_why(tmp_path: Path, small_upstream: Any) -> None:
@@ -99,3 +98,31 @@ def test_plan_revisions_that_cannot_be_read_runs_everything_and_says_why(tmp_pat
     assert "unknown revision" in plan.fallbacks[0].reason
     assert len(plan.tests) == len(small_upstream.make_universe())
     assert plan.funnel[1].count_out == len(small_upstream.make_universe())
+
+
+def test_select_takes_one_request_priced_for_its_universe(small_upstream: Any) -> None:
+    """The planner prices the universe once (history, runner- and device-seconds estimates)
+    and hands everything over in one request; costs priced for another universe are refused."""
+    from dataclasses import replace
+
+    import pytest
+
+    from selector import SelectionRequest, unanalysed
+    from selector import select as run_select
+    from tests.support.selection import costs
+
+    universe = small_upstream.make_universe()
+    priced = costs(universe)
+    assert priced.variants == len(universe)
+    assert priced.applicable_runner_seconds == pytest.approx(0.2 * len(universe))
+    facts = unanalysed("a", "b")
+    request = SelectionRequest(
+        facts=facts, universe=universe, costs=priced, force_all="all", budget_share=0.5
+    )
+    first, second = run_select(request), run_select(request)
+    assert first.fingerprint() == second.fingerprint() and first.tests == second.tests
+    assert first.budget_seconds == pytest.approx(0.1 * len(universe), abs=1e-3)
+    assert first.full_runner_seconds == pytest.approx(priced.applicable_runner_seconds)
+    smaller = type(universe)(variants=universe.variants[:3], label="three")
+    with pytest.raises(ValueError, match="costs priced a universe of 18 variants, not this one of 3"):
+        run_select(replace(request, universe=smaller))

@@ -9,13 +9,14 @@ import pytest
 
 from backends.spyre.estimate import SimulatorEstimate
 from planner import source_reader
-from selector import select
-from selector.model import Candidate, History, Ranked, Universe, op_keys
+from selector import price
+from selector.model import Candidate, History, Universe, op_keys
 from selector.signals import SIGNALS, ImpactSignal, SignalConfig
 from selector.stages.applicability import applicability_stage
-from selector.stages.budget import budget_stage, shard_longest_first
+from selector.stages.budget import budget_stage
 from selector.stages.changes import changes_stage
 from selector.stages.impact import impact_stage
+from tests.support.selection import plan as select
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
@@ -281,15 +282,14 @@ def test_budget_keeps_the_riskiest_first_and_lists_the_rest(repo: Any, small_ups
     )
     candidates = {tid: Candidate(tid, ("r",), ("s",), 0.5) for tid in ids}
     kept = applicability_stage(candidates, universe).kept
-    result = budget_stage(
-        kept, universe, estimator=SPYRE_ESTIMATE, budget_seconds=3.0, workers=2, history=history
-    )
+    costs = price(universe, history=history, runner=SPYRE_ESTIMATE, device=SPYRE_ESTIMATE)
+    result = budget_stage(kept, universe, costs=costs, budget_seconds=3.0)
     assert [r.test_id for r in result.selected][:2] == [ids[5], ids[9]]
     assert len(result.selected) == 3 and result.selected_seconds == 3.0
     assert len(result.cut) == len(ids) - 3
     assert [c.rank for c in result.cut] == list(range(4, len(ids) + 1))
     assert all("over budget: rank" in c.reason for c in result.cut)
-    assert sorted(t for s in result.shards for t in s) == sorted(r.test_id for r in result.selected)
+    assert [r.rank for r in result.selected] == [1, 2, 3]  # in rank order: the runner shards them
     assert result.record.count_out == 3
 
 
@@ -301,7 +301,8 @@ def test_new_tests_rank_first_and_unknown_durations_use_the_simulator(small_upst
     universe.flags[new] = NEW_AT_HEAD
     candidates = {v.test_id: Candidate(v.test_id, ("r",), ("s",), 0.5) for v in universe.variants}
     kept = applicability_stage(candidates, universe).kept
-    result = budget_stage(kept, universe, estimator=SPYRE_ESTIMATE)
+    costs = price(universe, history=History(), runner=SPYRE_ESTIMATE, device=SPYRE_ESTIMATE)
+    result = budget_stage(kept, universe, costs=costs)
     assert result.selected[0].test_id == new and result.selected[0].flag == NEW_AT_HEAD
     assert all(r.seconds_source == "simulator-estimate" and r.seconds > 0 for r in result.selected)
     # float32 on a native op and float16 cost the same kernels; a module costs more than add
@@ -309,18 +310,6 @@ def test_new_tests_rank_first_and_unknown_durations_use_the_simulator(small_upst
     module = next(t for t in by_id if "nn_Linear" in t)
     add = next(t for t in by_id if "compare_cpu_add_spyre_float16" in t)
     assert by_id[module] > by_id[add]
-
-
-def test_sharding_is_longest_first_and_balanced() -> None:
-    items = [
-        Ranked(f"t{i}", i, 0.0, s, "history", "run", True, (), ())
-        for i, s in enumerate([8, 7, 6, 5, 4, 3, 2, 1])
-    ]
-    shards, loads = shard_longest_first(items, 3)
-    # LPT: 8,7,6 open the shards; 5,4,3 go to the lightest (6, then 7, then 8); 2 and 1 follow
-    assert shards == [["t0", "t5", "t6"], ["t1", "t4", "t7"], ["t2", "t3"]]
-    assert loads == [13.0, 12.0, 11.0]
-    assert max(loads) - min(loads) <= max(r.seconds for r in items)
 
 
 def test_each_stage_records_counts_in_and_out(repo: Any, small_upstream: Any, plan_for: Any) -> None:
@@ -597,5 +586,6 @@ def test_a_new_variant_outranks_any_known_one_however_close_and_failing(small_up
     }
     history = History({old: TestHistory(seconds=0.1, runs=1, failures=1, flaky=True)})
     kept = applicability_stage(candidates, universe).kept
-    result = budget_stage(kept, universe, history=history, estimator=SPYRE_ESTIMATE)
+    costs = price(universe, history=history, runner=SPYRE_ESTIMATE, device=SPYRE_ESTIMATE)
+    result = budget_stage(kept, universe, costs=costs)
     assert [r.test_id for r in result.selected] == [new, old]

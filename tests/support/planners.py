@@ -43,6 +43,11 @@ def labelled_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     names = [label.split(":", 1)[1] for label in event.labels if label.startswith("plan:")]
     name = names[0] if names else "default"
     chosen = plans[name]
+    upstream: dict[str, Any] = (
+        {"upstream": UpstreamUnderTest.model_validate(chosen["upstream"])}
+        if "upstream" in chosen
+        else {}
+    )
     return RunPlan(
         shards=chosen["shards"],
         runner=RunnerConfig(
@@ -53,9 +58,8 @@ def labelled_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
             device_time_property=chosen.get("device_time_property"),
         ),
         head_rev=event.head_sha,
-        **({"upstream": UpstreamUnderTest.model_validate(chosen["upstream"])}
-           if "upstream" in chosen else {}),
-    )  # fmt: skip
+        **upstream,
+    )
 
 
 #: the many quick tests a replay stands in with (``replay_or_labelled_planner``)
@@ -95,17 +99,16 @@ def small_selection(event: str, budget: float | None) -> Any:
     """The selector's four stages over the small generated universe; the change of a replayed
     fixture cannot be read (no checkout of its SHAs), so, like the default planner, the selector
     falls back to the whole universe and the budget cuts it."""
-    from selector import select_everything
+    from tests.support.selection import plan_everything
     from tests.support.small_upstream import make_universe
 
-    return select_everything(
+    return plan_everything(
         make_universe(),
         reason=f"{event}: the change is not readable here",
         base="head",
         head="head",
         source_kind="installed",
         budget_seconds=budget,
-        workers=2,
     )
 
 
@@ -113,13 +116,9 @@ def small_selector_planner(event: Any, settings: Any) -> Any:
     """A real selection (funnel, fallback, budget cut) over the generated universe, run as quick
     sample tests standing in for the selected variants."""
     plan = small_selection(event.event, settings.runner_budget_seconds)
-    order = [t for shard in plan.shards for t in shard]
-    stand_in = {t: STAND_INS[i] for i, t in enumerate(order)}
-    return RunPlan(
-        shards=[[stand_in[t] for t in shard] for shard in plan.shards if shard],
-        runner=RunnerConfig(rootdir=str(REPO_ROOT)),
-        selection=plan,
-        head_rev=event.head_sha,
+    stand_in = {t: STAND_INS[i] for i, t in enumerate(plan.test_ids)}
+    return RunPlan.for_selection(
+        plan, stand_in, runner=RunnerConfig(rootdir=str(REPO_ROOT)), head_rev=event.head_sha
     )
 
 

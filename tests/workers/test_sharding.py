@@ -1,20 +1,22 @@
-"""Shards sized in time (workers.sharding) and which shard a free worker claims next
-(store.scheduling), in process on a migrated SQLite database."""
+"""Shards sized in time (planner.sharding: the one split a job runs) and which shard a free
+worker claims next (store.scheduling), in process on a migrated SQLite database."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import update
 
+from planner.model import finish_seconds
+from planner.sharding import shard_by_time
 from store import jobs, scheduling
 from store.db import session_scope
 from store.migrate import upgrade
 from store.models import Job, JobStatus, Shard, ShardState, utcnow
-from workers.sharding import shard_by_time
 
 
 def test_shards_are_cut_to_the_target_duration_longest_first() -> None:
@@ -148,14 +150,49 @@ def test_a_redelivered_task_takes_its_own_shard_back_after_the_lease(db: str) ->
 
 def test_a_plan_is_cut_in_time_unless_its_planner_laid_out_the_shards() -> None:
     from backends.base import RunnerConfig
-    from planner import RunPlan
-    from workers.sharding import time_shards
+    from planner import RunPlan, ShardPolicy, cut_shards
 
     plan = RunPlan(shards=[["a.py::x", "a.py::y"], ["b.py::z"]], runner=RunnerConfig(rootdir="."))
-    assert time_shards(plan, target_seconds=1, max_shards=8) == (
-        [["a.py::x", "a.py::y"], ["b.py::z"]], None)  # fmt: skip
-    shards, seconds = time_shards(
-        plan, target_seconds=2, max_shards=8, durations={"a.py::x": 1.5, "b.py::z": 1.0},
-        prior_seconds=0.25,
-    )  # fmt: skip
-    assert shards == [["a.py::x", "a.py::y"], ["b.py::z"]] and seconds == [1.75, 1.0]
+    kept = cut_shards(plan, ShardPolicy(target_seconds=1, max_shards=8))
+    assert (kept.shards, kept.shard_seconds) == ([["a.py::x", "a.py::y"], ["b.py::z"]], None)
+
+
+def test_the_runner_cuts_a_selection_once_and_its_plan_says_so(small_upstream: Any) -> None:
+    """The selector ranks and cuts; the runner's split (by the selection's runner-seconds, each
+    test as its node id) is what the job stores: its shards, each selected test's shard, the
+    shard counts and seconds and the finish estimate on the policy's workers."""
+    from backends.base import RunnerConfig
+    from planner import RunPlan, ShardPolicy, cut_shards
+    from selector import History
+    from tests.support.selection import plan_everything
+
+    universe = small_upstream.make_universe()
+    ids = [v.test_id for v in universe.variants]
+    history = History.from_mapping({t: 10.0 + i for i, t in enumerate(ids)})
+    selection = plan_everything(universe, reason="all", history=history)
+    nodes = {t: f"wrapped/{t}" for t in ids[:5]}  # a few run through a wrapper's node id
+    planned = RunPlan.for_selection(selection, nodes, runner=RunnerConfig(rootdir="."))
+    assert planned.shards == [[nodes.get(t, t) for t in selection.test_ids]]  # rank order
+    assert planned.estimated_finish_seconds() is None  # not cut yet
+    run = cut_shards(planned, ShardPolicy(target_seconds=60.0, parallel=3))
+    seconds = {nodes.get(t, t): 10.0 + i for i, t in enumerate(ids)}
+    assert run.shard_seconds == [round(sum(seconds[n] for n in s), 6) for s in run.shards]
+    assert run.shard_seconds == sorted(run.shard_seconds, reverse=True)  # longest first
+    assert sorted(n for s in run.shards for n in s) == sorted(seconds)
+    assert all(load <= 60.0 for load in run.shard_seconds) and run.workers == 3
+    stored = run.stored()
+    shard_of = {n: i for i, s in enumerate(run.shards) for n in s}
+    rows = {r["test_id"]: r["shard"] for r in stored["variants"] if r["kind"] == "selected"}
+    assert rows == {t: shard_of[nodes.get(t, t)] for t in ids}
+    plan = stored["plan"]
+    assert plan["counts"]["shards"] == [len(s) for s in run.shards]
+    assert plan["shard_seconds"] == run.shard_seconds and plan["workers"] == 3
+    assert plan["estimated_finish_seconds"] == finish_seconds(run.shard_seconds, 3)
+
+
+def test_the_finish_estimate_runs_shards_longest_first_on_the_workers() -> None:
+    assert finish_seconds([], 4) == 0.0
+    assert finish_seconds([5.0, 4.0, 3.0], 1) == 12.0
+    # 8 and 7 start; 6 goes to the worker free at 7, 5 to the one free at 8: 13 and 13
+    assert finish_seconds([8.0, 7.0, 6.0, 5.0], 2) == 13.0
+    assert finish_seconds([8.0, 7.0, 6.0, 5.0], 9) == 8.0
