@@ -122,7 +122,7 @@ def _through_workers(
     ids: list[str], workers: int, tmp: Path, history: dict[str, float]
 ) -> tuple[float, float, float]:
     """(wall seconds from webhook to job completed, seconds to the first result, sum of test
-    durations). The shards are the runner's own cut (workers.sharding, the default target, one
+    durations). The shards are the runner's own cut (planner.sharding, the default target, one
     share per worker) with the plain run's times as the history, as a planner with history
     gives them."""
     shards = _shards(ids, workers, history)

@@ -76,7 +76,7 @@ def up(
         migrate.upgrade(settings.database_url)
     port = port or settings.port
     host = host or settings.host
-    # the planners cut a short job into one shard per shard worker (workers.sharding)
+    # the planners cut a short job into one shard per shard worker (planner.sharding)
     os.environ.setdefault("RELAY_RUNNER_PARALLEL", str(workers))
     workers_up = [
         _Supervised(
