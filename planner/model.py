@@ -2,8 +2,9 @@
 
 One shape on the whole way from the planner to the shard runner: a :class:`RunPlan` is the
 pytest node ids per shard (the planner's order; once :func:`planner.sharding.cut_shards` cut
-them, the split the job runs, with each shard's estimated runner-seconds), the backend's :class:`~backends.base.RunnerConfig`, the upstream
-under test (:class:`~upstream.undertest.UpstreamUnderTest`, the environment they run in) and the
+them, the split the job runs, with each shard's estimated runner-seconds), the backend's
+:class:`~backends.base.RunnerConfig`, the upstream under test
+(:class:`~upstream.undertest.UpstreamUnderTest`, the environment they run in) and the
 :class:`~selector.SelectionPlan` that chose the tests (absent for a planner that does not use the
 selector). :meth:`RunPlan.stored` is the job's Selection row; :class:`StoredPlan` is how the
 runner and the API read that row back.

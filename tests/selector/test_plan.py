@@ -124,5 +124,5 @@ def test_select_takes_one_request_priced_for_its_universe(small_upstream: Any) -
     assert first.budget_seconds == pytest.approx(0.1 * len(universe), abs=1e-3)
     assert first.full_runner_seconds == pytest.approx(priced.applicable_runner_seconds)
     smaller = type(universe)(variants=universe.variants[:3], label="three")
-    with pytest.raises(ValueError, match="costs priced a universe of 18 variants, not this one of 3"):
+    with pytest.raises(ValueError, match="priced a universe of 18 variants, not this one of 3"):
         run_select(replace(request, universe=smaller))
