@@ -12,7 +12,8 @@ for a delivery already stored, 202 when stored, 422 ``{"rejected": true}`` for v
 JSON that is not the shape of its event (a push without ``ref``, a PR number past INTEGER, a
 string its column cannot hold): stored, with the reason, as ``rejected`` and never processed.
 Every refusal is one line. The body is parsed once, here: the stored delivery carries its
-normalized upstream event.
+typed upstream event (and the upstream payload CRCR forwards verbatim); no later stage reads the
+raw body, kept for audit and replay (tests/test_architecture.py checks).
 """
 
 from __future__ import annotations
@@ -35,14 +36,16 @@ from store.group_commit import GroupCommit
 from store.logs import bind
 from wire.github import signature
 from wire.github.events import (
+    LIMITS,
     MAX_DELIVERY_ID,
     SUPPORTED_EVENTS,
     EventError,
+    UpstreamEvent,
     body_json,
     normalize_envelope,
     open_envelope,
 )
-from wire.values import openapi_body
+from wire.values import nonfinite_at, openapi_body
 
 log = logging.getLogger("relay.ingress")
 #: documents the endpoint (its OpenAPI entry); :func:`install` serves it
@@ -134,20 +137,27 @@ async def github_webhook(request: Request) -> JSONResponse:
                 400, f"X-GitHub-Delivery must be at most {MAX_DELIVERY_ID} printable characters"
             )
         hook_id_header = request.headers.get("x-github-hook-id")
-        data_or_ignore = _classify(
+        classified = _classify(
             event=event,
             payload=payload,
             body=body,
             delivery_id=delivery_id,
-            hook_id=hook_id_header if hook_id_header and len(hook_id_header) <= 50 else None,
+            hook_id=hook_id_header
+            if hook_id_header and len(hook_id_header) <= LIMITS["hook_id"]
+            else None,
             upstream=settings.upstream_repo,
         )
-        if isinstance(data_or_ignore, str):
-            log.info("delivery ignored: %s", data_or_ignore)
-            return _answer(200, ignored=True, reason=data_or_ignore)
-        data = deliveries.fit(data_or_ignore)
+        if isinstance(classified, str):
+            log.info("delivery ignored: %s", classified)
+            return _answer(200, ignored=True, reason=classified)
+        data, upstream_event = classified
+        data = deliveries.fit(data)
         role = getattr(request.app.state, "relay_role", None)
-        outbox = role.outbox_of(data.normalized, payload) if role and data.normalized else None
+        outbox = (
+            role.outbox_of(upstream_event)
+            if role and upstream_event and data.normalized is not None
+            else None
+        )
         outcome, pk = await _writer(request).store(data, outbox)
         if data.error is not None:
             # valid JSON, not the shape of its event: stored (nothing is lost) as rejected
@@ -249,8 +259,9 @@ def _classify(
     delivery_id: str,
     hook_id: str | None,
     upstream: str,
-) -> DeliveryCreate | str:
-    """The row to store (with the normalized event), or the reason the delivery is ignored."""
+) -> tuple[DeliveryCreate, UpstreamEvent | None] | str:
+    """The row to store (with the typed event, None when the payload is not its event's shape:
+    stored rejected), or the reason the delivery is ignored."""
     try:
         envelope = open_envelope(event, payload)
     except EventError as exc:
@@ -271,19 +282,27 @@ def _classify(
         hook_id=hook_id,
     )
     try:
-        normalized = normalize_envelope(envelope, delivery_id=delivery_id)
+        typed = normalize_envelope(envelope, delivery_id=delivery_id)
     except EventError as exc:
         # stored anyway (nothing is lost), as rejected with the reason
-        return replace(data, error=_one_line(str(exc)))
+        return replace(data, error=_one_line(str(exc))), None
     except ValueError as exc:  # pydantic: a value out of range
-        return replace(data, error=_one_line(_validation_reason(exc)))
-    return replace(
+        return replace(data, error=_one_line(_validation_reason(exc))), None
+    # Python's parser takes NaN and infinities, which the stored payload (JSON) cannot hold
+    where = nonfinite_at(envelope.payload) if b"NaN" in body or b"Infinity" in body else None
+    if where is not None:
+        return replace(data, error=_one_line(f"payload's {where} is not a finite number")), None
+    stored = replace(
         data,
-        normalized=normalized.model_dump(mode="json"),
-        head_sha=normalized.head_sha,
-        base_sha=normalized.base_sha or normalized.before_sha,
-        pr_number=normalized.pr_number,
+        action=typed.action,
+        upstream_delivery_id=typed.upstream_delivery_id,
+        normalized=typed.model_dump(mode="json"),
+        upstream_payload=envelope.payload,
+        head_sha=typed.head_sha,
+        base_sha=typed.base_sha or typed.before_sha,
+        pr_number=typed.pr_number,
     )
+    return stored, typed
 
 
 def _validation_reason(exc: ValueError) -> str:
