@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Integer, String, select, text, update
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from store.models import Delivery, DeliveryState, utcnow
 
@@ -31,6 +31,11 @@ def announce(session: Session) -> None:
 
 
 _NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"
+
+
+#: query options for pages that list deliveries: their raw body and the payload they forward
+#: are left unread
+WITHOUT_BODIES = (defer(Delivery.raw_body), defer(Delivery.upstream_payload))
 
 
 class StoreOutcome(enum.StrEnum):

@@ -11,17 +11,15 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from pydantic import BaseModel
 from sqlalchemy import select
-from sqlalchemy.orm import defer
 
 from relay.api.pagination import MAX_INT, NO_NUL, Page, PageParams, page_params, paginate
+from store import deliveries
 from store import jobs as job_rows
 from store.db import session_scope
 from store.models import Delivery, DeliveryState
 from wire.github.events import MAX_DELIVERY_ID
 
 router = APIRouter(tags=["api"])
-#: what a delivery's page leaves unread: its raw body and the payload it forwards
-LISTED = (defer(Delivery.raw_body), defer(Delivery.upstream_payload))
 
 
 class DeliveryEvent(enum.StrEnum):
@@ -89,7 +87,7 @@ def list_deliveries(
     params: PageParams = Depends(page_params(default_limit=50, max_limit=500)),
 ) -> Page[DeliveryPublic]:
     """Most recent deliveries first, optionally filtered by state, event and PR."""
-    query = select(Delivery).options(*LISTED)
+    query = select(Delivery).options(*deliveries.WITHOUT_BODIES)
     if state is not None:
         query = query.where(Delivery.state == state.value)
     if event is not None:
@@ -118,7 +116,9 @@ def get_delivery(
 ) -> DeliveryPublic:
     with session_scope(request.app.state.settings.database_url) as session:
         row = session.scalar(
-            select(Delivery).options(*LISTED).where(Delivery.delivery_id == delivery_id)
+            select(Delivery)
+            .options(*deliveries.WITHOUT_BODIES)
+            .where(Delivery.delivery_id == delivery_id)
         )
         if row is None:
             raise HTTPException(status_code=404, detail=f"no delivery {delivery_id}")
