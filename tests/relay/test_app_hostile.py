@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,44 @@ def test_api_parameters_out_of_range_are_422(client: Any, path: str, reason: str
     response = client.get(path)
     assert response.status_code == 422, response.text
     assert response.json()["detail"] == reason
+
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_database(
+    request: pytest.FixtureRequest, app_settings: Any, fresh_postgres_database: Any
+) -> Iterator[Any]:
+    """The in-process app's settings on SQLite, then on a fresh PostgreSQL database (dropped
+    once the app is shut down: this fixture is set up before the app's)."""
+    if request.param == "sqlite":
+        yield app_settings
+        return
+    from store import migrate
+    from store.db import dispose_engines
+
+    with fresh_postgres_database() as url:
+        migrate.upgrade(url)
+        yield app_settings.model_copy(update={"database_url": url})
+        dispose_engines()
+
+
+def test_nan_where_no_event_field_reads_it_is_rejected_not_a_database_error(
+    any_database: Any, make_webhook: Any, github_fixtures: Path
+) -> None:
+    """Python's parser takes NaN, which the stored upstream payload (a JSON column) cannot hold
+    on PostgreSQL: the delivery is stored rejected with where it is, never a 5xx."""
+    webhook = make_webhook(any_database)
+    body = _pr(github_fixtures, title_extra=float("nan"))
+    delivery_id = str(uuid.uuid4())
+    response = webhook.post("pull_request", body, delivery_id=delivery_id)
+    assert (response.status_code, response.json()["error"]) == (
+        422,
+        "not a valid pull_request event: payload's title_extra is not a finite number",
+    )
+    row = webhook.stored(delivery_id)
+    assert (row.state, row.raw_body, row.normalized, row.upstream_payload) == (
+        "rejected",
+        body,
+        None,
+        None,
+    )
