@@ -58,7 +58,9 @@ class DeliveryCreate:
     base_sha: str | None = None
     pr_number: int | None = None
     normalized: dict[str, Any] | None = None  # the typed upstream event's JSON, validated once
-    upstream_payload: dict[str, Any] | None = None  # the payload CRCR forwards verbatim
+    #: the upstream payload CRCR forwards verbatim, as JSON text (the body's own, not serialized
+    #: again, when the payload is the body)
+    upstream_payload: str | None = None
     error: str | None = None  # why the payload could not be normalized: stored as REJECTED
 
 
@@ -168,7 +170,12 @@ class _Insert:
     def __init__(self, dialect: Dialect) -> None:
         table = Delivery.__table__
         columns = [table.c[name] for name in COLUMNS]
-        self.processors = [c.type.dialect_impl(dialect).bind_processor(dialect) for c in columns]
+        self.processors = [
+            _json_text(dialect)
+            if c.name == "upstream_payload"
+            else c.type.dialect_impl(dialect).bind_processor(dialect)
+            for c in columns
+        ]
         names = ", ".join(COLUMNS)
         tail = "ON CONFLICT (delivery_id) DO NOTHING RETURNING id, delivery_id"
         self.arrays = dialect.name == "postgresql"
@@ -192,6 +199,18 @@ class _Insert:
             value if process is None else process(value)
             for value, process in zip(row, self.processors, strict=True)
         )
+
+
+def _json_text(dialect: Dialect) -> Callable[[str | None], Any] | None:
+    """The bind of a JSON column given JSON text: bound as it is (not serialized again)."""
+    if dialect.name != "postgresql":
+        return None  # SQLite's JSON is the text
+    from psycopg.types.json import Json
+
+    def as_is(text: str) -> str:
+        return text
+
+    return lambda text: None if text is None else Json(text, dumps=as_is)
 
 
 _inserts: dict[Dialect, _Insert] = {}

@@ -22,7 +22,8 @@ import asyncio
 import functools
 import json
 import logging
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -39,6 +40,7 @@ from wire.github.events import (
     LIMITS,
     MAX_DELIVERY_ID,
     SUPPORTED_EVENTS,
+    Envelope,
     EventError,
     UpstreamEvent,
     body_json,
@@ -114,11 +116,11 @@ async def github_webhook(request: Request) -> JSONResponse:
         if not signature.verify(settings.secret_values(), body, sig):
             log.warning("delivery refused: bad signature")
             return _error(401, "signature does not match")
-        payload_or_error = _parse(body)
-        if isinstance(payload_or_error, str):
-            log.info("delivery refused: %s", payload_or_error)
-            return _error(400, payload_or_error)
-        payload = payload_or_error
+        parsed = _parse(body)
+        if isinstance(parsed, str):
+            log.info("delivery refused: %s", parsed)
+            return _error(400, parsed)
+        payload = parsed.payload
         if event == "ping":
             hook_id = payload.get("hook_id")
             if isinstance(hook_id, bool) or not isinstance(hook_id, int | str):
@@ -139,7 +141,7 @@ async def github_webhook(request: Request) -> JSONResponse:
         hook_id_header = request.headers.get("x-github-hook-id")
         classified = _classify(
             event=event,
-            payload=payload,
+            parsed=parsed,
             body=body,
             delivery_id=delivery_id,
             hook_id=hook_id_header
@@ -188,15 +190,34 @@ MAX_JSON_DEPTH = 64
 MAX_REASON = 300
 
 
-def _parse(raw_body: bytes) -> dict[str, Any] | str:
+@dataclass(frozen=True)
+class _Parsed:
+    payload: dict[str, Any]
+    json: bytes  # the JSON as it was signed (a form's ``payload=`` decoded)
+    finite: bool  # no NaN or infinity anywhere (Python's parser takes them; JSON cannot hold them)
+
+
+def _parse(raw_body: bytes) -> _Parsed | str:
     """The body (JSON, or form-encoded with the JSON in ``payload=``) as a JSON object, or the
     one-line reason it is refused."""
     try:
         body = body_json(raw_body)
     except EventError as exc:
         return _one_line(str(exc))
+    nonfinite: list[str] = []
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            nonfinite.append(text)
+        return value
+
+    def constant(text: str) -> float:
+        nonfinite.append(text)
+        return float(text)
+
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_float=number, parse_constant=constant)
     except RecursionError:
         return f"malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels"
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, int digit limit
@@ -209,7 +230,20 @@ def _parse(raw_body: bytes) -> dict[str, Any] | str:
         payload, MAX_JSON_DEPTH
     ):
         return f"malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels"
-    return payload
+    return _Parsed(payload, body, finite=not nonfinite)
+
+
+def _payload_json(parsed: _Parsed, envelope: Envelope) -> str:
+    """The upstream payload's JSON text to store: the body's own when the payload is the body
+    (not serialized again), else the payload serialized (a CRCR dispatch's inner payload)."""
+    if envelope.payload is parsed.payload:
+        try:
+            text = parsed.json.decode("utf-8")
+        except UnicodeDecodeError:  # JSON in UTF-16 or UTF-32, which Python's parser takes
+            text = ""
+        if text and not text.startswith("\ufeff"):
+            return text
+    return json.dumps(envelope.payload)
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
@@ -254,7 +288,7 @@ def close_writer(app: FastAPI) -> None:
 def _classify(
     *,
     event: str,
-    payload: dict[str, Any],
+    parsed: _Parsed,
     body: bytes,
     delivery_id: str,
     hook_id: str | None,
@@ -263,7 +297,7 @@ def _classify(
     """The row to store (with the typed event, None when the payload is not its event's shape:
     stored rejected), or the reason the delivery is ignored."""
     try:
-        envelope = open_envelope(event, payload)
+        envelope = open_envelope(event, parsed.payload)
     except EventError as exc:
         return _one_line(str(exc))
     if envelope.event not in SUPPORTED_EVENTS:
@@ -289,7 +323,7 @@ def _classify(
     except ValueError as exc:  # pydantic: a value out of range
         return replace(data, error=_one_line(_validation_reason(exc))), None
     # Python's parser takes NaN and infinities, which the stored payload (JSON) cannot hold
-    where = nonfinite_at(envelope.payload) if b"NaN" in body or b"Infinity" in body else None
+    where = None if parsed.finite else nonfinite_at(envelope.payload)
     if where is not None:
         return replace(data, error=_one_line(f"payload's {where} is not a finite number")), None
     stored = replace(
@@ -297,7 +331,7 @@ def _classify(
         action=typed.action,
         upstream_delivery_id=typed.upstream_delivery_id,
         normalized=typed.model_dump(mode="json"),
-        upstream_payload=envelope.payload,
+        upstream_payload=_payload_json(parsed, envelope),
         head_sha=typed.head_sha,
         base_sha=typed.base_sha or typed.before_sha,
         pr_number=typed.pr_number,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,24 +150,6 @@ def test_api_parameters_out_of_range_are_422(client: Any, path: str, reason: str
     assert response.status_code == 422, response.text
     assert response.json()["detail"] == reason
 
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def any_database(
-    request: pytest.FixtureRequest, app_settings: Any, fresh_postgres_database: Any
-) -> Iterator[Any]:
-    """The in-process app's settings on SQLite, then on a fresh PostgreSQL database (dropped
-    once the app is shut down: this fixture is set up before the app's)."""
-    if request.param == "sqlite":
-        yield app_settings
-        return
-    from store import migrate
-    from store.db import dispose_engines
-
-    with fresh_postgres_database() as url:
-        migrate.upgrade(url)
-        yield app_settings.model_copy(update={"database_url": url})
-        dispose_engines()
 
 
 def test_nan_where_no_event_field_reads_it_is_rejected_not_a_database_error(
