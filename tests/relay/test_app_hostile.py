@@ -152,13 +152,15 @@ def test_api_parameters_out_of_range_are_422(client: Any, path: str, reason: str
 
 
 
+@pytest.mark.parametrize("number", [b"NaN", b"-Infinity", b"1e400"])
 def test_nan_where_no_event_field_reads_it_is_rejected_not_a_database_error(
-    any_database: Any, make_webhook: Any, github_fixtures: Path
+    any_database: Any, make_webhook: Any, github_fixtures: Path, number: bytes
 ) -> None:
-    """Python's parser takes NaN, which the stored upstream payload (a JSON column) cannot hold
-    on PostgreSQL: the delivery is stored rejected with where it is, never a 5xx."""
+    """Python's parser takes NaN and infinities (1e400 overflows to one), which the stored
+    upstream payload (a JSON column) cannot hold on PostgreSQL nor a dispatch carry: the
+    delivery is stored rejected with where it is, never a 5xx."""
     webhook = make_webhook(any_database)
-    body = _pr(github_fixtures, title_extra=float("nan"))
+    body = _pr(github_fixtures, title_extra="<n>").replace(b'"<n>"', number)
     delivery_id = str(uuid.uuid4())
     response = webhook.post("pull_request", body, delivery_id=delivery_id)
     assert (response.status_code, response.json()["error"]) == (
