@@ -84,8 +84,8 @@ class UpstreamEvent(BaseModel):
     before_sha: str | None = None
     after_sha: str | None = None
     check_name: str | None = None
-    #: a push's files, from its commits (None: not a push, or its commits list no files as
-    #: GitHub does; who cannot know the files decides conservatively)
+    #: a push's files, from its commits (None: not a push, or commits not in GitHub's shape:
+    #: who cannot know the files decides conservatively)
     changed_files: list[str] | None = None
     actionable: bool = True
     reason: str = ""
