@@ -126,40 +126,27 @@ async def github_webhook(request: Request) -> JSONResponse:
             if isinstance(hook_id, bool) or not isinstance(hook_id, int | str):
                 hook_id = None
             return _answer(200, ok=True, ping=True, hook_id=hook_id)
-        if not event:
-            return _error(400, "missing X-GitHub-Event header")
-        if delivery_id == "":
-            return _error(400, "missing X-GitHub-Delivery header")
-        if (
-            delivery_id is None
-            or len(delivery_id) > MAX_DELIVERY_ID
-            or not delivery_id.isprintable()
-        ):
-            return _error(
-                400, f"X-GitHub-Delivery must be at most {MAX_DELIVERY_ID} printable characters"
-            )
-        hook_id_header = request.headers.get("x-github-hook-id")
+        problem = _header_problem(event, delivery_id)
+        if problem is not None or delivery_id is None:
+            return _error(400, problem or "X-GitHub-Delivery is not UTF-8")
+        hook_id = request.headers.get("x-github-hook-id")
         classified = _classify(
             event=event,
             parsed=parsed,
             body=body,
             delivery_id=delivery_id,
-            hook_id=hook_id_header
-            if hook_id_header and len(hook_id_header) <= LIMITS["hook_id"]
-            else None,
+            hook_id=hook_id if hook_id and len(hook_id) <= LIMITS["hook_id"] else None,
             upstream=settings.upstream_repo,
         )
         if isinstance(classified, str):
             log.info("delivery ignored: %s", classified)
             return _answer(200, ignored=True, reason=classified)
-        data, upstream_event = classified
+        data, typed = classified
         data = deliveries.fit(data)
         role = getattr(request.app.state, "relay_role", None)
-        outbox = (
-            role.outbox_of(upstream_event)
-            if role and upstream_event and data.normalized is not None
-            else None
-        )
+        outbox = None
+        if role is not None and typed is not None and data.normalized is not None:
+            outbox = role.outbox_of(typed)
         outcome, pk = await _writer(request).store(data, outbox)
         if data.error is not None:
             # valid JSON, not the shape of its event: stored (nothing is lost) as rejected
@@ -181,6 +168,18 @@ async def github_webhook(request: Request) -> JSONResponse:
             delivery_id=delivery_id,
             redelivery=outcome is StoreOutcome.REDELIVERY,
         )
+
+
+def _header_problem(event: str, delivery_id: str | None) -> str | None:
+    """Why a delivery's headers are refused (None: they are not); ``delivery_id`` None is not
+    UTF-8."""
+    if not event:
+        return "missing X-GitHub-Event header"
+    if delivery_id == "":
+        return "missing X-GitHub-Delivery header"
+    if delivery_id is None or len(delivery_id) > MAX_DELIVERY_ID or not delivery_id.isprintable():
+        return f"X-GitHub-Delivery must be at most {MAX_DELIVERY_ID} printable characters"
+    return None
 
 
 #: how deeply a body's JSON may nest (GitHub's payloads nest about 8 levels, a CRCR dispatch
