@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from cli.relay_client import ReplayError
+from wire.github.events import MAX_DELIVERY_ID
 
 #: the keys a JSON Lines record may carry (received_at is informational, written by the export)
 RECORD_KEYS = frozenset({"event", "delivery_id", "payload", "received_at"})
-MAX_DELIVERY_ID = 100  # the relay's column width
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def downstreams(
         except (OSError, ValueError, EventError) as exc:
             typer.echo(f"error: {event}: {exc}", err=True)
             raise typer.Exit(1) from exc
-        subject = subject_of(normalized, envelope.payload, None)
+        subject = subject_of(normalized, None)
         decisions = {d.repo: policies.admit(d, subject) for d in snapshot.downstreams}
     for d in snapshot.downstreams:
         p = d.policy

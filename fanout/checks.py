@@ -30,7 +30,7 @@ from store.models import CheckState, CheckUpdateState, Dispatch, Job, utcnow
 from store.settings import Settings
 from upstream.undertest import UpstreamUnderTest
 from wire.crcr.allowlist import Level
-from wire.github.events import CIFLOW_LABEL_PREFIX, UpstreamEvent
+from wire.github.events import CIFLOW_LABEL_PREFIX, UpstreamEvent, load_event
 
 log = logging.getLogger("fanout.checks")
 
@@ -158,7 +158,7 @@ def create_for_dispatch(
         attempts, repo, level = dispatch.check_attempts, row.repo, row.level
         frozen = level == Level.L3.value and row.demoted_since is not None
         workflow = policy_from_json(row.policy or {}).workflow
-        event = UpstreamEvent.model_validate(delivery.normalized)
+        event = load_event(delivery.normalized)
 
     def finish(state: CheckState, **kw: Any) -> None:
         with session_scope(settings.database_url) as session:

@@ -95,6 +95,7 @@ def _store(
                 upstream_delivery_id=normalized.upstream_delivery_id,
                 head_sha=normalized.head_sha,
                 normalized=normalized.model_dump(mode="json"),
+                upstream_payload=body.decode(),
             ),
             outbox=write,
         )

@@ -14,12 +14,12 @@ from sqlalchemy.orm import Session
 
 from fanout import policy as policies
 from fanout.dispatch_token import new_nonce
-from fanout.model import Decision, Downstream, Policy, Subject
+from fanout.model import Downstream, Policy, Subject
 from fanout.registry import Registry
 from store import outbox
 from store.db import session_scope
 from store.settings import Settings
-from wire.github.events import UpstreamEvent, unwrap_dispatch
+from wire.github.events import UpstreamEvent
 
 log = logging.getLogger("fanout.role")
 
@@ -40,44 +40,17 @@ def policy_from_json(data: dict[str, Any]) -> Policy:
     return Policy(**values)
 
 
-def subject_of(event: UpstreamEvent, payload: dict[str, Any], files: list[str] | None) -> Subject:
-    pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
-    assert isinstance(pr, dict)
-    head_repo = (pr.get("head") or {}).get("repo") or {}
-    base_repo = (pr.get("base") or {}).get("repo") or {}
-    fork = bool(
-        isinstance(head_repo, dict)
-        and isinstance(base_repo, dict)
-        and head_repo.get("full_name")
-        and head_repo.get("full_name") != base_repo.get("full_name")
-    )
+def subject_of(event: UpstreamEvent, files: list[str] | None) -> Subject:
+    """What the policy decides on: the typed event (a draft, a fork, a push's files are its
+    fields) and a pull request's changed files once known."""
+    if files is None and event.event == "push":
+        files = event.changed_files
     return Subject(
         event=event,
-        draft=pr.get("draft") is True,
-        fork=fork,
+        draft=event.draft,
+        fork=event.fork,
         changed_files=tuple(files) if files is not None else None,
     )
-
-
-def push_files(payload: dict[str, Any]) -> list[str] | None:
-    """The files a push changed, from its commits (None when the payload lists no commits, or
-    lists them in another shape than GitHub's: commits of objects whose ``added``, ``removed``
-    and ``modified`` are lists of strings; who cannot know the files decides conservatively)."""
-    commits = payload.get("commits")
-    if not isinstance(commits, list):
-        return None
-    seen: dict[str, None] = {}
-    for commit in commits:
-        if not isinstance(commit, dict):
-            return None
-        for key in ("added", "removed", "modified"):
-            names = commit.get(key)
-            if names is None:
-                continue
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                return None
-            seen.update(dict.fromkeys(names))
-    return list(seen)
 
 
 class RelayRole:
@@ -125,14 +98,10 @@ class RelayRole:
                 self._synced = (snapshot.digest, pks)
         return list(snapshot.downstreams), pks
 
-    def decide(self, event: UpstreamEvent, payload: dict[str, Any]) -> list[Decision]:
-        subject = subject_of(event, payload, push_files(payload) if event.event == "push" else None)
-        return [policies.admit(d, subject) for d in self.registry.current().downstreams]
-
-    def outbox_for(self, event: UpstreamEvent, payload: dict[str, Any]) -> Outbox | None:
+    def outbox_for(self, event: UpstreamEvent) -> Outbox | None:
         """What to write with the delivery: one dispatch per admitted downstream (None: none)."""
         downstreams, pks = self.downstream_pks()
-        subject = subject_of(event, payload, push_files(payload) if event.event == "push" else None)
+        subject = subject_of(event, None)
         items = []
         for d in downstreams:
             decision = policies.admit(d, subject)
@@ -150,15 +119,7 @@ class RelayRole:
 
         return write
 
-    def outbox_of(
-        self, normalized: dict[str, Any], body: dict[str, Any]
-    ) -> Callable[[], Outbox | None]:
+    def outbox_of(self, event: UpstreamEvent) -> Callable[[], Outbox | None]:
         """For ingress: a call (run off the event loop) giving what to write with the delivery
-        whose normalized event and request body are these."""
-
-        def make() -> Outbox | None:
-            event = UpstreamEvent.model_validate(normalized)
-            unwrapped = unwrap_dispatch(body)
-            return self.outbox_for(event, unwrapped[2] if unwrapped is not None else body)
-
-        return make
+        of this event (the one ingress validated)."""
+        return lambda: self.outbox_for(event)

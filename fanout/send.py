@@ -21,14 +21,14 @@ from fanout import payload as payloads
 from fanout import policy as policies
 from fanout.github import GitHubApi, GitHubError
 from fanout.model import Downstream
-from fanout.role import policy_from_json, push_files, subject_of
+from fanout.role import policy_from_json, subject_of
 from store import outbox
 from store.db import session_scope
 from store.logs import bind
 from store.models import DispatchState, utcnow
 from store.settings import Settings
 from wire.crcr.allowlist import AllowlistEntry, Level
-from wire.github.events import UpstreamEvent, parse_body, unwrap_dispatch
+from wire.github.events import UpstreamEvent, load_event, load_payload
 
 log = logging.getLogger("fanout.send")
 
@@ -69,18 +69,10 @@ class _FilesCache:
 FILES = _FilesCache()
 
 
-def upstream_payload(raw_body: bytes) -> dict[str, Any]:
-    """The upstream event's body, verbatim (a CRCR dispatch we received is unwrapped)."""
-    body = parse_body(raw_body)
-    unwrapped = unwrap_dispatch(body)
-    return unwrapped[2] if unwrapped is not None else body
-
-
-def changed_files(
-    api: GitHubApi, *, settings: Settings, event: UpstreamEvent, payload: dict[str, Any]
-) -> list[str] | None:
+def changed_files(api: GitHubApi, *, settings: Settings, event: UpstreamEvent) -> list[str] | None:
+    """A push's files (from the event), a pull request's (from GitHub, once per delivery)."""
     if event.event == "push":
-        return push_files(payload)
+        return event.changed_files
     if event.event == "pull_request" and event.pr_number is not None:
         key = f"{event.delivery_id}:{event.pr_number}"
         files = FILES.get(key)
@@ -106,8 +98,9 @@ def send_one(
         attempts, nonce, repo = dispatch.attempts, dispatch.nonce or tokens.new_nonce(), row.repo
         level, device, downstream_pk = row.level, row.device, row.id
         policy = policy_from_json(row.policy or {})
-        event = UpstreamEvent.model_validate(delivery.normalized)
-        raw_body = delivery.raw_body
+        # the typed event ingress stored, and the upstream payload CRCR forwards verbatim
+        event = load_event(delivery.normalized)
+        payload = load_payload(delivery.upstream_payload)
     downstream = Downstream(
         entry=AllowlistEntry(repo=repo, level=Level(level), device=device), policy=policy
     )
@@ -143,12 +136,11 @@ def send_one(
 
     with bind(delivery_id=event.delivery_id, dispatch_pk=pk, downstream=repo):
         try:
-            payload = upstream_payload(raw_body)
-            files = changed_files(api, settings=settings, event=event, payload=payload)
+            files = changed_files(api, settings=settings, event=event)
         except GitHubError as exc:
             return retry_or_dead(str(exc), exc.status, exc.retryable, exc.retry_after)
         if policy.paths is not None:
-            decision = policies.admit(downstream, subject_of(event, payload, files or []))
+            decision = policies.admit(downstream, subject_of(event, files or []))
             if not decision.admitted:
                 finish(DispatchState.SKIPPED, error=decision.reason)
                 return SendResult(DispatchState.SKIPPED.value, decision.reason)

@@ -6,6 +6,7 @@ unless it says otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 from collections.abc import Callable, Sequence
@@ -13,9 +14,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import Integer, String, select, text, update
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from store.models import Delivery, DeliveryState, utcnow
 
@@ -30,6 +31,11 @@ def announce(session: Session) -> None:
 
 
 _NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"
+
+
+#: query options for pages that list deliveries: their raw body and the payload they forward
+#: are left unread
+WITHOUT_BODIES = (defer(Delivery.raw_body), defer(Delivery.upstream_payload))
 
 
 class StoreOutcome(enum.StrEnum):
@@ -51,16 +57,33 @@ class DeliveryCreate:
     head_sha: str | None = None
     base_sha: str | None = None
     pr_number: int | None = None
-    normalized: dict[str, Any] | None = None  # the normalized upstream event (JSON)
+    normalized: dict[str, Any] | None = None  # the typed upstream event's JSON, validated once
+    #: the upstream payload CRCR forwards verbatim, as JSON text (the body's own, not serialized
+    #: again, when the payload is the body)
+    upstream_payload: str | None = None
     error: str | None = None  # why the payload could not be normalized: stored as REJECTED
 
 
-#: the widths of the delivery's string columns (store.models.Delivery)
-COLUMN_WIDTHS = {
-    "delivery_id": 100, "event": 50, "action": 50, "repo": 200, "source": 30,
-    "upstream_delivery_id": 100, "hook_id": 50, "head_sha": 64, "base_sha": 64,
-}  # fmt: skip
 MAX_INTEGER = 2**31 - 1  # PostgreSQL's INTEGER
+
+
+def _bounded_columns() -> tuple[dict[str, int], tuple[str, ...]]:
+    """The delivery's string columns with their widths, and its integer columns, as the schema
+    (store.models.Delivery) declares them: no table of limits of its own (the values' limits are
+    the edge's, wire.github.events.LIMITS; this is the store's last guard)."""
+    table = Delivery.__table__
+    widths: dict[str, int] = {}
+    integers: list[str] = []
+    for field in dataclasses.fields(DeliveryCreate):
+        column_type = table.c[field.name].type if field.name in table.c else None
+        if isinstance(column_type, String) and column_type.length is not None:
+            widths[field.name] = column_type.length
+        elif isinstance(column_type, Integer):
+            integers.append(field.name)
+    return widths, tuple(integers)
+
+
+COLUMN_WIDTHS, INTEGER_COLUMNS = _bounded_columns()
 
 
 def _fits(value: str, width: int) -> bool:
@@ -89,20 +112,22 @@ def fit(data: DeliveryCreate) -> DeliveryCreate:
             problems.append(
                 f"{name} is not a string of at most {width} characters of UTF-8 without NUL"
             )
-    if data.pr_number is not None and not 0 <= data.pr_number <= MAX_INTEGER:
-        changes["pr_number"] = None
-        problems.append(f"pr_number {data.pr_number} is out of range (0 to {MAX_INTEGER})")
+    for name in INTEGER_COLUMNS:
+        number = getattr(data, name)
+        if number is not None and not 0 <= number <= MAX_INTEGER:
+            changes[name] = None
+            problems.append(f"{name} {number} is out of range (0 to {MAX_INTEGER})")
     if not problems:
         return data
     error = data.error or "; ".join(problems)
-    return replace(data, **changes, normalized=None, error=error)
+    return replace(data, **changes, normalized=None, upstream_payload=None, error=error)
 
 
 #: the columns of a new delivery's row, in the order of :func:`row_values`
 COLUMNS = (
     "delivery_id", "event", "action", "repo", "source", "upstream_delivery_id", "hook_id",
-    "head_sha", "base_sha", "pr_number", "raw_body", "body_sha256", "normalized", "last_error",
-    "state", "received_at", "processed_at", "attempts",
+    "head_sha", "base_sha", "pr_number", "raw_body", "body_sha256", "normalized",
+    "upstream_payload", "last_error", "state", "received_at", "processed_at", "attempts",
 )  # fmt: skip
 
 
@@ -125,6 +150,7 @@ def row_values(data: DeliveryCreate) -> tuple[Any, ...]:
         data.raw_body,
         hashlib.sha256(data.raw_body).hexdigest(),
         data.normalized,
+        data.upstream_payload,
         data.error[:4000] if data.error else None,
         (DeliveryState.REJECTED if rejected else DeliveryState.RECEIVED).value,
         now,
@@ -144,7 +170,12 @@ class _Insert:
     def __init__(self, dialect: Dialect) -> None:
         table = Delivery.__table__
         columns = [table.c[name] for name in COLUMNS]
-        self.processors = [c.type.dialect_impl(dialect).bind_processor(dialect) for c in columns]
+        self.processors = [
+            _json_text(dialect)
+            if c.name == "upstream_payload"
+            else c.type.dialect_impl(dialect).bind_processor(dialect)
+            for c in columns
+        ]
         names = ", ".join(COLUMNS)
         tail = "ON CONFLICT (delivery_id) DO NOTHING RETURNING id, delivery_id"
         self.arrays = dialect.name == "postgresql"
@@ -168,6 +199,18 @@ class _Insert:
             value if process is None else process(value)
             for value, process in zip(row, self.processors, strict=True)
         )
+
+
+def _json_text(dialect: Dialect) -> Callable[[str | None], Any] | None:
+    """The bind of a JSON column given JSON text: bound as it is (not serialized again)."""
+    if dialect.name != "postgresql":
+        return None  # SQLite's JSON is the text
+    from psycopg.types.json import Json
+
+    def as_is(text: str) -> str:
+        return text
+
+    return lambda text: None if text is None else Json(text, dumps=as_is)
 
 
 _inserts: dict[Dialect, _Insert] = {}
@@ -287,16 +330,12 @@ def claim(session: Session, *, pk: int) -> bool:
     return result.rowcount == 1  # type: ignore[attr-defined]
 
 
-def mark_processed(session: Session, *, pk: int, normalized: dict[str, object]) -> None:
+def mark_processed(session: Session, *, pk: int) -> None:
+    """Processed (commits); its stored event is the one ingress wrote, unchanged."""
     session.execute(
         update(Delivery)
         .where(Delivery.id == pk)
-        .values(
-            state=DeliveryState.PROCESSED.value,
-            normalized=normalized,
-            processed_at=utcnow(),
-            last_error=None,
-        )
+        .values(state=DeliveryState.PROCESSED.value, processed_at=utcnow(), last_error=None)
     )
     session.commit()
 

@@ -7,7 +7,8 @@ number of the newest migration (1: initial schema; 2: shard leases; 3: the HUD's
 result's op and dtype; 4: a selection's variants as rows, SelectionTest; 5: the relay role's
 outbox columns on Dispatch, CallbackNonce, CallbackRate and CrcrResult; 6: a job's
 planning_started_at; 7: the outbox's publishing and check-run creation columns; 8: the check
-run's updates as an outbox on Dispatch; 9: a result's full failure text, TestResult.failure_text).
+run's updates as an outbox on Dispatch; 9: a result's full failure text, TestResult.failure_text;
+12: a delivery's upstream_payload, and its normalized event filled for every stored delivery).
 """
 
 from __future__ import annotations
@@ -163,8 +164,12 @@ class Delivery(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text)
     processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # the normalized upstream event, parsed once from raw_body when the delivery was stored
+    # the typed upstream event (wire.github.events.UpstreamEvent), validated once by ingress and
+    # written with the row, never again; later stages load it, never raw_body (None: rejected)
     normalized: Mapped[dict[str, Any] | None] = mapped_column()
+    # the upstream payload (a CRCR dispatch unwrapped), written with the row: what the relay
+    # forwards and echoes verbatim as CRCR's client_payload.payload (None: rejected)
+    upstream_payload: Mapped[dict[str, Any] | None] = mapped_column()
     # when the outbox publisher handed it to the broker (None: RECEIVED and still to publish)
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

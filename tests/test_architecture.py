@@ -155,3 +155,103 @@ def test_the_selector_imports_neither_the_store_nor_the_backends() -> None:
     assert {"store", "backends"} <= set(contract["forbidden_modules"])
     texts = [p.read_text(encoding="utf-8") for p in (ROOT / "selector").rglob("*.py")]
     assert not [t for t in texts if "os.environ" in t or "getenv" in t]  # no settings read
+
+
+# ------------------------------------------------------------------ a delivery is parsed once
+
+#: who may read a delivery's raw body (``raw_body``, or bytes through the wire's body parsers):
+#: ingress (it validates the body, once), the wire module that defines the parsers, the store
+#: (it writes the new row, and names the column for the pages that leave it unread), the export
+#: (`relay deliveries export`: audit and replay), the migration that created the column and the
+#: one that filled the typed event of old rows, once. Every later stage loads the typed event.
+RAW_BODY_READERS = {
+    "relay.github.ingress",
+    "wire.github.events",
+    "store.deliveries",
+    "cli.deliveries",
+    "migrations.versions.0001_initial_schema",
+    "migrations.versions.0012_h29_delivery_event",
+}
+#: the wire's functions that read a delivery's raw bytes
+RAW_BODY_PARSERS = {"body_json", "parse_body", "stored_envelope"}
+#: who may read the stored upstream payload: the relay role forwards it and the runner's
+#: callback echoes it, verbatim (CRCR's ``client_payload.payload``); the store writes it
+PAYLOAD_READERS = {"fanout.send", "workers.report", "store.deliveries"}
+
+
+def _raw_body_reads(tree: ast.AST) -> list[int]:
+    """The lines of ``tree`` that read a raw body: ``x.raw_body``, the string ``"raw_body"``
+    (``getattr``, a column by name, SQL), a use or import of a raw-body parser."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Attribute) and node.attr in {"raw_body", *RAW_BODY_PARSERS})
+        or (isinstance(node, ast.Constant) and node.value == "raw_body")
+        or (isinstance(node, ast.Name) and node.id in RAW_BODY_PARSERS)
+        or (
+            isinstance(node, ast.ImportFrom)
+            and any(alias.name in RAW_BODY_PARSERS for alias in node.names)
+        )
+    ]
+
+
+def _payload_reads(tree: ast.AST) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Attribute) and node.attr == "upstream_payload")
+        or (isinstance(node, ast.Constant) and node.value == "upstream_payload")
+    ]
+
+
+def _modules() -> dict[str, ast.AST]:
+    trees = {}
+    for package in _packages():
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            trees[name] = ast.parse(path.read_text(encoding="utf-8"))
+    return trees
+
+
+def test_the_raw_body_check_sees_a_read() -> None:
+    for source in (
+        "row.raw_body",
+        "getattr(row, 'raw_body')",
+        "select(Delivery.raw_body)",
+        "from wire.github.events import stored_envelope",
+        "events.parse_body(b)",
+    ):
+        assert _raw_body_reads(ast.parse(source)) == [1], source
+    assert _raw_body_reads(ast.parse("DeliveryCreate(raw_body=b)\nrow.normalized")) == []
+    assert _payload_reads(ast.parse("load_payload(delivery.upstream_payload)")) == [1]
+
+
+def test_no_module_reads_the_raw_delivery_body_after_ingress() -> None:
+    """A delivery is parsed once, at ingress: later stages load the typed event stored with it
+    (``Delivery.normalized``), never the raw body (kept for audit and replay), and the stored
+    upstream payload is only forwarded and echoed, never interpreted."""
+    trees = _modules()
+    readers = {name: lines for name, tree in trees.items() if (lines := _raw_body_reads(tree))}
+    assert {n: lines for n, lines in readers.items() if n not in RAW_BODY_READERS} == {}
+    assert set(readers) == RAW_BODY_READERS  # every exception is still needed
+    payload = {name: lines for name, tree in trees.items() if (lines := _payload_reads(tree))}
+    allowed = (
+        PAYLOAD_READERS | {"store.models"} | {m for m in payload if m.startswith("migrations.")}
+    )
+    assert {n: lines for n, lines in payload.items() if n not in allowed} == {}
+    assert set(payload) >= PAYLOAD_READERS  # the forwarders read it
+
+
+def test_the_limits_are_one_table_the_store_holds() -> None:
+    """The edge's one table of limits (wire.github.events.LIMITS) fits the store's columns, and
+    the store keeps no table of its own: its last guard reads the widths from its schema."""
+    from store import deliveries
+    from store.models import Delivery
+    from wire.github.events import LIMITS, MAX_NUMBER, limit_of
+
+    columns = Delivery.__table__.c
+    for name, width in deliveries.COLUMN_WIDTHS.items():
+        assert width == columns[name].type.length, name  # type: ignore[attr-defined]
+        assert limit_of(name) <= width, name
+    assert set(deliveries.COLUMN_WIDTHS) >= set(LIMITS) - {"sha", "text"}
+    assert MAX_NUMBER == deliveries.MAX_INTEGER

@@ -11,6 +11,7 @@ parameters and the wire models use the same rule; :func:`text_problem` and
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -106,6 +107,21 @@ def json_problem(value: Any, *, max_int: int = MAX_ID) -> str | None:
                 if problem is not None:
                     return f"a key of {where or 'the object'} {problem}"
                 stack.append((f"{where}.{key}" if where else str(key), child))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
+    return None
+
+
+def nonfinite_at(value: Any) -> str | None:
+    """Where the parsed JSON ``value`` holds NaN or an infinity (which Python's parser takes and
+    JSON, so a JSON column, cannot hold): ``pull_request.title`` (None: nowhere). Iterative."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where or "the value"
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in item.items())
         elif isinstance(item, list):
             stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
     return None

@@ -1,4 +1,4 @@
-"""Stage 1 of the loop, ingest: claim a stored delivery, read its normalized upstream event, run
+"""Stage 1 of the loop, ingest: claim a stored delivery, load the upstream event ingress stored, run
 the configured event handlers, and fan out: one dispatch per admitted downstream, each planned
 by :mod:`workers.plan`. Effects are idempotent: a task that runs twice writes once.
 """
@@ -22,7 +22,7 @@ from store.models import Delivery, Dispatch, DispatchState
 from store.queue import TASK_PROCESS_DELIVERY
 from store.settings import Settings, get_settings
 from wire.crcr.allowlist import Level
-from wire.github.events import EventError, UpstreamEvent, normalize_envelope, stored_envelope
+from wire.github.events import UpstreamEvent, load_event
 from workers.celery_app import app
 from workers.dispatch import enqueue_outbox
 from workers.plan import plan
@@ -38,15 +38,6 @@ def load_handlers(paths: list[str]) -> list[EventHandler]:
         module, _, attr = path.partition(":")
         handlers.append(getattr(importlib.import_module(module), attr))
     return handlers
-
-
-def event_of(row: Delivery) -> UpstreamEvent:
-    """The delivery's upstream event: the one ingress normalized when it stored the delivery (a
-    row stored before ingress normalized is normalized here, once)."""
-    if row.normalized is not None:
-        return UpstreamEvent.model_validate(row.normalized)
-    envelope = stored_envelope(row.raw_body, event=row.event, source=row.source)
-    return normalize_envelope(envelope, delivery_id=row.delivery_id)
 
 
 def fan_out(event: UpstreamEvent, delivery_pk: int, settings: Settings) -> list[int]:
@@ -95,24 +86,15 @@ def process_delivery(self: Any, pk: int) -> str:
             if not deliveries.claim(session, pk=pk):
                 log.info("delivery already claimed or processed; nothing to do")
                 return "skipped"
-            row = session.get(Delivery, pk)
-            assert row is not None
-            session.expunge(row)
+            # the row's typed event, not its raw body (kept for audit and replay)
+            row = session.execute(
+                select(Delivery.delivery_id, Delivery.source, Delivery.normalized).where(
+                    Delivery.id == pk
+                )
+            ).one()
         with bind(delivery_id=row.delivery_id):
-            if row.normalized is None and row.last_error:
-                # stored before ingress rejected such deliveries itself: not its event's shape
-                log.warning("delivery rejected: %s", row.last_error)
-                with session_scope(settings.database_url) as session:
-                    deliveries.mark_rejected(session, pk=pk, error=row.last_error)
-                return "rejected"
             try:
-                event = event_of(row)
-            except (EventError, ValueError) as exc:  # a stored body that is not its event's shape
-                log.warning("delivery rejected: %s: %s", type(exc).__name__, exc)
-                with session_scope(settings.database_url) as session:
-                    deliveries.mark_rejected(session, pk=pk, error=f"{type(exc).__name__}: {exc}")
-                return "rejected"
-            try:
+                event = load_event(row.normalized)  # the typed event ingress validated
                 for handler in load_handlers(settings.event_handlers):
                     handler(event, settings)
             except Exception as exc:
@@ -124,7 +106,7 @@ def process_delivery(self: Any, pk: int) -> str:
             runner = event.actionable and row.source != NIGHTLY_SOURCE
             to_plan = fan_out(event, pk, settings) if runner else []
             with session_scope(settings.database_url) as session:
-                deliveries.mark_processed(session, pk=pk, normalized=event.model_dump(mode="json"))
+                deliveries.mark_processed(session, pk=pk)
             for dispatch_pk in to_plan:
                 plan.apply_async(args=[dispatch_pk])
             enqueue_outbox(pk, settings)  # the relay role's dispatches to downstream repos

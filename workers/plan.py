@@ -36,7 +36,7 @@ from store.models import (
 from store.queue import TASK_PLAN
 from store.settings import Settings, get_settings
 from upstream.headenv import HeadEnvError
-from wire.github.events import UpstreamEvent
+from wire.github.events import UpstreamEvent, load_event
 from workers.celery_app import app
 from workers.harness.pools import runner_backend
 from workers.leases import renewed
@@ -130,7 +130,7 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
         dispatch = session.get(Dispatch, dispatch_pk)
         if dispatch is None:
             return None
-        event = UpstreamEvent.model_validate(dispatch.delivery.normalized or {})
+        event = load_event(dispatch.delivery.normalized)
         if dispatch.state != DispatchState.PENDING.value:
             # planned (or given up) already: a redelivered or re-queued message has nothing to do
             log.info("dispatch already planned", extra={"dispatch_pk": dispatch_pk})

@@ -20,7 +20,7 @@ from store.settings import Settings, get_settings
 from upstream.undertest import UpstreamUnderTest
 from wire.crcr import callback as crcr_callback
 from wire.crcr.client import CallbackError, send
-from wire.github.events import stored_envelope
+from wire.github.events import load_event, load_payload
 from workers.celery_app import app
 
 log = logging.getLogger("workers.report")
@@ -31,14 +31,13 @@ NIGHTLY_EVENTS = ("nightly", "periodic")
 
 def _upstream_payload(delivery: Delivery) -> tuple[str, str, dict[str, Any]]:
     """(event_type, CRCR delivery id, upstream payload) as a downstream sees them: the payload a
-    callback echoes is the upstream one, read from the stored body."""
-    envelope = stored_envelope(delivery.raw_body, event=delivery.event, source=delivery.source)
-    if delivery.event in NIGHTLY_EVENTS:  # delivery_id is the tested upstream SHA
-        return delivery.event, str(envelope.payload.get("head_sha")), envelope.payload
+    callback echoes is the upstream one ingress stored, verbatim."""
+    event = load_event(delivery.normalized)
+    # a CRCR dispatch's id of the upstream delivery; a nightly's is the tested upstream SHA
     return (
-        envelope.event,
-        envelope.upstream_delivery_id or delivery.delivery_id,
-        envelope.payload,
+        event.event,
+        event.upstream_delivery_id or event.delivery_id,
+        load_payload(delivery.upstream_payload),
     )
 
 

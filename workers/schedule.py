@@ -58,6 +58,7 @@ def _self_report(
                 source=source,
                 head_sha=normalized.head_sha,
                 normalized=normalized.model_dump(mode="json"),
+                upstream_payload=body.decode(),
             ),
         )
     if outcome is StoreOutcome.DUPLICATE:

@@ -13,9 +13,11 @@ from pydantic import BaseModel
 from sqlalchemy import select
 
 from relay.api.pagination import MAX_INT, NO_NUL, Page, PageParams, page_params, paginate
+from store import deliveries
 from store import jobs as job_rows
 from store.db import session_scope
 from store.models import Delivery, DeliveryState
+from wire.github.events import MAX_DELIVERY_ID
 
 router = APIRouter(tags=["api"])
 
@@ -85,7 +87,7 @@ def list_deliveries(
     params: PageParams = Depends(page_params(default_limit=50, max_limit=500)),
 ) -> Page[DeliveryPublic]:
     """Most recent deliveries first, optionally filtered by state, event and PR."""
-    query = select(Delivery)
+    query = select(Delivery).options(*deliveries.WITHOUT_BODIES)
     if state is not None:
         query = query.where(Delivery.state == state.value)
     if event is not None:
@@ -108,10 +110,16 @@ def list_deliveries(
 )
 def get_delivery(
     request: Request,
-    delivery_id: str = Path(max_length=100, pattern=NO_NUL, description="X-GitHub-Delivery"),
+    delivery_id: str = Path(
+        max_length=MAX_DELIVERY_ID, pattern=NO_NUL, description="X-GitHub-Delivery"
+    ),
 ) -> DeliveryPublic:
     with session_scope(request.app.state.settings.database_url) as session:
-        row = session.scalar(select(Delivery).where(Delivery.delivery_id == delivery_id))
+        row = session.scalar(
+            select(Delivery)
+            .options(*deliveries.WITHOUT_BODIES)
+            .where(Delivery.delivery_id == delivery_id)
+        )
         if row is None:
             raise HTTPException(status_code=404, detail=f"no delivery {delivery_id}")
         return _public(row, job_rows.jobs_of_deliveries(session, [row.id]).get(row.id, []))

@@ -12,7 +12,8 @@ for a delivery already stored, 202 when stored, 422 ``{"rejected": true}`` for v
 JSON that is not the shape of its event (a push without ``ref``, a PR number past INTEGER, a
 string its column cannot hold): stored, with the reason, as ``rejected`` and never processed.
 Every refusal is one line. The body is parsed once, here: the stored delivery carries its
-normalized upstream event.
+typed upstream event (and the upstream payload CRCR forwards verbatim); no later stage reads the
+raw body, kept for audit and replay (tests/test_architecture.py checks).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import asyncio
 import functools
 import json
 import logging
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -35,14 +37,17 @@ from store.group_commit import GroupCommit
 from store.logs import bind
 from wire.github import signature
 from wire.github.events import (
+    LIMITS,
     MAX_DELIVERY_ID,
     SUPPORTED_EVENTS,
+    Envelope,
     EventError,
+    UpstreamEvent,
     body_json,
     normalize_envelope,
     open_envelope,
 )
-from wire.values import openapi_body
+from wire.values import nonfinite_at, openapi_body
 
 log = logging.getLogger("relay.ingress")
 #: documents the endpoint (its OpenAPI entry); :func:`install` serves it
@@ -111,43 +116,37 @@ async def github_webhook(request: Request) -> JSONResponse:
         if not signature.verify(settings.secret_values(), body, sig):
             log.warning("delivery refused: bad signature")
             return _error(401, "signature does not match")
-        payload_or_error = _parse(body)
-        if isinstance(payload_or_error, str):
-            log.info("delivery refused: %s", payload_or_error)
-            return _error(400, payload_or_error)
-        payload = payload_or_error
+        parsed = _parse(body)
+        if isinstance(parsed, str):
+            log.info("delivery refused: %s", parsed)
+            return _error(400, parsed)
+        payload = parsed.payload
         if event == "ping":
             hook_id = payload.get("hook_id")
             if isinstance(hook_id, bool) or not isinstance(hook_id, int | str):
                 hook_id = None
             return _answer(200, ok=True, ping=True, hook_id=hook_id)
-        if not event:
-            return _error(400, "missing X-GitHub-Event header")
-        if delivery_id == "":
-            return _error(400, "missing X-GitHub-Delivery header")
-        if (
-            delivery_id is None
-            or len(delivery_id) > MAX_DELIVERY_ID
-            or not delivery_id.isprintable()
-        ):
-            return _error(
-                400, f"X-GitHub-Delivery must be at most {MAX_DELIVERY_ID} printable characters"
-            )
-        hook_id_header = request.headers.get("x-github-hook-id")
-        data_or_ignore = _classify(
+        problem = _header_problem(event, delivery_id)
+        if problem is not None or delivery_id is None:
+            return _error(400, problem or "X-GitHub-Delivery is not UTF-8")
+        hook_id = request.headers.get("x-github-hook-id")
+        classified = _classify(
             event=event,
-            payload=payload,
+            parsed=parsed,
             body=body,
             delivery_id=delivery_id,
-            hook_id=hook_id_header if hook_id_header and len(hook_id_header) <= 50 else None,
+            hook_id=hook_id if hook_id and len(hook_id) <= LIMITS["hook_id"] else None,
             upstream=settings.upstream_repo,
         )
-        if isinstance(data_or_ignore, str):
-            log.info("delivery ignored: %s", data_or_ignore)
-            return _answer(200, ignored=True, reason=data_or_ignore)
-        data = deliveries.fit(data_or_ignore)
+        if isinstance(classified, str):
+            log.info("delivery ignored: %s", classified)
+            return _answer(200, ignored=True, reason=classified)
+        data, typed = classified
+        data = deliveries.fit(data)
         role = getattr(request.app.state, "relay_role", None)
-        outbox = role.outbox_of(data.normalized, payload) if role and data.normalized else None
+        outbox = None
+        if role is not None and typed is not None and data.normalized is not None:
+            outbox = role.outbox_of(typed)
         outcome, pk = await _writer(request).store(data, outbox)
         if data.error is not None:
             # valid JSON, not the shape of its event: stored (nothing is lost) as rejected
@@ -171,6 +170,18 @@ async def github_webhook(request: Request) -> JSONResponse:
         )
 
 
+def _header_problem(event: str, delivery_id: str | None) -> str | None:
+    """Why a delivery's headers are refused (None: they are not); ``delivery_id`` None is not
+    UTF-8."""
+    if not event:
+        return "missing X-GitHub-Event header"
+    if delivery_id == "":
+        return "missing X-GitHub-Delivery header"
+    if delivery_id is None or len(delivery_id) > MAX_DELIVERY_ID or not delivery_id.isprintable():
+        return f"X-GitHub-Delivery must be at most {MAX_DELIVERY_ID} printable characters"
+    return None
+
+
 #: how deeply a body's JSON may nest (GitHub's payloads nest about 8 levels, a CRCR dispatch
 #: two more); deeper bodies are refused before anything walks them
 MAX_JSON_DEPTH = 64
@@ -178,15 +189,34 @@ MAX_JSON_DEPTH = 64
 MAX_REASON = 300
 
 
-def _parse(raw_body: bytes) -> dict[str, Any] | str:
+@dataclass(frozen=True)
+class _Parsed:
+    payload: dict[str, Any]
+    json: bytes  # the JSON as it was signed (a form's ``payload=`` decoded)
+    finite: bool  # no NaN or infinity anywhere (Python's parser takes them; JSON cannot hold them)
+
+
+def _parse(raw_body: bytes) -> _Parsed | str:
     """The body (JSON, or form-encoded with the JSON in ``payload=``) as a JSON object, or the
     one-line reason it is refused."""
     try:
         body = body_json(raw_body)
     except EventError as exc:
         return _one_line(str(exc))
+    nonfinite: list[str] = []
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            nonfinite.append(text)
+        return value
+
+    def constant(text: str) -> float:
+        nonfinite.append(text)
+        return float(text)
+
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_float=number, parse_constant=constant)
     except RecursionError:
         return f"malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels"
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, int digit limit
@@ -199,7 +229,20 @@ def _parse(raw_body: bytes) -> dict[str, Any] | str:
         payload, MAX_JSON_DEPTH
     ):
         return f"malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels"
-    return payload
+    return _Parsed(payload, body, finite=not nonfinite)
+
+
+def _payload_json(parsed: _Parsed, envelope: Envelope) -> str:
+    """The upstream payload's JSON text to store: the body's own when the payload is the body
+    (not serialized again), else the payload serialized (a CRCR dispatch's inner payload)."""
+    if envelope.payload is parsed.payload:
+        try:
+            text = parsed.json.decode("utf-8")
+        except UnicodeDecodeError:  # JSON in UTF-16 or UTF-32, which Python's parser takes
+            text = ""
+        if text and not text.startswith("\ufeff"):
+            return text
+    return json.dumps(envelope.payload)
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
@@ -244,15 +287,16 @@ def close_writer(app: FastAPI) -> None:
 def _classify(
     *,
     event: str,
-    payload: dict[str, Any],
+    parsed: _Parsed,
     body: bytes,
     delivery_id: str,
     hook_id: str | None,
     upstream: str,
-) -> DeliveryCreate | str:
-    """The row to store (with the normalized event), or the reason the delivery is ignored."""
+) -> tuple[DeliveryCreate, UpstreamEvent | None] | str:
+    """The row to store (with the typed event, None when the payload is not its event's shape:
+    stored rejected), or the reason the delivery is ignored."""
     try:
-        envelope = open_envelope(event, payload)
+        envelope = open_envelope(event, parsed.payload)
     except EventError as exc:
         return _one_line(str(exc))
     if envelope.event not in SUPPORTED_EVENTS:
@@ -271,19 +315,27 @@ def _classify(
         hook_id=hook_id,
     )
     try:
-        normalized = normalize_envelope(envelope, delivery_id=delivery_id)
+        typed = normalize_envelope(envelope, delivery_id=delivery_id)
     except EventError as exc:
         # stored anyway (nothing is lost), as rejected with the reason
-        return replace(data, error=_one_line(str(exc)))
+        return replace(data, error=_one_line(str(exc))), None
     except ValueError as exc:  # pydantic: a value out of range
-        return replace(data, error=_one_line(_validation_reason(exc)))
-    return replace(
+        return replace(data, error=_one_line(_validation_reason(exc))), None
+    # Python's parser takes NaN and infinities, which the stored payload (JSON) cannot hold
+    where = None if parsed.finite else nonfinite_at(envelope.payload)
+    if where is not None:
+        return replace(data, error=_one_line(f"payload's {where} is not a finite number")), None
+    stored = replace(
         data,
-        normalized=normalized.model_dump(mode="json"),
-        head_sha=normalized.head_sha,
-        base_sha=normalized.base_sha or normalized.before_sha,
-        pr_number=normalized.pr_number,
+        action=typed.action,
+        upstream_delivery_id=typed.upstream_delivery_id,
+        normalized=typed.model_dump(mode="json"),
+        upstream_payload=_payload_json(parsed, envelope),
+        head_sha=typed.head_sha,
+        base_sha=typed.base_sha or typed.before_sha,
+        pr_number=typed.pr_number,
     )
+    return stored, typed
 
 
 def _validation_reason(exc: ValueError) -> str:

@@ -28,6 +28,7 @@ from relay.web import charts
 from relay.web.render import paging, render
 from store import hud
 from store.db import session_scope
+from store.deliveries import WITHOUT_BODIES
 from store.models import Delivery, DeliveryState, Dispatch, Downstream, Job, TestResult
 from wire.values import Id
 
@@ -265,7 +266,7 @@ def deliveries(
     states = [s.value for s in DeliveryState]
     errors = [] if not state or state in states else [f"unknown state {state!r}"]
     with session_scope(request.app.state.settings.database_url) as session:
-        query = select(Delivery)
+        query = select(Delivery).options(*WITHOUT_BODIES)
         if state and not errors:
             query = query.where(Delivery.state == state)
         total = int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)

@@ -198,3 +198,51 @@ def test_max_in_flight_holds_dispatches_back_without_spending_attempts(
         session.execute(update(Dispatch).values(next_attempt_at=None))
     b.settle()
     assert {d: r.state for r, _, d in b.dispatches()} == {"busy-1": "sent", "busy-2": "sent"}
+
+
+def test_a_crcr_dispatch_is_forwarded_from_the_stored_event_never_the_raw_body(
+    bench: Callable[..., Any], example_events: Path
+) -> None:
+    """A relay in front of ours sent a CRCR repository_dispatch: the downstreams get the upstream
+    payload inside it verbatim (every field, those no typed event holds too) under the upstream
+    delivery id, read from what ingress stored; the raw body is not read again (here it is
+    overwritten after ingress, and nothing changes)."""
+    from sqlalchemy import update
+
+    from store.db import session_scope
+    from store.models import Delivery
+
+    b = bench({"L2": ["org/down"]})
+    inner = {**_pr(example_events), "extension": {"only": ["downstreams", "read", "this"]}}
+    dispatch = {
+        "action": "pull_request",
+        "client_payload": {"event_type": "pull_request", "delivery_id": "up-1", "payload": inner},
+    }
+    assert b.post("repository_dispatch", dispatch, delivery_id="ours-1").status_code == 202
+    with session_scope(b.settings.database_url) as session:
+        session.execute(update(Delivery).values(raw_body=b"not read after ingress"))
+        session.commit()
+    b.settle()
+    assert b.states() == {"org/down": "sent"}
+    (call,) = b.github.dispatches()
+    client_payload = call.body["client_payload"]
+    assert (client_payload["event_type"], client_payload["delivery_id"]) == ("pull_request", "up-1")
+    assert client_payload["payload"] == inner
+
+
+def test_a_push_is_admitted_by_the_files_its_typed_event_carries(
+    bench: Callable[..., Any], example_events: Path
+) -> None:
+    """A push's files are read from its commits once, at ingress (the typed event's
+    ``changed_files``): the paths policy decides on them at send time without the raw body."""
+    payload = json.loads((example_events / "push.main.json").read_text())
+    payload["commits"] = [{"added": ["docs/a.md"], "modified": ["torch/x.py"]}]
+    policy = (
+        "downstreams:\n  org/torch:\n    paths: ['torch/**']\n  org/aten:\n    paths: ['aten/**']\n"
+    )
+    b = bench({"L2": ["org/torch", "org/aten"]}, policy=policy)
+    assert b.post("push", payload).status_code == 202
+    b.settle()
+    assert b.states() == {"org/torch": "sent"}  # org/aten was not admitted with the delivery
+    (call,) = b.github.dispatches()
+    assert call.body["client_payload"]["crcr_relay"]["changed_files"] == ["docs/a.md", "torch/x.py"]

@@ -11,9 +11,9 @@ import pytest
 
 from fanout import policy
 from fanout.model import Subject
-from fanout.role import push_files, subject_of
+from fanout.role import subject_of
 from wire.crcr import allowlist
-from wire.github.events import normalize
+from wire.github.events import normalize, push_files
 
 ALLOW = """
 L1:
@@ -46,7 +46,7 @@ def _pr(example_events: Path, name: str = "opened", **changes: Any) -> tuple[Sub
         else:
             pr[key] = value
     event = normalize(event="pull_request", payload=payload, delivery_id="d1")
-    return subject_of(event, payload, None), payload
+    return subject_of(event, None), payload
 
 
 def test_defaults_are_crcr(example_events: Path) -> None:
@@ -143,9 +143,9 @@ def test_each_pull_request_filter(
 
 def test_paths_once_files_are_known(example_events: Path) -> None:
     ds = _downstreams(POLICY)
-    subject, payload = _pr(example_events, labels=["ciflow/crcr/x"])
-    hit = subject_of(subject.event, payload, ["docs/x.md", "torch/functional.py"])
-    miss = subject_of(subject.event, payload, ["docs/x.md", "torch/nn/x.py"])
+    subject, _ = _pr(example_events, labels=["ciflow/crcr/x"])
+    hit = subject_of(subject.event, ["docs/x.md", "torch/functional.py"])
+    miss = subject_of(subject.event, ["docs/x.md", "torch/nn/x.py"])
     assert policy.admit(ds["org/plain"], hit).reason == "admitted"
     assert policy.admit(ds["org/plain"], miss).reason == (
         "no changed file matches aten/**, torch/*.py"
@@ -177,11 +177,11 @@ def test_push_branches_and_files(example_events: Path) -> None:
     payload = json.loads((example_events / "push.main.json").read_text())
     event = normalize(event="push", payload=payload, delivery_id="p1")
     files = push_files(payload)
-    subject = subject_of(event, payload, files)
+    subject = subject_of(event, files)
     decision = policy.admit(ds["org/narrow"], subject)
     touches_torch = any(f.startswith("torch/") for f in files or [])
     assert decision.admitted is touches_torch
-    other = subject_of(event.model_copy(update={"ref": "refs/heads/dev"}), payload, files)
+    other = subject_of(event.model_copy(update={"ref": "refs/heads/dev"}), files)
     assert policy.admit(ds["org/narrow"], other).reason == "branch 'dev' matches none of main"
 
 
@@ -250,7 +250,7 @@ def test_a_check_run_rerun_goes_to_its_downstream_only(example_events: Path) -> 
     payload = json.loads((example_events / "check_run.rerequested.json").read_text())
     event = normalize(event="check_run", payload=payload, delivery_id="r1")
     event = event.model_copy(update={"check_name": "crcr/org/gate/upstream-tests"})
-    subject = subject_of(event, payload, None)
+    subject = subject_of(event, None)
     got = {repo: policy.admit(d, subject).reason for repo, d in ds.items()}
     assert got["org/gate"] == "re-run of crcr/org/gate/upstream-tests"
     assert got["org/plain"] == "the re-run of 'crcr/org/gate/upstream-tests' is not for org/plain"

@@ -230,3 +230,21 @@ def served() -> Any:
     from tests.support.relay_role import serve_app
 
     return serve_app
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_database(
+    request: pytest.FixtureRequest, app_settings: Settings, fresh_postgres_database: Any
+) -> Iterator[Settings]:
+    """The in-process app's settings on SQLite, then on a fresh PostgreSQL database (dropped
+    once the app is shut down: this fixture is set up before the app's)."""
+    if request.param == "sqlite":
+        yield app_settings
+        return
+    from store import migrate
+    from store.db import dispose_engines
+
+    with fresh_postgres_database() as url:
+        migrate.upgrade(url)
+        yield app_settings.model_copy(update={"database_url": url})
+        dispose_engines()

@@ -149,3 +149,28 @@ def test_api_parameters_out_of_range_are_422(client: Any, path: str, reason: str
     response = client.get(path)
     assert response.status_code == 422, response.text
     assert response.json()["detail"] == reason
+
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"-Infinity", b"1e400"])
+def test_nan_where_no_event_field_reads_it_is_rejected_not_a_database_error(
+    any_database: Any, make_webhook: Any, github_fixtures: Path, number: bytes
+) -> None:
+    """Python's parser takes NaN and infinities (1e400 overflows to one), which the stored
+    upstream payload (a JSON column) cannot hold on PostgreSQL nor a dispatch carry: the
+    delivery is stored rejected with where it is, never a 5xx."""
+    webhook = make_webhook(any_database)
+    body = _pr(github_fixtures, title_extra="<n>").replace(b'"<n>"', number)
+    delivery_id = str(uuid.uuid4())
+    response = webhook.post("pull_request", body, delivery_id=delivery_id)
+    assert (response.status_code, response.json()["error"]) == (
+        422,
+        "not a valid pull_request event: payload's title_extra is not a finite number",
+    )
+    row = webhook.stored(delivery_id)
+    assert (row.state, row.raw_body, row.normalized, row.upstream_payload) == (
+        "rejected",
+        body,
+        None,
+        None,
+    )

@@ -495,3 +495,37 @@ def test_the_group_commit_writer_stops_with_the_app_and_when_its_database_change
     assert app.state.group_commit is None
     assert not second_thread.is_alive()  # the app's shutdown stopped it
     assert (count(app_settings.database_url), count(other_url)) == (1, 1)
+
+
+def test_the_upstream_payload_is_stored_as_the_json_it_came_in(
+    any_database: Any, make_webhook: Any, github_fixtures: Path
+) -> None:
+    """The payload a downstream gets verbatim is stored once, at ingress: a webhook's as its own
+    JSON text (its spacing and key order, not serialized again), a CRCR dispatch's inner
+    payload as a JSON object equal to it. No later stage parses the raw body."""
+    import sqlalchemy as sa
+
+    from store.db import session_scope
+    from store.models import Delivery
+
+    webhook = make_webhook(any_database)
+    payload = _payload(github_fixtures, "pull_request/opened.payload.json")
+    payload["repository"]["full_name"] = webhook.upstream
+    body = json.dumps(dict(reversed(payload.items())), indent=3).encode()
+    crcr = {
+        "client_payload": {"event_type": "pull_request", "delivery_id": "u", "payload": payload}
+    }
+    assert webhook.post("pull_request", body, delivery_id="as-sent").status_code == 202
+    dispatch_body = json.dumps(crcr).encode()
+    assert webhook.post("repository_dispatch", dispatch_body, delivery_id="crcr").status_code == 202
+    with session_scope(any_database.database_url) as session:
+        text = dict(
+            session.execute(
+                sa.select(Delivery.delivery_id, sa.cast(Delivery.upstream_payload, sa.Text))
+            ).all()
+        )
+        stored = dict(
+            session.execute(sa.select(Delivery.delivery_id, Delivery.upstream_payload)).all()
+        )
+    assert text["as-sent"] == body.decode()
+    assert stored["as-sent"] == payload and stored["crcr"] == payload

@@ -214,13 +214,13 @@ def test_hud_ingest_refuses_values_its_columns_cannot_hold(
      [{"added": {"a.py": 1}}], [7], "commits"],
 )  # fmt: skip
 def test_a_push_whose_file_lists_are_not_lists_of_strings_names_no_files(commits: Any) -> None:
-    from fanout.role import push_files
+    from wire.github.events import push_files
 
     assert push_files({"commits": commits}) is None
 
 
 def test_a_push_with_lists_of_strings_names_its_files() -> None:
-    from fanout.role import push_files
+    from wire.github.events import push_files
 
     commits = [{"added": ["a.py"], "modified": ["b.py", "a.py"]}, {"removed": ["c.py"]}]
     assert push_files({"commits": commits}) == ["a.py", "b.py", "c.py"]

@@ -49,6 +49,7 @@ def _failed_plan(
         delivery = Delivery(
             delivery_id="d-broken", event="pull_request", action="opened", raw_body=body,
             body_sha256=hashlib.sha256(body).hexdigest(), normalized=event.model_dump(mode="json"),
+            upstream_payload=json.loads(body),
         )  # fmt: skip
         s.add_all([downstream, delivery])
         s.flush()

@@ -1,8 +1,11 @@
 """A GitHub delivery as the relay reads it: its envelope (which upstream event, which payload, a
-CRCR dispatch unwrapped) and the normalized :class:`UpstreamEvent` every later stage works from.
+CRCR dispatch unwrapped) and the typed :class:`UpstreamEvent` every later stage works from.
 
-Ingress parses a delivery once: :func:`open_envelope` then :func:`normalize`, and the store keeps
-the normalized event beside the raw bytes.
+Ingress parses a delivery once: :func:`open_envelope` then :func:`normalize`. The store keeps
+the event's JSON (``Delivery.normalized``) and the upstream payload CRCR forwards verbatim
+(``Delivery.upstream_payload``) beside the raw bytes; later stages load the event with
+:func:`load_event` and never read the raw bytes again (tests/test_architecture.py checks).
+:data:`LIMITS` is the one table of the sizes a delivery's values may have.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from wire.values import text_problem
+from wire.values import MAX_INT, text_problem
 
 #: Events the relay accepts from the upstream repository (CRCR's set).
 SUPPORTED_EVENTS = frozenset({"pull_request", "push", "check_run", "check_suite"})
@@ -28,21 +31,39 @@ class EventError(ValueError):
 
 
 #: the largest PR number (and any other count) a payload may carry: PostgreSQL's INTEGER
-MAX_NUMBER = 2**31 - 1
-#: a SHA: SHA-1 or SHA-256 hex, or the short / symbolic revisions the relay's own events use
-MAX_SHA = 64
-#: a delivery id (X-GitHub-Delivery, or a CRCR dispatch's): a GUID, stored in 100 characters
-MAX_DELIVERY_ID = 100
-#: an action, an event or a label: GitHub's are short words
-MAX_WORD = 50
-#: any other string of the normalized event (refs, names, reasons)
-MAX_TEXT = 1000
+MAX_NUMBER = MAX_INT
+#: The one table of limits: the most characters each value of a delivery may have (a SHA:
+#: SHA-1 or SHA-256 hex, or the short / symbolic revisions the relay's own events use; ``text``:
+#: any other string of the event, such as refs, names, reasons and file paths). The store's
+#: columns are at least this wide (tests/test_architecture.py checks).
+LIMITS = {
+    "delivery_id": 100,
+    "upstream_delivery_id": 100,
+    "event": 50,
+    "action": 50,
+    "source": 30,
+    "hook_id": 50,
+    "repo": 200,
+    "sha": 64,
+    "text": 1000,
+}
+#: a delivery id (X-GitHub-Delivery, or a CRCR dispatch's): a GUID
+MAX_DELIVERY_ID = LIMITS["delivery_id"]
+#: the version of :class:`UpstreamEvent`'s stored JSON (2: draft, fork and a push's files)
+EVENT_SCHEMA_VERSION = "2"
+
+
+def limit_of(field: str) -> int:
+    """The most characters field ``field`` of a delivery may have (:data:`LIMITS`)."""
+    if field.endswith("_sha"):
+        return LIMITS["sha"]
+    return LIMITS.get(field, LIMITS["text"])
 
 
 class UpstreamEvent(BaseModel):
     """What every later stage needs from an upstream event, independent of its wire shape."""
 
-    schema_version: str = "1"
+    schema_version: str = EVENT_SCHEMA_VERSION
     delivery_id: str
     upstream_delivery_id: str | None = None
     event: str
@@ -57,10 +78,15 @@ class UpstreamEvent(BaseModel):
     labels: list[str] = Field(default_factory=list)
     merged: bool = False
     author_association: str | None = None
+    draft: bool = False
+    fork: bool = False  # a pull request whose head is in another repository than its base
     ref: str | None = None
     before_sha: str | None = None
     after_sha: str | None = None
     check_name: str | None = None
+    #: a push's files, from its commits (None: not a push, or commits not in GitHub's shape:
+    #: who cannot know the files decides conservatively)
+    changed_files: list[str] | None = None
     actionable: bool = True
     reason: str = ""
 
@@ -70,11 +96,7 @@ class UpstreamEvent(BaseModel):
         """Text (valid UTF-8 without NUL) of bounded length, numbers within the store's INTEGER."""
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str):
-                limit = MAX_SHA if info.field_name.endswith("_sha") else MAX_TEXT
-                if info.field_name in ("event", "action"):
-                    limit = MAX_WORD
-                elif info.field_name in ("delivery_id", "upstream_delivery_id"):
-                    limit = MAX_DELIVERY_ID
+                limit = limit_of(info.field_name)
                 if len(item) > limit:
                     raise ValueError(f"longer than {limit} characters")
                 problem = text_problem(item)
@@ -85,6 +107,34 @@ class UpstreamEvent(BaseModel):
             ):
                 raise ValueError(f"out of range (0 to {MAX_NUMBER})")
         return value
+
+
+class StoredEventError(ValueError):
+    """A stored event that is not of this :data:`EVENT_SCHEMA_VERSION` (or missing): the store
+    needs its migrations (``relay db upgrade``)."""
+
+
+def load_event(stored: dict[str, Any] | None) -> UpstreamEvent:
+    """The typed event ingress validated and the store keeps (``Delivery.normalized``), loaded
+    without validating it again (raises StoredEventError when it is missing or of another
+    schema version)."""
+    if stored is None or stored.get("schema_version") != EVENT_SCHEMA_VERSION:
+        version = None if stored is None else stored.get("schema_version")
+        raise StoredEventError(
+            f"the delivery has no stored event of schema {EVENT_SCHEMA_VERSION} (it has "
+            f"{version!r}): the store needs `relay db upgrade`"
+        )
+    return UpstreamEvent.model_construct(**stored)
+
+
+def load_payload(stored: dict[str, Any] | None) -> dict[str, Any]:
+    """The upstream payload ingress stored (``Delivery.upstream_payload``) to forward and echo
+    verbatim, as CRCR's ``client_payload.payload`` (raises StoredEventError when missing)."""
+    if stored is None:
+        raise StoredEventError(
+            "the delivery has no stored upstream payload: the store needs `relay db upgrade`"
+        )
+    return stored
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -125,6 +175,37 @@ def _number(value: Any, where: str) -> int:
     if not 0 < value <= MAX_NUMBER:
         raise EventError(f"payload's {where} {value} is out of range (1 to {MAX_NUMBER})")
     return value
+
+
+def push_files(payload: dict[str, Any]) -> list[str] | None:
+    """The files a push changed, from its commits (None when the payload lists no commits, or
+    lists them in another shape than GitHub's: commits of objects whose ``added``, ``removed``
+    and ``modified`` are lists of strings, each text within :data:`LIMITS`)."""
+    commits = payload.get("commits")
+    if not isinstance(commits, list):
+        return None
+    seen: dict[str, None] = {}
+    for commit in commits:
+        if not isinstance(commit, dict):
+            return None
+        for key in ("added", "removed", "modified"):
+            names = commit.get(key)
+            if names is None:
+                continue
+            if not isinstance(names, list) or not all(_is_text(n) for n in names):
+                return None
+            seen.update(dict.fromkeys(names))
+    return list(seen)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= LIMITS["text"] and text_problem(value) is None
+
+
+def _fork(pr: dict[str, Any]) -> bool:
+    """A pull request whose head repository is another than its base's."""
+    head = _get(pr, "head", "repo", "full_name")
+    return bool(head) and head != _get(pr, "base", "repo", "full_name")
 
 
 def _list(d: Any, *path: str) -> list[Any]:
@@ -273,6 +354,8 @@ def normalize(
             labels=labels,
             merged=merged,
             author_association=_text(pr, "author_association"),
+            draft=pr.get("draft") is True,
+            fork=_fork(pr),
             actionable=actionable,
             reason=reason,
         )
@@ -285,6 +368,7 @@ def normalize(
             after_sha=_text(payload, "after", required=True),
             head_sha=_text(payload, "after"),
             base_ref=_text(payload, "base_ref"),
+            changed_files=push_files(payload),
             actionable=not deleted,
             reason="branch deleted" if deleted else "",
         )
