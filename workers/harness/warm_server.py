@@ -47,7 +47,7 @@ _NOT_REWRITTEN_IS_FINE = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
 
 def _preload_pytest() -> None:
     """pytest, its entry-point plugins and the report plugin: what every child imports before
-    its first test (0.5-1 s each otherwise, more without bytecode caches). They are not
+    its first test (what that saves: docs/benchmarks.md). They are not
     assertion-rewritten then (their own asserts: the tests' are), which pytest would warn
     about: children are started with that warning ignored (``_NOT_REWRITTEN_IS_FINE``)."""
     from importlib.metadata import entry_points
