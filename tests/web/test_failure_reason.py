@@ -25,7 +25,7 @@ from store.models import Delivery, Dispatch, Downstream, Job
 BROKEN_PLANNER = "tests.support.no_such_planner:plan"
 REASON = (
     "planning failed: PlannerSettingError: RELAY_PLANNER='tests.support.no_such_planner:plan' "
-    "names no planner (module:function): No module named 'tests.support.no_such_planner'"
+    "cannot be loaded: ModuleNotFoundError: No module named 'tests.support.no_such_planner'"
 )
 EXAMPLE = Path("examples") / "events" / "pull_request.opened.json"
 
