@@ -148,8 +148,7 @@ def test_a_job_that_ran_no_test_says_why(
 
     from backends.base import RunnerConfig
     from planner import RunPlan
-    from store import migrate
-    from store import scheduling
+    from store import migrate, scheduling
     from store.jobs import JobKey, create_job, finish_shard, store_result
     from store.models import Shard, ShardState
     from store.outcomes import TestOutcome
