@@ -40,7 +40,7 @@ class PluginError(LookupError):
     cannot be loaded; the message is one line that says which and what is installed."""
 
 
-def noun(group: str) -> str:
+def _noun(group: str) -> str:
     """``crcr_relay.event_handlers`` -> ``event handler`` (for messages)."""
     return group.rpartition(".")[2].removesuffix("s").replace("_", " ")
 
@@ -54,7 +54,7 @@ def names(group: str) -> list[str]:
     return [ep.name for ep in installed(group)]
 
 
-def find(group: str, name: str, *, setting: str | None = None) -> EntryPoint:
+def _find(group: str, name: str, *, setting: str | None = None) -> EntryPoint:
     """The entry point ``name`` of ``group``, or the object reference ``name`` as one."""
     what = _what(group, name, setting)
     found = list(entry_points(group=group, name=name))
@@ -67,14 +67,15 @@ def find(group: str, name: str, *, setting: str | None = None) -> EntryPoint:
         return EntryPoint(name=name, value=name, group=group)
     known = ", ".join(names(group)) or "none"
     raise PluginError(
-        f"{what}: no installed {noun(group)} has that name (installed: {known}; "
+        f"{what}: no installed {_noun(group)} has that name (installed: {known}; "
         "or give module:attr)"
     )
 
 
 def load(group: str, name: str, *, setting: str | None = None) -> Any:
-    """The object the plugin ``name`` of ``group`` declares (see :func:`find`)."""
-    entry = find(group, name, setting=setting)
+    """The object the plugin ``name`` of ``group`` is: what the installed entry point of that
+    name declares, or ``name`` itself loaded when it is a ``module:attr`` object reference."""
+    entry = _find(group, name, setting=setting)
     try:
         return entry.load()
     except (ImportError, AttributeError) as exc:
@@ -85,7 +86,7 @@ def load(group: str, name: str, *, setting: str | None = None) -> Any:
 
 
 def _what(group: str, name: str, setting: str | None) -> str:
-    return f"{setting}={name!r}" if setting else f"{noun(group)} {name!r}"
+    return f"{setting}={name!r}" if setting else f"{_noun(group)} {name!r}"
 
 
 def _distribution(entry: EntryPoint) -> str:
@@ -100,9 +101,7 @@ __all__ = [
     "GROUPS",
     "PLANNERS",
     "PluginError",
-    "find",
     "installed",
     "load",
     "names",
-    "noun",
 ]
