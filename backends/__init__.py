@@ -1,31 +1,25 @@
 """Backend drivers, one package each: how PyTorch's device-generic tests are collected and run on
-a device. A new backend is a folder with a :class:`~backends.base.Backend` factory and one line
-in ``BACKENDS``.
+a device. A backend is a :class:`~backends.base.Backend` factory that its distribution declares
+in the ``crcr_relay.backends`` entry-point group (this project's own, ``spyre`` and ``cpu``, in
+its ``pyproject.toml``); :mod:`plugins` reads the group.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import plugins
 from backends.base import Backend, BackendError, RunnerConfig
-
-# name -> "module:factory"; imported on first use, so naming a backend imports nothing heavy
-BACKENDS: dict[str, str] = {
-    "spyre": "backends.spyre:backend",
-    "cpu": "backends.cpu:backend",
-}
 
 
 def get_backend(name: str) -> Backend:
+    """The backend an installed distribution declares as ``name`` (or a ``module:factory``);
+    importing it happens here, so naming a backend imports nothing heavy."""
     try:
-        target = BACKENDS[name]
-    except KeyError:
-        raise BackendError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
-    import importlib
-
-    module, _, attr = target.partition(":")
-    factory: Callable[[], Backend] = getattr(importlib.import_module(module), attr)
+        factory: Callable[[], Backend] = plugins.load(plugins.BACKENDS, name)
+    except plugins.PluginError as exc:
+        raise BackendError(str(exc)) from exc
     return factory()
 
 
-__all__ = ["BACKENDS", "Backend", "BackendError", "RunnerConfig", "get_backend"]
+__all__ = ["Backend", "BackendError", "RunnerConfig", "get_backend"]

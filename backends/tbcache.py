@@ -4,13 +4,10 @@ the failure reports of a session.
 To show the statement around each line of a traceback, pytest parses the module of every entry
 and keeps the trees for one report only. A device run where many tests fail as their spec
 expects (xfail) pays that for every failure: each traceback of the conformance suites goes
-through upstream's 28,000-line common_methods_invocations.py and a few other large modules,
-about 7 parses per failure (116 parses for the 17 xfailed tests of a 110-test sample of
-test_common on spyre; the CPU run of the same tests, which pass, pays none of it). Measured
-without a profiler, one pytest process over 54 test_common variants of which 10 xfail: 23.2
-CPU-seconds without this plugin, 20.0 with it (about 0.3 s per xfailed test,
-load average 7). This is outside the setup + call + teardown times pytest reports per test,
-but the runner's shard pays it. Here the formatter of every report shares one cache
+through upstream's large common_methods_invocations.py and a few other large modules,
+several parses per failure (the CPU run of the same tests, which pass, pays none of it; what it
+costs and what this plugin saves: docs/benchmarks.md). This is outside the setup + call +
+teardown times pytest reports per test, but the runner's shard pays it. Here the formatter of every report shares one cache
 of the most recently used modules' trees, so a module is parsed once per process. The reports
 are the same text (tests/backends/test_tbcache.py).
 

@@ -1,42 +1,19 @@
 """The `relay` command line: every sub-command, and the only package that wires the others
 together.
 
-One module per command or group, registered here by import path; they are imported only when
-the command line is built, so `relay --help` does not import torch.
+One module per command or group, each declared in the ``crcr_relay.commands`` entry-point group
+(``pyproject.toml``; another installed distribution can add its own the same way). They are
+imported only when the command line is built, so `relay --help` does not import torch.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from typing import Any
 
 import typer
 
-# name -> "module:attribute" of a typer.Typer (a command group).
-SUBCOMMANDS: dict[str, str] = {
-    "upstream": "cli.upstream:app",
-    "device": "cli.device:app",
-    "db": "cli.db:app",
-    "allowlist": "cli.allowlist:app",
-    "specs": "cli.specs:app",
-    "tests": "cli.tests:app",
-    "deliveries": "cli.deliveries:app",
-    "dispatch": "cli.relay_role:dispatch_app",
-}
-
-# name -> "module:attribute" of a plain function registered as a top-level command.
-COMMANDS: dict[str, str] = {
-    "up": "cli.serve:up",
-    "worker": "cli.serve:worker",
-    "openapi": "cli.serve:openapi",
-    "submit": "cli.serve:submit",
-    "select": "cli.select:select",
-    "replay": "cli.replay:replay",
-    "eval": "cli.evaluate:evaluate",
-    "downstreams": "cli.relay_role:downstreams",
-}
+import plugins
 
 
 def build_app() -> typer.Typer:
@@ -50,16 +27,23 @@ def build_app() -> typer.Typer:
         # rich tables show `<bool>` beside every flag)
         rich_markup_mode=None,
     )
-    for name, target in COMMANDS.items():
-        app.command(name=name)(_load(target))
-    for name, target in SUBCOMMANDS.items():
-        app.add_typer(_load(target), name=name)
+    names = plugins.names(plugins.COMMANDS)
+    if not names:
+        raise SystemExit(
+            f"relay: no command is installed (entry-point group {plugins.COMMANDS}): refresh "
+            "the install with `make .venv/.installed` or `pip install -e .`"
+        )
+    for name in names:
+        try:
+            target = plugins.load(plugins.COMMANDS, name)
+        except plugins.PluginError as exc:  # another distribution's broken command: the rest work
+            typer.echo(f"relay: {exc}", err=True)
+            continue
+        if isinstance(target, typer.Typer):
+            app.add_typer(target, name=name)
+        else:
+            app.command(name=name)(target)
     return app
-
-
-def _load(target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
 
 
 def main() -> None:

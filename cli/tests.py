@@ -18,7 +18,7 @@ app = typer.Typer(help="The test inventory: every collectable variant with its s
 _SUITE = typer.Option(
     [], "--suite", "-s", help="bundled suite name (or checkout test file stem); repeatable"
 )
-_BACKEND = typer.Option("spyre", help="backend to collect for (spyre, cpu)")
+_BACKEND = typer.Option("spyre", help="backend to collect for: an installed one (spyre, cpu, ...)")
 _UPSTREAM = typer.Option(
     None,
     envvar="RELAY_UPSTREAM_PATH",

@@ -27,7 +27,6 @@ policy only how). Every problem is reported at once as ``<file>:<line>: <problem
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from typing import Any
@@ -253,7 +252,3 @@ def admit(downstream: Downstream, subject: Subject) -> Decision:
         if not any(_matches(f, policy.paths) for f in subject.changed_files):
             return no(f"no changed file matches {', '.join(policy.paths)}")
     return Decision(repo=repo, admitted=True, reason="admitted")
-
-
-def replace_policy(downstream: Downstream, **changes: Any) -> Downstream:
-    return dataclasses.replace(downstream, policy=dataclasses.replace(downstream.policy, **changes))

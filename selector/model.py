@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -417,7 +417,3 @@ class BudgetResult:
     record: StageRecord
     triage: str | None = None
     selected_device_seconds: float = 0.0  # simulated, beside
-
-
-def sorted_unique(items: Sequence[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(items))

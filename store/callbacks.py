@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from store import check_updates
+from store.jobs import JobKey
 from store.models import (
     CallbackNonce,
     CallbackRate,
@@ -41,15 +42,6 @@ class Outcome(enum.StrEnum):
     DUPLICATE = "duplicate"  # the same transition was already made
     CONFLICT = "conflict"  # the job is already somewhere this call cannot lead to
     STALE = "stale"  # an in_progress arriving after the job completed: nothing to do
-
-
-@dataclass(frozen=True)
-class JobKey:
-    delivery_id: str
-    repo: str
-    run_id: str
-    run_attempt: str
-    job_name: str
 
 
 @dataclass(frozen=True)

@@ -255,44 +255,6 @@ class Claim:
     busy_for: float = 0.0  # seconds until another owner's lease expires (a duplicate delivery)
 
 
-def claim_shard(
-    session: Session, *, shard_pk: int, owner: str, lease: float = LEASE_SECONDS
-) -> Claim:
-    """PENDING -> RUNNING, or take over a RUNNING shard whose owner's lease expired (the worker
-    died: a redelivery). A shard another live owner holds is busy; a finished one is None."""
-    now = utcnow()
-    result = session.execute(
-        update(Shard)
-        .where(
-            Shard.id == shard_pk,
-            (Shard.state == ShardState.PENDING.value)
-            | (
-                (Shard.state == ShardState.RUNNING.value)
-                & ((Shard.lease_until.is_(None)) | (Shard.lease_until < now))
-            ),
-        )
-        .values(
-            state=ShardState.RUNNING.value,
-            attempts=Shard.attempts + 1,
-            started_at=now,
-            lease_until=now + timedelta(seconds=lease),
-            owner=owner,
-        )
-    )
-    session.commit()
-    shard = session.get(Shard, shard_pk)
-    if result.rowcount == 1:  # type: ignore[attr-defined]
-        return Claim(shard)
-    if (
-        shard is not None
-        and shard.state == ShardState.RUNNING.value
-        and shard.lease_until is not None
-    ):
-        remaining = seconds_between(now, shard.lease_until) or 0.0
-        return Claim(None, busy_for=max(1.0, remaining))
-    return Claim(None)
-
-
 def renew_lease(
     session: Session, *, shard_pk: int, owner: str, lease: float = LEASE_SECONDS
 ) -> None:

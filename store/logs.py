@@ -34,10 +34,6 @@ def bind(**fields: Any) -> Iterator[None]:
         _context.reset(token)
 
 
-def current_context() -> dict[str, Any]:
-    return dict(_context.get() or {})
-
-
 class ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         for key, value in (_context.get() or {}).items():

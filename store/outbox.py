@@ -352,8 +352,3 @@ def sent_for(session: Session, *, delivery_id: str, repo: str) -> Dispatch | Non
         .join(Downstream, Downstream.id == Dispatch.downstream_pk)
         .where(Delivery.delivery_id == delivery_id, Downstream.repo == repo)
     )
-
-
-def set_check_run(session: Session, *, pk: int, check_run_id: int) -> None:
-    session.execute(update(Dispatch).where(Dispatch.id == pk).values(check_run_id=check_run_id))
-    session.commit()

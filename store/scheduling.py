@@ -48,13 +48,6 @@ PULL_REQUEST, PUSH, BULK = 0, 1, 2
 CLASS_NAMES = {PULL_REQUEST: "pull_request", PUSH: "push", BULK: "nightly/periodic/replay"}
 
 
-def event_class(event_type: str | None, pr_number: int | None) -> int:
-    """The scheduling class of a job's event (the SQL of :func:`claim_next` says the same)."""
-    if event_type == "pull_request" or pr_number is not None:
-        return PULL_REQUEST
-    return PUSH if event_type == "push" else BULK
-
-
 def _class_sql() -> Any:
     return case(
         (or_(Job.event_type == "pull_request", Job.pr_number.is_not(None)), PULL_REQUEST),

@@ -7,6 +7,7 @@ back through others (counting imports inside functions and the package ``__init_
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -57,6 +58,82 @@ def test_no_module_is_over_600_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     ]
     assert long == []
+
+
+#: ``package.module:attr``: an object reference, what an entry point's value is
+OBJECT_REFERENCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+RESOLVERS = {"import_module", "__import__"}
+SPLITS = {"partition", "rpartition", "split", "rsplit"}
+
+
+def _reference_to_ours(node: ast.AST, ours: set[str]) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and OBJECT_REFERENCE.fullmatch(node.value) is not None
+        and node.value.split(".")[0].split(":")[0] in ours
+    )
+
+
+def _name_of(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def registries_in(source: str, ours: set[str]) -> list[str]:
+    """A table of ``"module:attr"`` strings naming our code (a dict with one as a value, a list,
+    tuple or set with two or more), or a function that resolves one by hand (splits on ``:``
+    and imports the module), as "line N: what"."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict) and any(_reference_to_ours(v, ours) for v in node.values):
+            found.append(f"line {node.lineno}: a dict of module:attr strings")
+        elif isinstance(node, ast.List | ast.Tuple | ast.Set):
+            if sum(_reference_to_ours(e, ours) for e in node.elts) >= 2:
+                found.append(f"line {node.lineno}: a collection of module:attr strings")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)]
+            splits = any(
+                _name_of(c) in SPLITS
+                and c.args
+                and isinstance(c.args[0], ast.Constant)
+                and c.args[0].value == ":"
+                for c in calls
+            )
+            if splits and any(_name_of(c) in RESOLVERS for c in calls):
+                found.append(f"line {node.lineno}: {node.name} resolves module:attr by hand")
+    return found
+
+
+def test_the_registry_check_sees_a_registry() -> None:
+    ours = {"cli", "backends"}
+    assert registries_in('COMMANDS = {"up": "cli.serve:up"}', ours) == [
+        "line 1: a dict of module:attr strings"
+    ]
+    assert registries_in('X = ("backends.a:f", "backends.b:f")', ours) == [
+        "line 1: a collection of module:attr strings"
+    ]
+    by_hand = (
+        "def load(t):\n    m, _, a = t.partition(':')\n    return getattr(import_module(m), a)"
+    )
+    assert registries_in(by_hand, ours) == ["line 1: load resolves module:attr by hand"]
+    # another library's syntax (celery's bootsteps), a single reference, a docstring: not ours
+    assert registries_in('R = ("celery.a:Pool", "celery.b:Beat")', ours) == []
+    assert registries_in('PRELOAD = ("torch", "backends.x:register")', ours) == []
+
+
+def test_no_module_attr_registry_outside_entry_points() -> None:
+    """Plugins are entry points (pyproject.toml's ``[project.entry-points]``, read by the
+    ``plugins`` package with importlib.metadata): no module of ours keeps its own registry of
+    ``"module:attr"`` strings or resolves one by hand."""
+    ours = set(_packages())
+    found = [
+        f"{path.relative_to(ROOT)}: {what}"
+        for package in _packages()
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for what in registries_in(path.read_text(encoding="utf-8"), ours)
+    ]
+    assert found == []
 
 
 def _module_graph() -> dict[str, set[str]]:

@@ -5,7 +5,6 @@ by :mod:`workers.plan`. Effects are idempotent: a task that runs twice writes on
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
+import plugins
 from fanout.nightly import SOURCE as NIGHTLY_SOURCE
 from store import deliveries
 from store.db import session_scope
@@ -32,12 +32,10 @@ log = logging.getLogger("workers.ingest")
 EventHandler = Callable[[UpstreamEvent, Settings], None]
 
 
-def load_handlers(paths: list[str]) -> list[EventHandler]:
-    handlers = []
-    for path in paths:
-        module, _, attr = path.partition(":")
-        handlers.append(getattr(importlib.import_module(module), attr))
-    return handlers
+def load_handlers(names: list[str]) -> list[EventHandler]:
+    """The event handlers ``RELAY_EVENT_HANDLERS`` names (:mod:`plugins`), in its order."""
+    group = plugins.EVENT_HANDLERS
+    return [plugins.load(group, name, setting="RELAY_EVENT_HANDLERS") for name in names]
 
 
 def fan_out(event: UpstreamEvent, delivery_pk: int, settings: Settings) -> list[int]:

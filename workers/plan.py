@@ -2,14 +2,14 @@
 with its selection and shards (one typed :class:`~planner.RunPlan`), cancel the runs it
 supersedes, and hand the shards to :mod:`workers.run`.
 
-The planner is pluggable (``RELAY_PLANNER``, ``module:function`` taking the event and the
-settings and returning a RunPlan) so a deployment can plan differently; the default is
-:func:`default_planner`, the selector's four stages over the bundled universe.
+The planner is a plugin (``RELAY_PLANNER`` names one of the ``crcr_relay.planners`` entry
+points, or gives a ``module:function``; it takes the event and the settings and returns a
+RunPlan) so a deployment can plan differently; the default is :func:`default_planner` (entry
+point ``selector``), the selector's four stages over the bundled universe.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import traceback
 from collections.abc import Callable
@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager
 from celery import Task
 from sqlalchemy import select
 
+import plugins
 from planner import RunPlan, ShardPolicy, cut_shards, plan_event
 from planner.durations import history_for
 from store import jobs, scheduling
@@ -89,16 +90,14 @@ class PlannerSettingError(ValueError):
     """RELAY_PLANNER names no planner that can be loaded."""
 
 
-def load_planner(path: str | None) -> Planner:
-    if not path:
+def load_planner(name: str | None) -> Planner:
+    """The planner ``RELAY_PLANNER`` names (:mod:`plugins`); unset: :func:`default_planner`."""
+    if not name:
         return default_planner
-    module, _, attr = path.partition(":")
     try:
-        planner: Planner = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise PlannerSettingError(
-            f"RELAY_PLANNER={path!r} names no planner (module:function): {exc}"
-        ) from exc
+        planner: Planner = plugins.load(plugins.PLANNERS, name, setting="RELAY_PLANNER")
+    except plugins.PluginError as exc:
+        raise PlannerSettingError(str(exc)) from exc
     return planner
 
 

@@ -60,8 +60,8 @@ def install(app: FastAPI) -> None:
     """Add the webhook to ``app``: its OpenAPI entry from :data:`router`, and a plain Starlette
     route ahead of every other that serves it. The endpoint takes the Request and answers a
     Response itself, so FastAPI's per-request machinery (dependency solving, its exit stacks,
-    the matching through included routers) is work the hot path does not need: about 50 us a
-    request of the app's own CPU (docs/benchmarks.md)."""
+    the matching through included routers) is work the hot path does not need (what it
+    saves: docs/benchmarks.md)."""
     app.include_router(router)
     app.router.routes.insert(0, Route(PATH, github_webhook, methods=["POST"]))
 

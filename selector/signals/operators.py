@@ -203,11 +203,6 @@ def _file_facts(ctx: SignalContext, path: str, at_base: bool) -> dict[str, Any] 
     return {"targets": targets, "names": names}
 
 
-def callers_of(functions: Mapping[str, Iterable[str]], changed: str) -> dict[str, str]:
-    """Function -> ``changed`` for it and every function that calls it, transitively."""
-    return _reached(_callers_index(functions), changed)
-
-
 def _callers_index(functions: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
     callers: dict[str, set[str]] = {}
     for name, used in functions.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import unittest
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -220,10 +220,6 @@ def build_module_pair(
             reference(*move_args(fwd.args, "cpu"), **move_args(fwd.kwargs, "cpu"))
     on_device = copy.deepcopy(reference).to(device)
     return reference, on_device
-
-
-def grads_of(values: Iterable[Any]) -> list[torch.Tensor | None]:
-    return [v.grad if isinstance(v, torch.Tensor) else None for v in values]
 
 
 def _drop_expected_failures(decorator_fn: Callable[[Any], list[Any]]) -> Callable[[Any], list[Any]]:

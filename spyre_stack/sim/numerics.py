@@ -51,8 +51,3 @@ def rounding_map() -> dict[torch.dtype, torch.dtype]:
 
 def host_only() -> list[torch.dtype]:
     return [d for d, p in POLICY.items() if p.mode == "host"]
-
-
-def device_dtypes() -> list[torch.dtype]:
-    """dtypes the device computes at their own precision (what upstream tolerances expect)."""
-    return [d for d, p in POLICY.items() if p.mode in ("native", "exact")]

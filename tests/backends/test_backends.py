@@ -1,5 +1,5 @@
-"""The driver seam: a backend is one folder and one line of registration, and every pytest run
-of ours is started through it.
+"""The driver seam: a backend is one folder and one entry point (pyproject.toml), and every
+pytest run of ours is started through it.
 
 The toy ``cpu`` backend (backends/cpu) goes through the same inventory, selector, RunPlan and
 harness as ``spyre``: collected, planned, stored and read back, run.
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from backends import BACKENDS, Backend, BackendError, get_backend
+import plugins
+from backends import Backend, BackendError, get_backend
 from backends.base import PROJECT_ROOT, FlatEstimate, fresh_pytest
 from inventory.build import universe_from_inventory
 from planner import RunPlan, StoredPlan
@@ -23,13 +24,18 @@ from workers.harness.runner import run_shard
 
 
 def test_every_registered_backend_is_one_folder() -> None:
-    for name, target in BACKENDS.items():
-        module = target.partition(":")[0]
-        assert module == f"backends.{name}"
-        assert (PROJECT_ROOT / "backends" / name / "__init__.py").is_file()
-        backend = get_backend(name)
-        assert isinstance(backend, Backend) and backend.name == name
-    with pytest.raises(BackendError, match="unknown backend 'tpu'; known: spyre, cpu"):
+    ours = [
+        ep
+        for ep in plugins.installed(plugins.BACKENDS)
+        if ep.dist is not None and ep.dist.name == "crcr-relay"
+    ]
+    assert [ep.name for ep in ours] == ["cpu", "spyre"]
+    for ep in ours:
+        assert ep.module == f"backends.{ep.name}"
+        assert (PROJECT_ROOT / "backends" / ep.name / "__init__.py").is_file()
+        backend = get_backend(ep.name)
+        assert isinstance(backend, Backend) and backend.name == ep.name
+    with pytest.raises(BackendError, match="backend 'tpu': no installed backend has that name"):
         get_backend("tpu")
 
 

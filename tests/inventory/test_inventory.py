@@ -272,7 +272,7 @@ def test_errors_are_clear(tmp_path: Path, checkout: Path) -> None:
         CheckoutTests(checkout, ("test/test_nothing.py",))
     with pytest.raises(InventoryError, match="unknown suite"):
         BundledSuites(("nope",)).files()
-    with pytest.raises(BackendError, match="unknown backend"):
+    with pytest.raises(BackendError, match="no installed backend"):
         get_backend("tpu")
 
 

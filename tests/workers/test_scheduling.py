@@ -92,7 +92,9 @@ def test_deliveries_are_processed_while_a_replay_is_planned(stack: Any, sample_r
     detail = stack.delivery(delivery_id)
     assert detail is not None and detail.state == "processed"
 
-    (stack.gates / "0.1-0.2.open").write_text(str(REPLAY_SHARD))  # a one-shard replay
+    # a one-shard replay; written aside and renamed, so the planner never reads the gate empty
+    (stack.gates / "0.1-0.2.tmp").write_text(str(REPLAY_SHARD))
+    (stack.gates / "0.1-0.2.tmp").rename(stack.gates / "0.1-0.2.open")
     finished = stack.wait_job(replay, timeout=600)
     assert finished.conclusion == "success" and finished.tests_total == REPLAY_SHARD
     assert finished.planning_started_at is not None

@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 _out_lock = threading.Lock()
@@ -31,12 +32,18 @@ def _say(**msg: object) -> None:
         sys.stdout.flush()
 
 
+def _preload_entry(entry: str) -> EntryPoint:
+    """A preload entry (``module`` or ``module:function``) in the syntax of an entry point's
+    value, parsed and loaded by the standard library as entry points are."""
+    return EntryPoint(name=entry, value=entry, group="preload")
+
+
 def _preload(entries: list[str]) -> None:
     for entry in entries:
-        module, _, func = entry.partition(":")
-        mod = importlib.import_module(module)
-        if func:
-            getattr(mod, func)()
+        ep = _preload_entry(entry)
+        loaded = ep.load()
+        if ep.attr:
+            loaded()
 
 
 #: pytest's note that a plugin imported before it configured cannot be assertion-rewritten:
@@ -47,11 +54,9 @@ _NOT_REWRITTEN_IS_FINE = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
 
 def _preload_pytest() -> None:
     """pytest, its entry-point plugins and the report plugin: what every child imports before
-    its first test (0.5-1 s each otherwise, more without bytecode caches). They are not
+    its first test (what that saves: docs/benchmarks.md). They are not
     assertion-rewritten then (their own asserts: the tests' are), which pytest would warn
     about: children are started with that warning ignored (``_NOT_REWRITTEN_IS_FINE``)."""
-    from importlib.metadata import entry_points
-
     import pytest  # noqa: F401
 
     for ep in entry_points(group="pytest11"):
@@ -68,7 +73,7 @@ def _seed_tracebacks(entries: list[str]) -> None:
 
     files = []
     for entry in entries:
-        module = sys.modules.get(entry.partition(":")[0])
+        module = sys.modules.get(_preload_entry(entry).module)
         path = getattr(module, "__file__", None)
         if path and not path.endswith("__init__.py"):
             files.append(Path(path))
