@@ -1,7 +1,7 @@
 """``relay specs promote``: the bundled spec's modes promoted from full runs of the bundled suites.
 
 With ``--runs`` (ground-truth runs, ``{test id: outcome}`` as ``relay eval`` caches them in
-``var/eval/runs``), the variants that did not pass are run once more to read their failure
+``RELAY_VAR_DIR/eval/runs``), the variants that did not pass are run once more to read their failure
 messages (``--no-classify`` skips that), and the baseline summary is written. Without, the
 committed summary is used. Then the promoted spec is rendered from the summary, keeping the
 current file's hand-written entries: printed as a diff, or written with ``--write``.
