@@ -163,6 +163,16 @@ def _run_job(api: str, database_url: str, hosts: list[Host], tests: int) -> floa
     return wall
 
 
+def _shard_seconds(hosts: list[Host]) -> list[float]:
+    """The seconds of each shard the hosts' shard workers finished (their logs)."""
+    out = []
+    for h in hosts:
+        for line in h.log("shards").splitlines():
+            if line.startswith("{") and '"shard finished"' in line:
+                out.append(float(json.loads(line)["seconds"]))
+    return out
+
+
 def _shard_workers(hosts: list[Host], concurrency: int) -> list[tuple[Host, Any]]:
     started = [
         (h, h.start("shards", "-m", "cli", "worker", "--queues", "shards",
@@ -187,7 +197,8 @@ def run(report: Report) -> None:
     table = report.table(
         f"{len(ids)} bundled spyre variants in {SHARDS} shards: 2 shard hosts x 1 worker against "
         "1 host x 2 workers",
-        ["shard workers", "jobs", "tests", "wall s", "tests/s", "throughput vs 1 host"],
+        ["shard workers", "jobs", "tests", "wall s", "tests/s", "throughput vs 1 host",
+         "mean shard s"],
         note="Goal: two hosts >= 0.95x the throughput of one host with two workers (spreading "
         "the shard workers over hosts that share no disk costs nothing measurable). Same jobs "
         "(one fixed plan, a signed pull request each), PostgreSQL and Redis, host A's API, "
@@ -196,6 +207,7 @@ def run(report: Report) -> None:
         "ready.",
     )  # fmt: skip
     walls: dict[str, list[float]] = {"one": [], "two": []}
+    shard_s: dict[str, list[float]] = {"one": [], "two": []}
     with tempfile.TemporaryDirectory(prefix="bench-multihost-") as d, \
             fresh_postgres_database() as database_url:  # fmt: skip
         tmp = Path(d)
@@ -219,6 +231,7 @@ def run(report: Report) -> None:
                     started = _shard_workers(hosts, concurrency)
                     try:
                         walls[name].append(_run_job(api, database_url, [a, *hosts], len(ids)))
+                        shard_s[name] += _shard_seconds(hosts)
                     finally:
                         for h, proc in started:
                             h.stop(proc)
@@ -229,7 +242,8 @@ def run(report: Report) -> None:
     for name, label in (("one", "1 host x 2 workers"), ("two", "2 shard hosts x 1 worker")):
         rate = len(walls[name]) * len(ids) / sum(walls[name])
         table.rows.append([label, str(len(walls[name])), str(len(walls[name]) * len(ids)),
-                           f"{sum(walls[name]):.1f}", f"{rate:.2f}", f"{rate / one:.2f}"])  # fmt: skip
+                           f"{sum(walls[name]):.1f}", f"{rate:.2f}", f"{rate / one:.2f}",
+                           f"{sum(shard_s[name]) / max(1, len(shard_s[name])):.1f}"])  # fmt: skip
     table.note += (
         f" Mount namespaces: {'yes' if namespaces_allowed() else 'no (different paths only)'}."
         f" Machine: {os.cpu_count()} cores, load average {load_before:.1f} before and "
