@@ -163,31 +163,34 @@ def _run_job(api: str, database_url: str, hosts: list[Host], tests: int) -> floa
     return wall
 
 
-def _shard_seconds(hosts: list[Host]) -> list[float]:
-    """The seconds of each shard the hosts' shard workers finished (their logs)."""
+#: a configuration: its shard worker processes, (host, log name, concurrency) each
+Workers = list[tuple[Host, str, int]]
+
+
+def _shard_seconds(workers: Workers) -> list[float]:
+    """The seconds of each shard the shard workers finished (their logs)."""
     out = []
-    for h in hosts:
-        for line in h.log("shards").splitlines():
+    for h, name, _ in workers:
+        for line in h.log(name).splitlines():
             if line.startswith("{") and '"shard finished"' in line:
                 out.append(float(json.loads(line)["seconds"]))
     return out
 
 
-def _shard_workers(hosts: list[Host], concurrency: int) -> list[tuple[Host, Any]]:
+def _shard_workers(workers: Workers) -> list[tuple[Host, Any]]:
     started = [
-        (h, h.start("shards", "-m", "cli", "worker", "--queues", "shards",
+        (h, h.start(name, "-m", "cli", "worker", "--queues", "shards",
                     "--concurrency", str(concurrency)))
-        for h in hosts
+        for h, name, concurrency in workers
     ]  # fmt: skip
 
     def warm() -> bool:
         return all(
-            h.log("shards").count("warm pool ready") + h.log("shards").count("warm pool failed")
-            >= concurrency
-            for h in hosts
+            h.log(name).count("warm pool ready") + h.log(name).count("warm pool failed") >= n
+            for h, name, n in workers
         )
 
-    _wait("warm pools of the shard workers", warm, hosts, timeout=900)
+    _wait("warm pools of the shard workers", warm, [h for h, _, _ in workers], timeout=900)
     return started
 
 
@@ -207,7 +210,8 @@ def run(report: Report) -> None:
         "ready.",
     )  # fmt: skip
     walls: dict[str, list[float]] = {"one": [], "two": []}
-    shard_s: dict[str, list[float]] = {"one": [], "two": []}
+    walls["one, 2 processes"] = []
+    shard_s: dict[str, list[float]] = {name: [] for name in walls}
     with tempfile.TemporaryDirectory(prefix="bench-multihost-") as d, \
             fresh_postgres_database() as database_url:  # fmt: skip
         tmp = Path(d)
@@ -222,16 +226,20 @@ def run(report: Report) -> None:
                 h.hide = [a.root, tmp / "A", *(tmp / o.name for o in shard_hosts if o is not h)]
         port = free_port()
         api = f"http://127.0.0.1:{port}"
-        configs = {"one": ([a], 2), "two": (shard_hosts, 1)}
+        configs: dict[str, Workers] = {
+            "one": [(a, "shards", 2)],
+            "two": [(h, "shards", 1) for h in shard_hosts],
+            "one, 2 processes": [(a, "shards-1", 1), (a, "shards-2", 1)],
+        }
         try:
             _start_control(a, port)
             for r in range(ROUNDS):
-                for name in ("one", "two") if r % 2 == 0 else ("two", "one"):
-                    hosts, concurrency = configs[name]
-                    started = _shard_workers(hosts, concurrency)
+                for name in list(configs) if r % 2 == 0 else list(configs)[::-1]:
+                    started = _shard_workers(configs[name])
+                    hosts = [a, *shard_hosts]
                     try:
-                        walls[name].append(_run_job(api, database_url, [a, *hosts], len(ids)))
-                        shard_s[name] += _shard_seconds(hosts)
+                        walls[name].append(_run_job(api, database_url, hosts, len(ids)))
+                        shard_s[name] += _shard_seconds(configs[name])
                     finally:
                         for h, proc in started:
                             h.stop(proc)
@@ -239,7 +247,9 @@ def run(report: Report) -> None:
             for h in [a, *shard_hosts]:
                 h.stop()
     one = len(walls["one"]) * len(ids) / sum(walls["one"])
-    for name, label in (("one", "1 host x 2 workers"), ("two", "2 shard hosts x 1 worker")):
+    for name, label in (("one", "1 host x 2 workers (one process, --concurrency 2)"),
+                        ("two", "2 shard hosts x 1 worker"),
+                        ("one, 2 processes", "1 host x 2 workers (two processes, --concurrency 1)")):
         rate = len(walls[name]) * len(ids) / sum(walls[name])
         table.rows.append([label, str(len(walls[name])), str(len(walls[name]) * len(ids)),
                            f"{sum(walls[name]):.1f}", f"{rate:.2f}", f"{rate / one:.2f}",
