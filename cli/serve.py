@@ -64,6 +64,8 @@ def host_caches(settings: Settings) -> Path:
     os.environ.setdefault("SPYRE_EXTENSIONS_DIR", str(own))
     if Path(os.environ["SPYRE_EXTENSIONS_DIR"]) == own:
         caches.seed_folder("torch_extensions", settings)
+        if not any(own.glob("*/built.json")):  # the first test process builds it (a minute)
+            caches.building(own, "the spyre C++ core, by the first test process that needs it")
     return Path(os.environ["SPYRE_EXTENSIONS_DIR"])
 
 
