@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import Report
+from store.settings import get_settings
 
 
 def main(argv: list[str]) -> int:
@@ -31,7 +32,7 @@ def main(argv: list[str]) -> int:
         for table in report.tables[before:]:
             print(table.markdown(), flush=True)
         print(f"({name} took {time.perf_counter() - start:.1f} s)\n", flush=True)
-    out = Path("var/bench")
+    out = get_settings().var_dir / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "latest.md").write_text(report.markdown())
     print(f"tables written to {out / 'latest.md'}")

@@ -39,7 +39,7 @@ import httpx
 from backends import get_backend
 from evaluation.scores import GroundTruth, GroundTruthEvent
 from planner import RunPlan
-from store.settings import Settings
+from store.settings import Settings, get_settings
 from wire.github.events import UpstreamEvent
 
 PLANNER = "cli.catch:mutant_planner"
@@ -165,6 +165,8 @@ class LocalRelay:
             "RELAY_DEMO_REPLAY": "",
             "RELAY_NIGHTLY_CRON": "",
             "RELAY_PER_TEST_TIMEOUT": str(per_test_timeout),
+            # its caches (the inventory, the spyre core) are copied from this host's var dir
+            "RELAY_CACHE_SEED": os.environ.get("RELAY_CACHE_SEED") or str(get_settings().var_dir),
         }
         self.log = open(var_dir / "relay-up.log", "wb")  # noqa: SIM115 - the subprocess's
         self.proc = subprocess.Popen(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -13,6 +15,7 @@ from cli.progress import ProgressBar
 from cli.replay import make_env, make_head_env
 from inventory.build import universe_from_inventory
 from planner.durations import base_run_history, costs_for, estimator_for
+from store import caches
 
 
 def evaluate(
@@ -32,7 +35,7 @@ def evaluate(
         False,
         "--run",
         help="run missing ground truth (long: the full universe, then each mutant or the head "
-        "torch's full universe; cached in var/eval)",
+        "torch's full universe; cached in RELAY_VAR_DIR/eval)",
     ),
     full: bool = typer.Option(
         False,
@@ -111,6 +114,23 @@ def evaluate(
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(text + "\n", encoding="utf-8")
         report.with_suffix(".json").write_text(scores_json(scores), encoding="utf-8")
+    store_report(report, kind, text, json.loads(scores_json(scores)))
+
+
+def store_report(report: Path | None, kind: str, text: str, scores: Any = None) -> None:
+    """Store the report in the database (migrated first), where the replay pages of every API
+    host read it: named like its ``--report`` file, else ``report-KIND.md``."""
+    from store import evalreports, migrate
+    from store.db import session_scope
+    from store.settings import get_settings
+
+    settings = get_settings()
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    migrate.upgrade(settings.database_url)
+    name = report.name if report is not None else f"report-{kind}.md"
+    with session_scope(settings.database_url) as session:
+        evalreports.save(session, name=name, kind=kind, text=text, scores=scores)
+    typer.echo(f"report {name} stored in the database", err=True)
 
 
 def _catch(suites, *, limit, run, full, ground_truth, budget, report) -> None:
@@ -129,7 +149,7 @@ def _catch(suites, *, limit, run, full, ground_truth, budget, report) -> None:
     observable = [e for e in truth.events if e.failing]
     if limit:
         observable = observable[:limit]
-    var_dir = Path("var/eval/catch") / time.strftime("%Y%m%d-%H%M%S")
+    var_dir = caches.cache_dir("eval") / "catch" / time.strftime("%Y%m%d-%H%M%S")
     typer.echo(f"{len(observable)} observable mutant(s); relay up in {var_dir}")
     start = time.perf_counter()
     catches = run_catch(
@@ -144,6 +164,7 @@ def _catch(suites, *, limit, run, full, ground_truth, budget, report) -> None:
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(text + "\n", encoding="utf-8")
+    store_report(report, "catch", text)
     if any(not c.caught or c.false_red for c in catches):
         raise typer.Exit(1)
 

@@ -13,7 +13,12 @@ from planner.revisions import default_profiling_map
 from upstream import UpstreamError, UpstreamSource, default_cache_dir
 from upstream.changes import ChangeFacts
 
-DEFAULT_PLAN_DIR = Path("var/plans")
+
+def plan_dir() -> Path:
+    """Where plans are written unless told: ``RELAY_VAR_DIR/plans``."""
+    from store.settings import get_settings
+
+    return get_settings().var_dir / "plans"
 
 UPSTREAM = typer.Option(
     None,

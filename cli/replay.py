@@ -34,7 +34,7 @@ def replay(
     offline: bool = opt.OFFLINE,
     cache_dir: Path | None = opt.CACHE,
     out: Path | None = typer.Option(
-        None, "--out", help="plan JSON (default var/plans/replay-FROM-TO.json)"
+        None, "--out", help="plan JSON (default RELAY_VAR_DIR/plans/replay-FROM-TO.json)"
     ),
     as_json: bool = typer.Option(False, "--json", help="print the plan JSON instead"),
     no_import_map: bool = opt.NO_IMPORTS,
@@ -61,7 +61,7 @@ def replay(
         None,
         "--head-env/--estimate-head",
         help="--head-env: collect the head universe for real in a virtual environment with the "
-        "head torch (var/envs, made once; the backend built there); the default when "
+        "head torch (RELAY_VAR_DIR/envs, made once; the backend built there); the default when "
         "RELAY_RELEASE_FINGERPRINTS is on, which makes that environment anyway. --estimate-head: "
         "the installed universe adjusted by the change facts (no environment for the universe)",
     ),
@@ -111,7 +111,7 @@ def replay(
         raise typer.Exit(2) from exc
     plan = release.plan
     plan.decision_seconds = round(time.perf_counter() - start, 4)
-    path = out or opt.DEFAULT_PLAN_DIR / f"replay-{from_}-{to}.json"
+    path = out or opt.plan_dir() / f"replay-{from_}-{to}.json"
     plan.write(path)
     if as_json:
         typer.echo(plan.to_json())

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import typer
 
+from store import caches
 from store.db import redacted
 from store.queue import CONTROL_QUEUE, PLAN_QUEUE, SHARD_QUEUE
 from store.settings import Settings, get_settings
@@ -51,6 +52,23 @@ def beat_command(*, var_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def host_caches(settings: Settings) -> Path:
+    """Make this host's var dir and point the workers' test processes at its torch_extensions
+    (``SPYRE_EXTENSIONS_DIR``, unless the operator set it: the spyre_stack leaf reads no RELAY_
+    variable), seeded from ``RELAY_CACHE_SEED``; the folder the spyre C++ core is built in."""
+    from store import logs
+
+    logs.configure(settings.log_level, settings.log_json)
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    own = caches.cache_dir("torch_extensions", settings)
+    os.environ.setdefault("SPYRE_EXTENSIONS_DIR", str(own))
+    if Path(os.environ["SPYRE_EXTENSIONS_DIR"]) == own:
+        caches.seed_folder("torch_extensions", settings)
+        if not any(own.glob("*/built.json")):  # the first test process builds it (a minute)
+            caches.building(own, "the spyre C++ core, by the first test process that needs it")
+    return Path(os.environ["SPYRE_EXTENSIONS_DIR"])
+
+
 def up(
     port: int = typer.Option(None, help="HTTP port (default RELAY_PORT, 8000)"),
     host: str = typer.Option(None, help="bind address (default RELAY_HOST, 127.0.0.1)"),
@@ -71,7 +89,7 @@ def up(
     from store import migrate
 
     settings = get_settings()
-    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    host_caches(settings)
     if migrate_db:
         migrate.upgrade(settings.database_url)
     port = port or settings.port
@@ -208,7 +226,7 @@ def worker(
 ) -> None:
     """Run one Celery worker process in the foreground (production deployments run several)."""
     settings = get_settings()
-    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    host_caches(settings)
     os.execv(
         sys.executable,
         worker_command(concurrency=concurrency, beat=beat, var_dir=settings.var_dir, queues=queues),

@@ -1,7 +1,7 @@
 """``relay specs promote``: the bundled spec's modes promoted from full runs of the bundled suites.
 
 With ``--runs`` (ground-truth runs, ``{test id: outcome}`` as ``relay eval`` caches them in
-``var/eval/runs``), the variants that did not pass are run once more to read their failure
+``RELAY_VAR_DIR/eval/runs``), the variants that did not pass are run once more to read their failure
 messages (``--no-classify`` skips that), and the baseline summary is written. Without, the
 committed summary is used. Then the promoted spec is rendered from the summary, keeping the
 current file's hand-written entries: printed as a diff, or written with ``--write``.
@@ -159,7 +159,7 @@ def _rerun(variants: list[Any], processes: int) -> dict[str, tuple[str, str | No
 
 def promote(
     runs: list[Path] = typer.Option(
-        [], "--runs", help="full runs ({test id: outcome} JSON, e.g. var/eval/runs/*-baseline.json)"
+        [], "--runs", help="full runs ({test id: outcome} JSON, e.g. RELAY_VAR_DIR/eval/runs/*-baseline.json)"
     ),
     summary: Path = typer.Option(
         BASELINE_SUMMARY, "--summary", help="the baseline summary (written when --runs is given)"

@@ -10,7 +10,7 @@ import typer
 
 from backends import BackendError, get_backend
 from cli.progress import ProgressBar
-from inventory.build import DEFAULT_CACHE_DIR, DEFAULT_TEST_TIMES, Inventory, build_inventory
+from inventory.build import DEFAULT_TEST_TIMES, Inventory, build_inventory
 from inventory.sources import BundledSuites, CheckoutTests, InventoryError
 
 app = typer.Typer(help="The test inventory: every collectable variant with its spec decision.")
@@ -36,7 +36,9 @@ _TIMES = typer.Option(
     DEFAULT_TEST_TIMES,
     help="PyTorch's public test-times.json (per-file prior; optional; the folder is RELAY_CI_STATS)",
 )
-_CACHE = typer.Option(DEFAULT_CACHE_DIR, help="inventory cache folder")
+_CACHE = typer.Option(
+    None, help="inventory cache folder [default: RELAY_VAR_DIR/inventory, this host's]"
+)
 _REFRESH = typer.Option(False, "--refresh", help="ignore the cache and collect again")
 
 
@@ -49,7 +51,7 @@ def _inventory(
     no_specs: bool,
     history: Path | None,
     test_times: Path,
-    cache_dir: Path,
+    cache_dir: Path | None,
     refresh: bool,
 ) -> Inventory:
     try:
@@ -100,7 +102,7 @@ def list_tests(
     no_specs: bool = _NO_SPECS,
     history: Path | None = _HISTORY,
     test_times: Path = _TIMES,
-    cache_dir: Path = _CACHE,
+    cache_dir: Path | None = _CACHE,
     refresh: bool = _REFRESH,
     as_json: bool = typer.Option(False, "--json", help="one JSON object per variant"),
     opcases: list[Path] = typer.Option(
@@ -173,7 +175,7 @@ def count_tests(
     no_specs: bool = _NO_SPECS,
     history: Path | None = _HISTORY,
     test_times: Path = _TIMES,
-    cache_dir: Path = _CACHE,
+    cache_dir: Path | None = _CACHE,
     refresh: bool = _REFRESH,
     top: int = typer.Option(25, help="ops/modules to show (0 = all)"),
     as_json: bool = typer.Option(False, "--json", help="the breakdown as one JSON object"),

@@ -10,7 +10,7 @@ import typer
 
 from upstream import UpstreamError, UpstreamSource, default_cache_dir, open_source
 from upstream.changes import ChangeFacts, compute_change_facts, facts_to_json
-from upstream.headenv import DEFAULT_ROOT, HeadEnvError, ensure_env
+from upstream.headenv import HeadEnvError, default_root, ensure_env
 
 app = typer.Typer(
     help="Upstream PyTorch sources (git checkout or released wheels) and what changed.",
@@ -99,7 +99,10 @@ def diff_cmd(
 @app.command("env")
 def env_cmd(
     torch: Annotated[str, typer.Option("--torch", help="torch release, e.g. 2.14.1")],
-    root: Annotated[Path, typer.Option(help="Folder of the environments.")] = DEFAULT_ROOT,
+    root: Annotated[
+        Path | None,
+        typer.Option(help="Folder of the environments [default: RELAY_VAR_DIR/envs].")
+    ] = None,
     cache_dir: CacheOpt = None,
     offline: OfflineOpt = False,
     collect: Annotated[
@@ -112,6 +115,7 @@ def env_cmd(
 ) -> None:
     """Make (once) a virtual environment with another torch release and the spyre C++ core built
     for it; print its python. Other packages keep this environment's versions."""
+    root = root or default_root()
     typer.echo(f"torch {torch} environment under {root}/torch-{torch} ...")
     try:
         env = ensure_env(torch, root=root, wheel_cache=cache_dir, offline=offline)

@@ -1,6 +1,6 @@
 """Ground-truth runs: the FULL universe under pytest, with and without an injected fault.
 
-Every run is cached as JSON under ``var/eval`` keyed by the universe (torch build, backend
+Every run is cached as JSON under ``RELAY_VAR_DIR/eval`` keyed by the universe (torch build, backend
 version, suites) and the mutant, so a long evaluation can be resumed and re-scored for free.
 """
 
@@ -24,11 +24,15 @@ from evaluation.scores import GroundTruth, GroundTruthEvent
 from inventory.build import Progress
 from inventory.runs import run_key
 from selector.model import Universe
+from store import caches
 from testspecs.outcomes import FAILURES
 from upstream import FileChange, FileStatus, ResolvedRevision
 from upstream.changes import ChangeFacts, PythonFileChange, SymbolChange
 
-DEFAULT_EVAL_DIR = Path("var/eval")
+
+def eval_dir(cache_dir: Path | None = None) -> Path:
+    """``cache_dir``, else the host's eval cache (``RELAY_VAR_DIR/eval``, store.caches)."""
+    return cache_dir if cache_dir is not None else caches.cache_dir("eval")
 
 
 def _key(universe: Universe) -> str:
@@ -51,7 +55,7 @@ def run_outcomes(
     python: str | None = None,
     extra_env: Mapping[str, str] | None = None,
     backend: str = "spyre",
-    cache_dir: Path = DEFAULT_EVAL_DIR,
+    cache_dir: Path | None = None,
     timeout: float = 4 * 3600,
     log: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
@@ -171,14 +175,14 @@ def run_path(
     universe: Universe,
     mutant: str | None,
     tests: Sequence[str] | None,
-    cache_dir: Path = DEFAULT_EVAL_DIR,
+    cache_dir: Path | None = None,
 ) -> Path:
     """Where the outcomes of one run are cached: keyed by universe, mutant and test subset."""
     suffix = mutant or "baseline"
     if tests is not None:
         digest = hashlib.sha256("\n".join(_ids(universe, tests)).encode()).hexdigest()[:8]
         suffix += f"-{digest}"
-    return cache_dir / "runs" / f"{_key(universe)}-{suffix}.json"
+    return eval_dir(cache_dir) / "runs" / f"{_key(universe)}-{suffix}.json"
 
 
 def durations_path(run: Path) -> Path:
@@ -186,8 +190,8 @@ def durations_path(run: Path) -> Path:
     return run.with_name(run.stem + ".durations.json")
 
 
-def trace_file(universe: Universe, cache_dir: Path = DEFAULT_EVAL_DIR) -> Path:
-    return cache_dir / "runs" / f"{_key(universe)}-trace.json"
+def trace_file(universe: Universe, cache_dir: Path | None = None) -> Path:
+    return eval_dir(cache_dir) / "runs" / f"{_key(universe)}-trace.json"
 
 
 def mutation_event(name: str) -> GroundTruthEvent:
@@ -208,7 +212,7 @@ def mutation_ground_truth(
     *,
     run: bool,
     traced: bool = True,
-    cache_dir: Path = DEFAULT_EVAL_DIR,
+    cache_dir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> GroundTruth:
@@ -223,7 +227,7 @@ def mutation_ground_truth(
     """
     key = _key(universe)
     empty = GroundTruth(kind="mutation", universe=universe.label, variants=len(universe), events=[])
-    baseline_path = cache_dir / "runs" / f"{key}-baseline.json"
+    baseline_path = eval_dir(cache_dir) / "runs" / f"{key}-baseline.json"
     if not run and not (
         baseline_path.is_file() and (not traced or trace_file(universe, cache_dir).is_file())
     ):
@@ -277,12 +281,12 @@ def mutation_ground_truth(
     )
 
 
-def load_trace(universe: Universe, cache_dir: Path = DEFAULT_EVAL_DIR) -> dict[str, list[str]]:
+def load_trace(universe: Universe, cache_dir: Path | None = None) -> dict[str, list[str]]:
     return json.loads(trace_file(universe, cache_dir).read_text(encoding="utf-8"))
 
 
 def check_trace(
-    universe: Universe, mutants: Sequence[str], cache_dir: Path = DEFAULT_EVAL_DIR
+    universe: Universe, mutants: Sequence[str], cache_dir: Path | None = None
 ) -> list[tuple[str, int, int]]:
     """For each mutant with a cached unrestricted full run: (name, tests it changed, of those
     outside its trace). A zero in the last column for all is what makes the traced runs exact."""
@@ -315,7 +319,7 @@ def release_ground_truth(
     run: bool,
     base_python: str | None = None,
     base_env: Mapping[str, str] | None = None,
-    cache_dir: Path = DEFAULT_EVAL_DIR,
+    cache_dir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> GroundTruth:

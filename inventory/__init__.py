@@ -1,5 +1,5 @@
 """The test universe: every collectable variant of a backend's tests for a revision, with its spec
-decision and duration, cached under ``var/inventory``.
+decision and duration, cached under ``RELAY_VAR_DIR/inventory`` (per host).
 
 * :mod:`.sources`: where test files come from (the bundled suites, or a PyTorch checkout);
 * :mod:`.build`: collection (a pytest subprocess with :mod:`.collect_plugin`), the cache, spec

@@ -4,7 +4,8 @@ Each :class:`Variant` carries its test id, file, class, base test name, op or mo
 spec decision (from :mod:`testspecs`), tags and the last known duration with where it came from.
 
 Collection (a pytest ``--collect-only`` subprocess with :mod:`inventory.collect_plugin`) is the
-slow part, so the result is cached under ``var/inventory``:
+slow part, so the result is cached under ``RELAY_VAR_DIR/inventory`` (each host its own; an entry
+the host lacks is copied from ``RELAY_CACHE_SEED`` when there, else collected, and the log says so):
 
 * the collection is keyed by (revision, torch build, backend version, source selection);
 * the spec decisions by that key plus the specs hash.
@@ -32,13 +33,13 @@ from backends import Backend, get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest, hash_files, torch_build
 from inventory.sources import BundledSuites, CheckoutTests, InventoryError, ci_file_key
 from selector.model import Universe, Variant
+from store import caches
 from store.settings import ci_stats_dir
 
 log = logging.getLogger(__name__)
 
 # Bump when the stored shape or the collection method changes: old cache entries are ignored.
 INVENTORY_VERSION = 3
-DEFAULT_CACHE_DIR = Path("var/inventory")
 # PyTorch's test-times.json in the CI-statistics folder (RELAY_CI_STATS); optional
 DEFAULT_TEST_TIMES = ci_stats_dir() / "test-times.json"
 
@@ -341,7 +342,7 @@ def build_inventory(
     specs: Iterable[Path] = (),
     history: Path | Mapping[str, float] | None = None,
     test_times: Path | None = DEFAULT_TEST_TIMES,
-    cache_dir: Path | None = DEFAULT_CACHE_DIR,
+    cache_dir: Path | None = None,
     refresh: bool = False,
     python: str | Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -352,7 +353,8 @@ def build_inventory(
 
     ``python`` collects with another interpreter (for example a head environment of
     :mod:`upstream.headenv`, run with its ``env``); the key then holds that interpreter's torch
-    build, so each torch has its own cache entry.
+    build, so each torch has its own cache entry. ``cache_dir`` unset: the host's
+    (``RELAY_VAR_DIR/inventory``), seeded from ``RELAY_CACHE_SEED``.
     """
     be = get_backend(backend)
     spec_paths = [Path(p) for p in specs]
@@ -364,29 +366,29 @@ def build_inventory(
         backend_version=be.version(),
         source=f"{source.kind}:{','.join(source.targets())}",
     )
-    collection = _load(cache_dir, key) if (cache_dir and not refresh) else None
+    if cache_dir is None:
+        cache_dir = caches.cache_dir("inventory")
+        for path in _paths(cache_dir, key) if not refresh else ():
+            caches.seeded(path)
+    collection = None if refresh else _load(cache_dir, key)
     cached = collection is not None
     if collection is None:
-        wrappers = (
-            cache_dir / "wrappers" / key.collection_id()
-            if cache_dir
-            else Path(tempfile.mkdtemp(prefix="relay-wrappers-"))
-        )
+        caches.building(_paths(cache_dir, key)[0], f"inventory of {key.source} ({key.torch_build})")
         records, errors, seconds = collect(
-            source, be, python=interpreter, env=env, wrapper_dir=wrappers, progress=progress
-        )
+            source, be, python=interpreter, env=env, progress=progress,
+            wrapper_dir=cache_dir / "wrappers" / key.collection_id(),
+        )  # fmt: skip
         collection = {"records": records, "errors": errors, "collect_seconds": seconds}
-        if cache_dir:
-            _store(cache_dir, key, collection)
+        _store(cache_dir, key, collection)
+        log.info("inventory collected", extra={"variants": len(records), "seconds": round(seconds, 1)})
     variants = [_variant(r, source) for r in collection["records"]]
 
-    decisions = _load_decisions(cache_dir, key) if (cache_dir and not refresh) else None
+    decisions = None if refresh else _load_decisions(cache_dir, key)
     if decisions is None or len(decisions) != len(variants):
         torch_root = Path(source.root) if isinstance(source, CheckoutTests) else None
         decide = spec_resolver(spec_paths, backend=be.name, torch_root=torch_root)
         decisions = [list(decide(v)) if decide else [None, None, []] for v in variants]
-        if cache_dir:
-            _store_decisions(cache_dir, key, decisions)
+        _store_decisions(cache_dir, key, decisions)
     for v, (mode, rule, tags) in zip(variants, decisions, strict=True):
         v.decision, v.rule, v.tags = mode, rule, list(tags)
 
@@ -423,7 +425,7 @@ def universe_from_inventory(
     checkout: str | Path | None = None,
     test_files: Sequence[str] = (),
     specs: Sequence[Path] = (),
-    cache_dir: Path | None = DEFAULT_CACHE_DIR,
+    cache_dir: Path | None = None,
     python: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     progress: Progress | None = None,

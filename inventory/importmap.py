@@ -31,10 +31,10 @@ from backends.base import PROJECT_ROOT, fresh_pytest
 from inventory.only_ids import add_option, keep_listed
 from selector.model import Universe, Variant
 from selector.signals.imports import IMPORT_MAP_VERSION
+from store import caches
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMPORT_MAP_DIR = Path("var/selector")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -176,14 +176,17 @@ def learn_import_map(
     backend: str = "spyre",
     per_template: int = 3,
     sweep: int = 0,
-    cache_dir: Path = DEFAULT_IMPORT_MAP_DIR,
+    cache_dir: Path | None = None,
     root: Path | None = None,
     timeout: float = 1800,
 ) -> Path:
-    """Run a sample, write and return the map file (reused when ``key`` already has one)."""
-    path = cache_dir / f"importmap-{key}{'-traced' if sweep else ''}.json"
-    if path.is_file():
+    """Run a sample, write and return the map file (reused when ``key`` already has one; the
+    folder unset: the host's, ``RELAY_VAR_DIR/selector``, seeded from ``RELAY_CACHE_SEED``)."""
+    folder = cache_dir if cache_dir is not None else caches.cache_dir("selector")
+    path = folder / f"importmap-{key}{'-traced' if sweep else ''}.json"
+    if path.is_file() or (cache_dir is None and caches.seeded(path)):
         return path
+    caches.building(path, f"import map of {len(variants)} variants")
     be = get_backend(backend)
     ids = sample(variants, per_template, sweep=sweep)
     with tempfile.TemporaryDirectory(prefix="relay-importmap-") as tmp:
@@ -223,7 +226,7 @@ def learn_import_map(
         "tests_run": len(ids),
         **traced,
     }
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     return path
 
@@ -239,12 +242,13 @@ def import_map_for(
     build, _, backend_version = safe.partition("-spyre")
     files = hashlib.sha256(",".join(sorted(universe.by_file)).encode()).hexdigest()[:8]
     key = f"{build}-{files}-spyre{backend_version}"
-    exact = DEFAULT_IMPORT_MAP_DIR / f"importmap-{key}-traced.json"
-    if not exact.is_file():
+    folder = caches.cache_dir("selector")
+    exact = folder / f"importmap-{key}-traced.json"
+    if not caches.seeded(exact):
         # the traced run takes minutes: a map of the same torch build and test files learned
         # with an earlier backend version is reused (its backend symbols may be stale)
         same = sorted(
-            DEFAULT_IMPORT_MAP_DIR.glob(f"importmap-{build}-{files}-*-traced.json"),
+            folder.glob(f"importmap-{build}-{files}-*-traced.json"),
             key=lambda p: p.stat().st_mtime,
         )
         if same:

@@ -1,4 +1,4 @@
-"""Where the full runs of a universe are cached (``var/eval/runs``): one key per universe, shared
+"""Where the full runs of a universe are cached (``RELAY_VAR_DIR/eval/runs``): one key per universe, shared
 by the ground truth that writes them (:mod:`evaluation.groundtruth`) and the planner that learns
 durations and failures from the run of the base release (:mod:`planner.durations`).
 """

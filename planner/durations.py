@@ -34,11 +34,16 @@ from backends import get_backend
 from inventory.build import DEFAULT_TEST_TIMES
 from inventory.runs import run_key
 from selector import Costs, DurationEstimate, History, TestHistory, Universe, Variant, price
+from store.caches import cache_dir
 from testspecs.outcomes import FAILURES
 
 PRIOR_PATH = Path(__file__).parent / "data" / "runner_prior.json"
 PRIOR_VERSION = 1
-DEFAULT_EVAL_RUNS = Path("var/eval/runs")
+
+
+def eval_runs() -> Path:
+    """The host's ground-truth runs: ``RELAY_VAR_DIR/eval/runs`` (what ``relay eval`` writes)."""
+    return cache_dir("eval") / "runs"
 
 MEASURED = "measured"
 TEMPLATE = "template-median"
@@ -182,9 +187,11 @@ class RunnerSeconds:
         return self._answer(v)[1]
 
 
-def ground_truth_durations(runs: Path = DEFAULT_EVAL_RUNS) -> dict[str, float]:
-    """Mean runner-seconds per test over the cached full (baseline) ground-truth runs."""
+def ground_truth_durations(runs: Path | None = None) -> dict[str, float]:
+    """Mean runner-seconds per test over the cached full (baseline) ground-truth runs (``runs``;
+    unset: the host's, :func:`eval_runs`)."""
     sums: dict[str, list[float]] = defaultdict(list)
+    runs = runs if runs is not None else eval_runs()
     if runs.is_dir():
         for path in sorted(runs.glob("*-baseline.durations.json")):
             for tid, s in json.loads(path.read_text(encoding="utf-8")).items():
@@ -217,12 +224,12 @@ def estimator_for(
     universe: Universe,
     *,
     history: History | None = None,
-    runs: Path | None = DEFAULT_EVAL_RUNS,
+    runs: Path | None = None,
     prior: RunnerPrior | None = None,
 ) -> RunnerSeconds:
     """The runner-seconds estimate for ``universe``: measured runner-seconds from ``history``
-    and the ground-truth runs in ``runs``, the shipped prior after them."""
-    measured = ground_truth_durations(runs) if runs is not None else {}
+    and the ground-truth runs in ``runs`` (unset: the host's), the shipped prior after them."""
+    measured = ground_truth_durations(runs)
     for tid, h in (history.tests if history is not None else {}).items():
         if h.seconds is not None:
             measured[tid] = h.seconds
@@ -246,11 +253,11 @@ def costs_for(
     backend: str = "spyre",
     history: History | None = None,
     estimator: DurationEstimate | None = None,
-    runs: Path | None = DEFAULT_EVAL_RUNS,
+    runs: Path | None = None,
 ) -> Costs:
     """What a decision over ``universe`` prices with (:class:`~selector.Costs`): ``history``;
     runner-seconds from ``estimator``, else :func:`estimator_for` (measured, the ground-truth
-    runs in ``runs``, the shipped prior); simulated device-seconds from the backend's
+    runs in ``runs`` (unset: the host's), the shipped prior); simulated device-seconds from the backend's
     device-time hook. Decisions over the same universe and costs share one pricing."""
     hist = history if history is not None else History()
     runner = (
@@ -259,12 +266,11 @@ def costs_for(
     return price(universe, history=hist, runner=runner, device=device_estimate(backend))
 
 
-def base_run_history(universe: Universe, runs: Path | None = DEFAULT_EVAL_RUNS) -> History:
+def base_run_history(universe: Universe, runs: Path | None = None) -> History:
     """One run of history per variant from the cached full run of ``universe`` (the base
-    release's, under its own torch): failed or not, and its runner-seconds. Empty without one."""
-    if runs is None:
-        return History()
-    path = runs / f"{run_key(universe)}-baseline.json"
+    release's, under its own torch; in ``runs``, unset: the host's): failed or not, and its
+    runner-seconds. Empty without one."""
+    path = (runs if runs is not None else eval_runs()) / f"{run_key(universe)}-baseline.json"
     if not path.is_file():
         return History()
     outcomes = json.loads(path.read_text(encoding="utf-8"))

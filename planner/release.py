@@ -22,7 +22,7 @@ from backends.base import torch_build
 from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
-from planner.durations import DEFAULT_EVAL_RUNS, base_run_history, costs_for, merged
+from planner.durations import base_run_history, costs_for, merged
 from planner.filefacts import store_for
 from planner.revisions import default_profiling_map, source_reader
 from selector import (
@@ -34,6 +34,7 @@ from selector import (
     Universe,
     select,
 )
+from store import caches
 from store.settings import get_settings
 from upstream import UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
@@ -83,7 +84,7 @@ def release_plan(
     import_map: bool = True,
     min_closeness: float = 0.0,
     backend: str = "spyre",
-    runs: Path | None = DEFAULT_EVAL_RUNS,
+    runs: Path | None = None,
     budget_share: float | None = None,
 ) -> ReleasePlan:
     """The release step's plan over ``head`` (a collected head universe) or, without it, the
@@ -253,7 +254,7 @@ def plan_release(
 
 def facts_cache_dir(source: UpstreamSource, cache_dir: str | Path | None = None) -> Path:
     """Where the change facts (and the behaviour fingerprints) of ``source`` are kept."""
-    return Path(cache_dir or getattr(source, "cache_dir", None) or Path("var/upstream"))
+    return Path(cache_dir or getattr(source, "cache_dir", None) or caches.cache_dir("upstream"))
 
 
 def with_behaviour(

@@ -486,3 +486,19 @@ class CrcrResult(Base):
     )
 
     __table_args__ = (Index("ix_crcr_result_downstream_repo", "downstream_repo"),)
+
+
+class EvalReport(Base):
+    """A report of ``relay eval`` (its Markdown table and scores), kept in the database so the
+    replay pages of any API host show it; one row per run, the pages read the newest per name."""
+
+    __tablename__ = "eval_report"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))  # e.g. report-mutation.md
+    kind: Mapped[str] = mapped_column(String(20))  # mutation, release, catch
+    text: Mapped[str] = mapped_column(Text)
+    scores: Mapped[Any | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (Index("ix_eval_report_name", "name", "id"),)

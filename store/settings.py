@@ -40,7 +40,14 @@ class Settings(BaseSettings):
     )
 
     env: Literal["development", "production"] = "development"
+    # this host's own folder (made absolute against the working folder when settings are built):
+    # the embedded database and broker, every cache (inventory, envs, eval, selector, upstream
+    # facts, torch_extensions of the workers), shard scratch; docs/production.md lists them
     var_dir: Path = DEFAULT_VAR_DIR
+    # a read-only folder laid out like a var dir (another var dir of this host, or one baked into
+    # an image): a keyed cache entry this var dir lacks is copied from it before it is built
+    # (entries are keyed by what they depend on, so a copy is never stale); unset: built here
+    cache_seed: Path | None = None
     database_url: str = ""
     broker_url: str = ""
     upstream_repo: str = "pytorch/pytorch"
@@ -195,6 +202,18 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_handlers(cls, value: object) -> object:
         return _json_list(value, "RELAY_EVENT_HANDLERS")
+
+    @field_validator("var_dir", mode="after")
+    @classmethod
+    def _absolute_var_dir(cls, value: Path) -> Path:
+        return value.expanduser().absolute()
+
+    @field_validator("cache_seed", mode="before")
+    @classmethod
+    def _seed(cls, value: object) -> object:
+        if isinstance(value, str):
+            return Path(value).expanduser().absolute() if value.strip() else None
+        return value
 
     @field_validator(
         "allowlist_source", "policy_path", "github_app_id", "github_app_private_key",

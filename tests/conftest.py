@@ -42,6 +42,15 @@ os.environ.setdefault(
 # The release steps tests plan are built from small generated torch wheels, which have no OpInfo
 # database to fingerprint; tests/upstream/test_behaviour.py runs the fingerprints for real.
 os.environ.setdefault("RELAY_RELEASE_FINGERPRINTS", "false")
+# Every cache lives under RELAY_VAR_DIR, one var dir per host (store.caches). The stacks the tests
+# start each get a fresh var dir of their own; the session's var dir (RELAY_VAR_DIR, else the
+# project's var/) is their seed, read only: a keyed entry a stack lacks (the inventory, the spyre
+# C++ core) is copied from it rather than built again (a cold inventory takes minutes).
+os.environ.setdefault(
+    "RELAY_CACHE_SEED",
+    str(Path(os.environ.get("RELAY_VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
+        .absolute()),
+)
 
 if TYPE_CHECKING:
     from tests.support.overlay_repo import OverlayUpstream
@@ -194,6 +203,22 @@ def overlay_upstream(tmp_path: Path) -> OverlayUpstream:
     from tests.support.overlay_repo import overlay_upstream as make
 
     return make(tmp_path)
+
+
+@pytest.fixture
+def fresh_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This process as a host with nothing: RELAY_VAR_DIR is a new ``tmp/var``, no cache seed,
+    settings built again (and again after the test). The var dir's path."""
+    from store.settings import reset_settings_cache
+
+    monkeypatch.setenv("RELAY_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.delenv("RELAY_CACHE_SEED", raising=False)
+    reset_settings_cache()
+    try:
+        yield tmp_path / "var"
+    finally:
+        monkeypatch.undo()
+        reset_settings_cache()
 
 
 @pytest.fixture(scope="session")

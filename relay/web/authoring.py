@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from backends import get_backend
 from backends.base import PROJECT_ROOT
@@ -26,7 +27,7 @@ from relay.api import hud as api
 from relay.api.pagination import Page
 from relay.web import charts
 from relay.web.render import paging, render
-from store import hud
+from store import evalreports, hud
 from store.db import session_scope
 from store.deliveries import WITHOUT_BODIES
 from store.models import Delivery, DeliveryState, Dispatch, Downstream, Job, TestResult
@@ -204,13 +205,14 @@ def _decided(
 # ----------------------------------------------------------------------------- replays
 
 
-def recall_tables(var_dir: Path) -> list[tuple[str, list[list[str]]]]:
-    """The Markdown tables of ``relay eval`` reports under ``var/eval`` (report-*.md)."""
+def recall_tables(session: Session) -> list[tuple[str, list[list[str]]]]:
+    """The Markdown tables of the newest ``relay eval`` report of each name (stored in the
+    database by the command, so any API host shows them)."""
     out = []
-    for report in sorted((var_dir / "eval").glob("report-*.md")):
+    for report in evalreports.newest(session):
         rows = [
             [c.strip() for c in line.strip().strip("|").split("|")]
-            for line in report.read_text(encoding="utf-8", errors="replace").splitlines()
+            for line in report.text.splitlines()
             if line.startswith("|") and not re.fullmatch(r"\|[\s|:-]+\|", line.strip())
         ]
         if rows:
@@ -227,9 +229,9 @@ def replays(request: Request) -> HTMLResponse:
                 select(Job).where(Job.event_type == "periodic").order_by(Job.id.desc()).limit(50)
             )
         )
+        recall = recall_tables(session)
     return render(
-        request, "replays.html", title="Release replays", jobs=jobs,
-        recall=recall_tables(Path(settings.var_dir)),
+        request, "replays.html", title="Release replays", jobs=jobs, recall=recall,
     )  # fmt: skip
 
 
@@ -245,10 +247,11 @@ def replay(request: Request, job_id: Id) -> HTMLResponse:
             return render(request, "missing.html", status_code=404, title="No such replay",
                           what=f"There is no job {job_id}.")  # fmt: skip
         facets = hud.facets(session, job_pk=job_id)
+        recall = recall_tables(session)
     return render(
         request, "replay.html", title=f"Replay {job_id}", run=view, facets=facets,
         funnel=charts.funnel([(s.stage, s.count_in, s.count_out) for s in view.funnel]),
-        recall=recall_tables(Path(settings.var_dir)),
+        recall=recall,
     )  # fmt: skip
 
 

@@ -10,20 +10,20 @@ from typing import Any
 
 import pytest
 
-from inventory.importmap import DEFAULT_IMPORT_MAP_DIR, import_map_for
+from inventory.importmap import import_map_for
 from selector import Universe
 
 
 def test_without_learning_only_a_cached_map_is_returned(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_upstream: Any
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_upstream: Any, fresh_host: Path
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # the map cache is var/selector under the working folder
+    monkeypatch.chdir(tmp_path)  # the map cache is RELAY_VAR_DIR/selector (tmp/var)
     base = small_upstream.make_universe()
     universe = Universe(base.variants, label="b", kind="bundled", key="2.13.0+cpu-spyre1")
     assert import_map_for(universe, learn=False) is None
     assert not (tmp_path / "var").exists()  # nothing was run or written
     files = hashlib.sha256(",".join(sorted(universe.by_file)).encode()).hexdigest()[:8]
-    path = DEFAULT_IMPORT_MAP_DIR / f"importmap-2.13.0_cpu-{files}-spyre1-traced.json"
+    path = tmp_path / "var" / "selector" / f"importmap-2.13.0_cpu-{files}-spyre1-traced.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"version": 0}))
     assert import_map_for(universe, learn=False) == path

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from store.settings import DEVELOPMENT_WEBHOOK_SECRET, Settings
 
 
-def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in (
         "RELAY_DATABASE_URL",
         "RELAY_BROKER_URL",
@@ -15,10 +17,12 @@ def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
         "RELAY_VAR_DIR",
     ):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
     s = Settings()
     assert s.env == "development"
-    assert s.database_url == "sqlite:///var/relay.sqlite"
-    assert s.broker_url == "sqla+sqlite:///var/broker.sqlite"
+    assert s.var_dir == tmp_path / "var"  # made absolute against the working folder
+    assert s.database_url == f"sqlite:///{tmp_path}/var/relay.sqlite"
+    assert s.broker_url == f"sqla+sqlite:///{tmp_path}/var/broker.sqlite"
     assert s.upstream_repo == "pytorch/pytorch"
     assert [v.decode() for v in s.secret_values()] == [DEVELOPMENT_WEBHOOK_SECRET]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
+from store import evalreports
 from store.db import session_scope
 from store.models import (
     Delivery,
@@ -371,7 +372,7 @@ def seed_live_run(database_url: str, *, key: str, tests: int = 20) -> LiveRun:
 
 def seed_replay(database_url: str, *, now: datetime, var_dir: Path, tests: int = 48) -> int:
     """A finished release replay (2.13 -> 2.14, event ``periodic``) and a recall report of
-    ``relay eval`` under ``var_dir/eval``; returns its job id."""
+    ``relay eval`` in the database (as the command stores it); returns its job id."""
     with session_scope(database_url) as session:
         at = now - timedelta(days=1)
         job = _job(session, repo=RUNNER, key="replay-2.13-2.14", event="periodic",
@@ -382,13 +383,12 @@ def seed_replay(database_url: str, *, now: datetime, var_dir: Path, tests: int =
                             runner_root="/srv/crcr-relay")  # fmt: skip
         session.commit()
         job_id = job.id
-    report = var_dir / "eval" / "report-release.md"
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(
-        "# Release replay 2.13 -> 2.14 (seeded)\n\n"
-        "| selector | selected | failures found | recall |\n|---|---:|---:|---:|\n"
-        "| four stages | 48 | 3 of 3 | 100.0 % |\n| budget 60 s | 30 | 2 of 3 | 66.7 % |\n"
-    )
+        evalreports.save(
+            session, name="report-release.md", kind="release",
+            text="# Release replay 2.13 -> 2.14 (seeded)\n\n"
+            "| selector | selected | failures found | recall |\n|---|---:|---:|---:|\n"
+            "| four stages | 48 | 3 of 3 | 100.0 % |\n| budget 60 s | 30 | 2 of 3 | 66.7 % |\n",
+        )  # fmt: skip
     return job_id
 
 

@@ -8,6 +8,7 @@ fixture hands out a :class:`RelayUp`; benchmarks call :func:`start_stack` direct
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -177,8 +178,9 @@ class Stack:
 
 
 def start_local_stack(
-    tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1
-) -> Stack:
+    tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1,
+    cwd: Path = REPO_ROOT,
+) -> Stack:  # fmt: skip
     """``relay up`` on the embedded default: a SQLite database and the SQLite broker in ``tmp``."""
     return start_stack(
         tmp=tmp,
@@ -187,6 +189,7 @@ def start_local_stack(
         port=free_port(),
         extra_env=extra_env,
         workers=workers,
+        cwd=cwd,
     )
 
 
@@ -198,7 +201,9 @@ def start_stack(
     port: int | None = None,
     extra_env: dict[str, str] | None = None,
     workers: int = 1,
+    cwd: Path = REPO_ROOT,
 ) -> Stack:
+    """``relay up`` in ``cwd`` (the project folder unless told) with ``tmp`` its var dir."""
     port = port or free_port()
     env = {
         **os.environ,
@@ -217,6 +222,8 @@ def start_stack(
         "RELAY_NIGHTLY_CRON": "",
         **(extra_env or {}),
     }
+    if env["RELAY_RUNNER_ENABLED"].strip().lower() in ("1", "true", "yes", "on"):
+        _seed_has_the_spyre_core(env.get("RELAY_CACHE_SEED", ""))  # what its workers copy
     (tmp / "markers").mkdir(parents=True, exist_ok=True)
     log_path = tmp / "relay-up.log"
     log = open(log_path, "wb")  # noqa: SIM115 - owned by the subprocess for its lifetime
@@ -225,7 +232,7 @@ def start_stack(
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
-        cwd=REPO_ROOT,
+        cwd=cwd,
         start_new_session=True,
     )
     stack = Stack(
@@ -267,6 +274,20 @@ def start_stack(
         stack.stop()
         raise
     return stack
+
+
+@functools.cache
+def _seed_has_the_spyre_core(seed: str) -> None:
+    """Build the spyre C++ core into the cache seed the stacks copy it from (tests/conftest.py:
+    the session's var dir), once, when it has none: else every stack's shard worker would build
+    it into its own fresh var dir (a minute each)."""
+    folder = Path(seed) / "torch_extensions" if seed.strip() else None
+    if folder is None or any(folder.glob("*/built.json")):
+        return
+    subprocess.run(
+        [sys.executable, "-m", "spyre_stack"], cwd=REPO_ROOT, check=True, capture_output=True,
+        env={**os.environ, "SPYRE_EXTENSIONS_DIR": str(folder)}, timeout=900,
+    )  # fmt: skip
 
 
 def _warms_at_boot(env: dict[str, str]) -> bool:
@@ -313,9 +334,13 @@ class RelayUp:
         )
 
     @staticmethod
-    def local(tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1) -> Stack:
-        """``relay up`` on SQLite and the embedded broker in ``tmp`` (the caller stops it)."""
-        return start_local_stack(tmp, extra_env=extra_env, workers=workers)
+    def local(
+        tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1,
+        cwd: Path = REPO_ROOT,
+    ) -> Stack:  # fmt: skip
+        """``relay up`` on SQLite and the embedded broker in ``tmp``, run in ``cwd`` (the
+        caller stops it)."""
+        return start_local_stack(tmp, extra_env=extra_env, workers=workers, cwd=cwd)
 
     @staticmethod
     @contextlib.contextmanager
