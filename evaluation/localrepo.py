@@ -54,7 +54,9 @@ class LocalUpstream:
     torch_build: str
 
 
-def git(repo: Path, *args: str, data: bytes | None = None, env: dict[str, str] | None = None) -> str:
+def git(
+    repo: Path, *args: str, data: bytes | None = None, env: dict[str, str] | None = None
+) -> str:
     proc = subprocess.run(
         ["git", "-C", str(repo), *args],
         input=data,
@@ -93,7 +95,14 @@ def local_upstream(
                     shutil.copyfile(torchgen_dir / source, path / target)
         git(path, "init", "--quiet", "--initial-branch", BRANCH)
         git(path, "add", "--all")
-        git(path, "commit", "--quiet", "--no-verify", "-m", f"torch {torch_build}: the wheel's Python files")
+        git(
+            path,
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "-m",
+            f"torch {torch_build}: the wheel's Python files",
+        )
         base = git(path, "rev-parse", "HEAD").strip()
         marker.write_text(base + "\n", encoding="utf-8")
         return LocalUpstream(path, base, torch_build)

@@ -36,7 +36,14 @@ FILES = (
 OPERATORS = ("compare", "arith", "constant", "negate", "swap-args", "return")
 
 _COMPARE = {ast.Lt: "<=", ast.LtE: "<", ast.Gt: ">=", ast.GtE: ">", ast.Eq: "!=", ast.NotEq: "=="}
-_COMPARE_TEXT = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_COMPARE_TEXT = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+}
 _ARITH = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "/"), ast.Div: ("/", "*"),
           ast.FloorDiv: ("//", "*"), ast.Mod: ("%", "//"), ast.Pow: ("**", "*")}  # fmt: skip
 
@@ -78,14 +85,20 @@ def expand(root: Path, patterns: Sequence[str] = FILES) -> list[str]:
 def functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """Qualified name and node of every function and method (nested ones are part of theirs)."""
 
-    def visit(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    def visit(
+        body: list[ast.stmt], prefix: str
+    ) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
         for node in body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 yield prefix + node.name, node
             elif isinstance(node, ast.ClassDef):
                 yield from visit(node.body, f"{prefix}{node.name}.")
             elif isinstance(node, ast.If | ast.Try):  # definitions under `if TYPE_CHECKING:` etc.
-                for block in (node.body, node.orelse, *(getattr(h, "body", []) for h in getattr(node, "handlers", []))):
+                for block in (
+                    node.body,
+                    node.orelse,
+                    *(getattr(h, "body", []) for h in getattr(node, "handlers", [])),
+                ):
                     yield from visit(block, prefix)
 
     yield from visit(tree.body, "")
@@ -130,21 +143,34 @@ def _sites(text: str, fn: ast.AST, offsets: _Offsets) -> dict[str, list[_Edit]]:
     for node in body:
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
             op = type(node.ops[0])
-            where = _gap_operator(text, offsets.span(node.left)[1], offsets.span(node.comparators[0])[0], _COMPARE_TEXT[op])
+            where = _gap_operator(
+                text,
+                offsets.span(node.left)[1],
+                offsets.span(node.comparators[0])[0],
+                _COMPARE_TEXT[op],
+            )
             if where:
-                sites["compare"].append(_Edit(*where, _COMPARE[op], f"{_COMPARE_TEXT[op]} -> {_COMPARE[op]}"))
+                sites["compare"].append(
+                    _Edit(*where, _COMPARE[op], f"{_COMPARE_TEXT[op]} -> {_COMPARE[op]}")
+                )
         elif isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
             old, new = _ARITH[type(node.op)]
-            where = _gap_operator(text, offsets.span(node.left)[1], offsets.span(node.right)[0], old)
+            where = _gap_operator(
+                text, offsets.span(node.left)[1], offsets.span(node.right)[0], old
+            )
             if where:
                 sites["arith"].append(_Edit(*where, new, f"{old} -> {new}"))
         elif isinstance(node, ast.Constant) and type(node.value) is int:
             start, end = offsets.span(node)
             if text[start:end].isdigit():
-                sites["constant"].append(_Edit(start, end, str(node.value + 1), f"{node.value} -> {node.value + 1}"))
+                sites["constant"].append(
+                    _Edit(start, end, str(node.value + 1), f"{node.value} -> {node.value + 1}")
+                )
         elif isinstance(node, ast.If | ast.While | ast.IfExp):
             start, end = offsets.span(node.test)
-            sites["negate"].append(_Edit(start, end, f"not ({text[start:end]})", "condition negated"))
+            sites["negate"].append(
+                _Edit(start, end, f"not ({text[start:end]})", "condition negated")
+            )
         elif isinstance(node, ast.Call) and len(node.args) >= 2:
             first, second = node.args[0], node.args[1]
             if isinstance(first, ast.Starred) or isinstance(second, ast.Starred):
@@ -153,11 +179,14 @@ def _sites(text: str, fn: ast.AST, offsets: _Offsets) -> dict[str, list[_Edit]]:
             if text[a0:a1] != text[b0:b1]:
                 swapped = text[b0:b1] + text[a1:b0] + text[a0:a1]
                 sites["swap-args"].append(_Edit(a0, b1, swapped, "first two arguments swapped"))
-        elif isinstance(node, ast.Return) and node.value is not None:
-            if not (isinstance(node.value, ast.Constant) and node.value.value is None):
-                start, end = offsets.span(node.value)
-                sites["return"].append(_Edit(start, end, "None", "returns None"))
+        elif isinstance(node, ast.Return) and node.value is not None and not _is_none(node.value):
+            start, end = offsets.span(node.value)
+            sites["return"].append(_Edit(start, end, "None", "returns None"))
     return sites
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _twin(text: str, fn: ast.AST, offsets: _Offsets, mutant_id: str) -> str:
