@@ -291,7 +291,7 @@ def run_catch(
     """Each mutant and its twin as two pull requests through a real relay; a green mutant is
     probed with ``prober``. Stops starting mutants after ``deadline`` (``time.monotonic()``)."""
     relay = LocalRelay(var_dir, upstream=repo.path, budget=budget)
-    catches = []
+    catches: list[Catch] = []
     try:
         for mutant in mutants:
             if deadline is not None and time.monotonic() > deadline:
