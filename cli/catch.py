@@ -211,12 +211,23 @@ class LocalRelay:
             for outcome in ("failed", "error")
             for r in self._items(f"/api/v1/jobs/{job['id']}/results", outcome=outcome)
         ]
+        self._planned_modes(job["id"], failing)
         first = min((_when(r["created_at"]) for r in failing), default=None)
         return EventRun(
             head, job["conclusion"], job["planned"], failing, seconds,
             (first - sent).total_seconds() if first else None,
             under_test=detail.get("upstream_under_test") or {},
         )  # fmt: skip
+
+    def _planned_modes(self, job_id: int, failing: list[dict[str, Any]]) -> None:
+        """A test that never ran (its file did not collect) has no spec mode of its own: the
+        mode its job planned it with (what gates) is read from the job's selection."""
+        if all(r.get("spec_mode") for r in failing):
+            return
+        rows = self._items(f"/api/v1/jobs/{job_id}/selection/tests", kind="selected", limit=5000)
+        planned = {row["test_id"]: row["mode"] for row in rows}
+        for r in failing:
+            r["spec_mode"] = r.get("spec_mode") or planned.get(r["test_id"])
 
     def _items(self, path: str, **params: Any) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -31,6 +31,7 @@ from store.models import (
     utcnow,
 )
 from store.outcomes import FAILED, NON_GATING_MODES, Outcome, TestOutcome, tally, tally_apart
+from store.selections import nothing_to_test
 
 
 @dataclass(frozen=True)
@@ -438,30 +439,17 @@ def ran_count(session: Session, *, job_pk: int) -> int:
     )
 
 
-def no_behaviour_change(session: Session, *, job_pk: int) -> bool:
-    """Whether the job's change has no change unit at all (files changed, but only comments or
-    formatting: no definition's AST differs) and its plan is no fallback: nothing to test."""
-    stored = session.scalar(select(Selection).where(Selection.job_pk == job_pk).limit(1))
-    if stored is None or stored.fallbacks or (stored.plan or {}).get("fallback"):
-        return False
-    changes = (stored.stage_counts or {}).get("changes") or {}
-    return changes.get("in", 0) > 0 and changes.get("out") == 0
-
-
 def conclude(session: Session, *, job: Job) -> Conclusion:
-    """success only when at least one test ran, no shard failed and no gating test failed, or
-    when nothing was planned because the change has no unit a test could observe (comments and
-    formatting only); neutral when the planner found nothing that could test the change."""
+    """success: tests ran with no failed shard and no gating failure, or comments changed only."""
     if job.superseded_by_pk is not None or job.conclusion == Conclusion.CANCELLED.value:
         return Conclusion.CANCELLED
     if (job.upstream_under_test or {}).get("kind") == "none":
         return Conclusion.NEUTRAL  # nothing could test the change: never success, never red
     failed = select(Shard.id).where(Shard.job_pk == job.id, Shard.state == ShardState.FAILED.value)
-    if session.scalar(failed.limit(1)) is not None:
-        return Conclusion.FAILURE  # a shard was lost too often (store.shards)
-    if ran_count(session, job_pk=job.id) == 0:
-        planned_nothing = not job.tests_total and no_behaviour_change(session, job_pk=job.id)
-        return Conclusion.SUCCESS if planned_nothing else Conclusion.FAILURE  # nothing ran
+    if session.scalar(failed.limit(1)) is not None:  # a shard was lost too often (store.shards)
+        return Conclusion.FAILURE
+    if ran_count(session, job_pk=job.id) == 0:  # nothing ran: red unless nothing was to be run
+        return Conclusion.SUCCESS if nothing_to_test(session, job=job) else Conclusion.FAILURE
     return Conclusion.FAILURE if gating_failures(session, job_pk=job.id) else Conclusion.SUCCESS
 
 

@@ -57,6 +57,14 @@ def top_level_names(tree: ast.Module | None) -> set[str]:
     return names
 
 
+def _removed(ctx: SignalContext, path: str) -> list[str]:
+    """Names bound at the top level of ``path`` at base and not at head (none when added)."""
+    base = ctx.tree(path, at_base=True)
+    if base is None:
+        return []  # added: nothing of it was importable before
+    return sorted(top_level_names(base) - top_level_names(ctx.tree(path)))
+
+
 class TestImports:
     __test__ = False  # not a pytest class
 
@@ -69,10 +77,12 @@ class TestImports:
         removed: dict[tuple[str, str], str] = {}  # (module, name) -> the file that bound it
         changed = sorted({u.path for u in ctx.units if u.kind in ("symbol", "file")})
         for path in (p for p in changed if p.endswith(".py") and p not in ctx.universe.files):
-            base = ctx.tree(path, at_base=True)
-            if base is None:
-                continue  # added: nothing of it was importable before
-            for name in top_level_names(base) - top_level_names(ctx.tree(path)):
+            gone = ctx.file_fact(
+                "removed-names",
+                [(path, True), (path, False)],
+                lambda path=path: _removed(ctx, path),
+            )
+            for name in gone:
                 removed[(module_of(path), name)] = path
         if not removed:
             return result

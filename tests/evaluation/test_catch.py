@@ -97,7 +97,8 @@ def test_a_head_that_breaks_a_test_modules_import_gates_red_with_the_import_erro
     assert run.names_overlay
     broken = [r for r in run.failing if r["test_id"].startswith(MODULES)]
     gating = [r for r in broken if r["spec_mode"] in ("mandatory_success", "xfail_strict")]
-    assert gating and len(broken) == run.planned  # every selected variant: none collects
+    modes = {(r["outcome"], r["spec_mode"]) for r in run.failing}
+    assert gating and len(broken) == len(run.failing) == run.planned, (modes, run.failing[:1])
     for result in broken:
         assert result["outcome"] == "error"
         assert result["message"].startswith("collection failed: "), result["message"]
