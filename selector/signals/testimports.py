@@ -12,6 +12,7 @@ suite's files through the planner's reader); their imported names are kept per f
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from selector.signals.base import SignalContext, SignalResult
 
@@ -57,6 +58,10 @@ def top_level_names(tree: ast.Module | None) -> set[str]:
     return names
 
 
+def _imports(ctx: SignalContext, path: str) -> list[list[str]]:
+    return imported_names(ctx.tree(path))
+
+
 def _removed(ctx: SignalContext, path: str) -> list[str]:
     """Names bound at the top level of ``path`` at base and not at head (none when added)."""
     base = ctx.tree(path, at_base=True)
@@ -78,9 +83,7 @@ class TestImports:
         changed = sorted({u.path for u in ctx.units if u.kind in ("symbol", "file")})
         for path in (p for p in changed if p.endswith(".py") and p not in ctx.universe.files):
             gone = ctx.file_fact(
-                "removed-names",
-                [(path, True), (path, False)],
-                lambda path=path: _removed(ctx, path),
+                "removed-names", [(path, True), (path, False)], partial(_removed, ctx, path)
             )
             for name in gone:
                 removed[(module_of(path), name)] = path
@@ -89,9 +92,7 @@ class TestImports:
         modules = {module for module, _ in removed}
         units = {u.key for u in ctx.units}
         for path, variants in sorted(ctx.universe.by_file.items()):
-            names = ctx.file_fact(
-                "test-imports", [(path, False)], lambda path=path: imported_names(ctx.tree(path))
-            )
+            names = ctx.file_fact("test-imports", [(path, False)], partial(_imports, ctx, path))
             for module, name in names:
                 if module not in modules or (module, name) not in removed:
                     continue
