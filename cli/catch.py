@@ -104,7 +104,7 @@ def judge(mutant: Mutant, planted: EventRun, clean: EventRun, probe: Probe | Non
     elif planted.conclusion not in ("success", "failure"):
         c.verdict = f"undecided: the job concluded {planted.conclusion or 'nothing'}"
     elif probe is None:
-        c.verdict = "undecided: not probed"
+        c.verdict = "undecided: green, not probed (out of time)"
     elif probe.observable:
         gate = [t for t in probe.broken if t in set(gating)]
         why = "none of them was selected or they do not gate" if not gate else "they ran"
@@ -299,30 +299,33 @@ def run_catch(
     deadline: float | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> list[Catch]:
-    """Each mutant and its twin as two pull requests through a real relay; a green mutant is
-    probed with ``prober``. Stops starting mutants after ``deadline`` (``time.monotonic()``)."""
+    """Each mutant and its twin as two pull requests through a real relay; then each mutant whose
+    job showed no gating failure is probed with ``prober``. No mutant is started, and no probe,
+    after ``deadline`` (``time.monotonic()``): those left are reported as such."""
     relay = LocalRelay(var_dir, upstream=repo.path, budget=budget)
-    catches: list[Catch] = []
+    runs: list[tuple[Mutant, Branches, EventRun, EventRun]] = []
     try:
         for mutant in mutants:
             if deadline is not None and time.monotonic() > deadline:
-                log(f"deadline reached: {len(catches)} of {len(mutants)} mutants done")
+                log(f"deadline reached: {len(runs)} of {len(mutants)} mutants sent")
                 break
             branches = commit_mutant(repo, mutant, seed=seed)
             log(f"{mutant.id} {mutant.symbol} {mutant.operator} ({mutant.description}) ...")
             planted = relay.pull_request(repo.base, branches.mutant, timeout=timeout)
             clean = relay.pull_request(repo.base, branches.twin, timeout=timeout)
-            probe = None
-            if planted.conclusion == "success" or (
-                planted.conclusion == "failure" and not gating_failures(planted)
-            ):
-                probe = prober(mutant, branches) if prober else None
-            catches.append(judge(mutant, planted, clean, probe))
-            log(
-                f"{mutant.id}: {planted.conclusion}, twin {clean.conclusion}: {catches[-1].verdict}"
-            )
+            runs.append((mutant, branches, planted, clean))
+            log(f"{mutant.id}: {planted.conclusion} ({len(gating_failures(planted))} gating "
+                f"failures), twin {clean.conclusion}")  # fmt: skip
     finally:
         relay.stop()
+    catches: list[Catch] = []
+    for mutant, branches, planted, clean in runs:
+        probe = None
+        unsure = planted.conclusion in ("success", "failure") and not gating_failures(planted)
+        if unsure and prober and (deadline is None or time.monotonic() < deadline):
+            probe = prober(mutant, branches)
+        catches.append(judge(mutant, planted, clean, probe))
+        log(f"{mutant.id}: {catches[-1].verdict}")
     return catches
 
 
