@@ -104,7 +104,7 @@ def judge(mutant: Mutant, planted: EventRun, clean: EventRun, probe: Probe | Non
     elif planted.conclusion not in ("success", "failure"):
         c.verdict = f"undecided: the job concluded {planted.conclusion or 'nothing'}"
     elif probe is None:
-        c.verdict = "undecided: green, not probed (out of time)"
+        c.verdict = "undecided: no gating failure, not probed (out of time)"
     elif probe.observable:
         gate = [t for t in probe.broken if t in set(gating)]
         why = "none of them was selected or they do not gate" if not gate else "they ran"
