@@ -1,22 +1,22 @@
-"""`relay eval --kind catch`: does the product turn a real regression red, and a clean change green?
+"""`relay eval --kind catch`: does the product turn a real upstream fault red, and a clean change
+green, through the path a pull request takes?
 
-For each observable mutant of the mutation ground truth (its fault makes at least one variant
-fail), a signed ``pull_request`` webhook goes over HTTP to a real ``relay up`` (embedded
-database and broker, real Celery workers). The runner plans it with :func:`mutant_planner`: the
-selector's four stages over the bundled universe under the backend's bundled specs, from the
-mutant's change facts (the function it breaks, as ``relay eval --kind mutation`` scores them),
-and the fault planted in the shard runs (the mutation plugin with ``RELAY_MUTANT``). The workers
-run the shards, the report concludes the job, and the job's conclusion and failing tests are
-read back from the HTTP API. The same event without the fault must conclude ``success``.
+A local upstream git repository is made from the installed torch's Python files
+(:mod:`evaluation.localrepo`, one commit, cached per torch build under ``RELAY_VAR_DIR``). The
+seeded sampler (:mod:`evaluation.mutants`) draws mutants over a fixed list of upstream files;
+each mutant and its clean twin (a comment-only change of the same file) is committed on its own
+branch. A real ``relay up`` (embedded database and broker, real Celery workers, the DEFAULT
+planner) runs with ``RELAY_UPSTREAM_PATH`` at that repository, and each branch becomes a signed
+``pull_request`` webhook with the real base and head SHAs: the job is planned from the git diff
+and its shards run in the overlay of the head's Python files. The conclusion, the failing tests
+and ``upstream_under_test`` are read back from the HTTP API.
 
-A mutant is caught when its job concludes ``failure`` naming at least one failing test that
-gates (``mandatory_success`` or ``xfail_strict``). A miss says why: none of the variants the
-fault breaks was selected, they ran but do not gate (``xfail`` in the spec), or the job did
-not conclude.
-
-The events carry what the planner needs as pull-request labels (``mutant:<name>`` or
-``clean:<name>``, ``catch-suite:<suite>``, ``catch-budget:<runner-seconds>``), so the planner
-reads nothing but its event.
+A mutant is caught when its job concludes ``failure`` naming a failing test that gates
+(``mandatory_success``, ``xfail_strict``); its twin must conclude ``success``; each job must name
+its overlay (kind ``overlay``, its head SHA, one file laid over). A mutant whose job stays green
+is probed (:mod:`evaluation.observability`): the variants that reach the mutated function run in
+the mutant's overlay and in the twin's; when no outcome differs the mutant is unobservable by the
+bundled suites, else it is missed.
 """
 
 from __future__ import annotations
@@ -24,128 +24,105 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
+import signal
+import socket
+import statistics
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from backends import get_backend
-from evaluation.scores import GroundTruth, GroundTruthEvent
-from planner import RunPlan
-from store.settings import Settings, get_settings
-from wire.github.events import UpstreamEvent
+from evaluation.localrepo import LocalUpstream, commit_file
+from evaluation.mutants import Mutant
+from evaluation.observability import Probe
+from store.settings import get_settings
 
-PLANNER = "cli.catch:mutant_planner"
 GATING = frozenset({"mandatory_success", "xfail_strict"})
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "events" / "pull_request.opened.json"
-
-
-def _label(event: UpstreamEvent, prefix: str) -> list[str]:
-    return [lbl.split(":", 1)[1] for lbl in event.labels if lbl.startswith(prefix + ":")]
-
-
-def mutant_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
-    """The plan of a catch event: the selector over the mutant's change facts, the fault planted
-    in the shards of a ``mutant:`` event and absent from those of a ``clean:`` one."""
-    from cli.event_selection import select_event
-    from evaluation.groundtruth import mutation_event
-    from inventory.build import universe_from_inventory
-    from workers.harness.pools import runner_backend
-    from workers.plan import default_planner
-
-    planted, clean = _label(event, "mutant"), _label(event, "clean")
-    if not (planted or clean):
-        return default_planner(event, settings)
-    name = (planted or clean)[0]
-    backend, specs = runner_backend(settings)
-    universe = universe_from_inventory(
-        backend=backend.name, specs=specs, suites=_label(event, "catch-suite")
-    )
-    budgets = _label(event, "catch-budget")
-    plan = select_event(
-        mutation_event(name),
-        universe,
-        budget=float(budgets[0]) if budgets else settings.runner_budget_seconds,
-    )
-    runner = backend.runner_config(specs)
-    env = {**runner.env, "RELAY_MUTANT": name} if planted else dict(runner.env)
-    return RunPlan.for_selection(
-        plan,
-        {v.test_id: v.node_id for v in universe.variants},
-        # nothing imported before pytest's configure plants the fault: a warm pool preloads
-        # upstream's OpInfo database, whose entries would keep the unmutated function (the
-        # ground truth's fresh runs import it after the plugin replaced it); the clean twin the same
-        runner=runner.model_copy(
-            update={
-                "pytest_args": [*runner.pytest_args, "-p", "evaluation.mutations"],
-                "env": env,
-                "preload": [],
-            }
-        ),
-        head_rev=event.head_sha,
-    )
-
-
-# ---- the run ------------------------------------------------------------------------------
+PROJECT = Path(__file__).resolve().parents[1]
+EXAMPLE = PROJECT / "examples" / "events" / "pull_request.opened.json"
 
 
 @dataclass
 class EventRun:
     """One webhook event and the job it became."""
 
+    head_sha: str
     conclusion: str | None
     planned: int
-    failing: list[dict[str, Any]]  # failed/errored results, with their spec mode
-    seconds: float
+    failing: list[dict[str, Any]]  # failed/errored results, with their spec mode and message
+    seconds: float  # webhook sent -> job completed
+    first_failure_s: float | None  # webhook sent -> the first failing result stored
+    under_test: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def names_overlay(self) -> bool:
+        u = self.under_test
+        return u.get("kind") == "overlay" and u.get("head_sha") == self.head_sha
 
 
 @dataclass
 class Catch:
-    mutant: str
-    truth: int  # variants the fault breaks in the ground truth
+    mutant: Mutant
     planted: EventRun
     clean: EventRun
     gating_failed: list[str] = field(default_factory=list)
-    verdict: str = ""  # caught | missed: <reason>
+    probe: Probe | None = None
+    verdict: str = ""  # caught | missed: ... | unobservable: ... | undecided: ...
 
     @property
     def caught(self) -> bool:
         return self.verdict == "caught"
 
     @property
+    def observable(self) -> bool:
+        return self.caught or self.verdict.startswith("missed")
+
+    @property
     def false_red(self) -> bool:
         return self.clean.conclusion != "success"
 
 
-def judge(event: GroundTruthEvent, planted: EventRun, clean: EventRun, selected: set[str]) -> Catch:
-    broken = set(event.failing)
-    gating = [r["test_id"] for r in planted.failing if r.get("spec_mode") in GATING]
-    gating.sort(key=lambda t: (t not in broken, t))  # a variant the ground truth names first
-    c = Catch(event.name, len(event.failing), planted, clean, gating_failed=gating)
+def gating_failures(run: EventRun) -> list[str]:
+    return sorted(r["test_id"] for r in run.failing if r.get("spec_mode") in GATING)
+
+
+def judge(mutant: Mutant, planted: EventRun, clean: EventRun, probe: Probe | None) -> Catch:
+    """The verdict of one mutant: caught, missed (the probe shows variants it breaks),
+    unobservable (the probe shows none) or undecided (its job did not conclude)."""
+    gating = gating_failures(planted)
+    c = Catch(mutant, planted, clean, gating_failed=gating, probe=probe)
     if planted.conclusion == "failure" and gating:
         c.verdict = "caught"
     elif planted.conclusion not in ("success", "failure"):
-        c.verdict = f"missed: the job concluded {planted.conclusion or 'nothing'}"
-    elif not broken & selected:
-        c.verdict = f"missed: none of the {len(broken)} broken variants was selected"
-    elif planted.failing:
-        c.verdict = "missed: the broken variants failed but none gates (xfail in the spec)"
+        c.verdict = f"undecided: the job concluded {planted.conclusion or 'nothing'}"
+    elif probe is None:
+        c.verdict = "undecided: no gating failure, not probed (out of time)"
+    elif probe.observable:
+        gate = [t for t in probe.broken if t in set(gating)]
+        why = "none of them was selected or they do not gate" if not gate else "they ran"
+        c.verdict = f"missed: {probe.describe()}; {why}"
     else:
-        c.verdict = "missed: the selected broken variants passed or were xfail"
+        c.verdict = f"unobservable: {probe.describe()}"
     return c
 
 
 class LocalRelay:
-    """``relay up`` on the embedded default in ``var_dir``, planning with :data:`PLANNER`."""
+    """``relay up`` on the embedded default in ``var_dir`` with the default planner and
+    ``RELAY_UPSTREAM_PATH`` at ``upstream``."""
 
-    def __init__(self, var_dir: Path, *, per_test_timeout: float = 300) -> None:
+    def __init__(
+        self, var_dir: Path, *, upstream: Path, budget: float | None = None,
+        per_test_timeout: float = 300,
+    ) -> None:  # fmt: skip
         var_dir = var_dir.resolve()  # relay up runs in the project folder
         self.var_dir = var_dir
         var_dir.mkdir(parents=True, exist_ok=True)
@@ -153,14 +130,14 @@ class LocalRelay:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "RELAY_PLANNER"},
             "RELAY_ENV": "development",
             "RELAY_VAR_DIR": str(var_dir),
             "RELAY_DATABASE_URL": f"sqlite:///{var_dir / 'relay.sqlite'}",
             "RELAY_BROKER_URL": f"sqla+sqlite:///{var_dir / 'broker.sqlite'}",
             "RELAY_WEBHOOK_SECRETS": json.dumps([self.secret]),
             "RELAY_RUNNER_ENABLED": "true",
-            "RELAY_PLANNER": PLANNER,
+            "RELAY_UPSTREAM_PATH": str(upstream),
             "RELAY_EVENT_HANDLERS": "[]",
             "RELAY_DEMO_REPLAY": "",
             "RELAY_NIGHTLY_CRON": "",
@@ -168,15 +145,14 @@ class LocalRelay:
             # its caches (the inventory, the spyre core) are copied from this host's var dir
             "RELAY_CACHE_SEED": os.environ.get("RELAY_CACHE_SEED") or str(get_settings().var_dir),
         }
+        if budget is not None:
+            env["RELAY_RUNNER_BUDGET_SECONDS"] = f"{budget:g}"
         self.log = open(var_dir / "relay-up.log", "wb")  # noqa: SIM115 - the subprocess's
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cli", "up", "--port", str(self.port), "--workers", "1"],
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            cwd=Path(__file__).resolve().parents[1],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=PROJECT,
             start_new_session=True,
-        )
+        )  # fmt: skip
         self._wait(lambda: self._get("/readyz", ok_only=False) == 200, 120, "relay up ready")
 
     def _get(self, path: str, *, ok_only: bool = True, **params: Any) -> Any:
@@ -200,17 +176,18 @@ class LocalRelay:
             time.sleep(0.5)
         raise TimeoutError(f"{what}: not within {timeout:.0f} s; see {self.log.name}")
 
-    def event(self, labels: Sequence[str], *, timeout: float) -> EventRun:
-        """Post one signed pull_request event labelled ``labels``; wait for its job."""
+    def pull_request(self, base: str, head: str, *, timeout: float) -> EventRun:
+        """Post one signed ``pull_request`` (opened) event for ``base..head``; wait for its job."""
         from wire.github.signature import sign
 
         payload = json.loads(EXAMPLE.read_text(encoding="utf-8"))
         number = uuid.uuid4().int % 10**7 + 10**6
         payload["number"] = payload["pull_request"]["number"] = number
-        payload["pull_request"]["labels"] = [{"name": lbl} for lbl in labels]
-        payload["pull_request"]["head"]["sha"] = uuid.uuid4().hex + uuid.uuid4().hex[:8]
+        payload["pull_request"]["labels"] = []
+        payload["pull_request"]["head"]["sha"] = head
+        payload["pull_request"]["base"]["sha"] = base
         body = json.dumps(payload).encode()
-        start = time.monotonic()
+        start, sent = time.monotonic(), datetime.now(UTC)
         response = httpx.post(
             self.base_url + "/github/webhook",
             content=body,
@@ -230,12 +207,30 @@ class LocalRelay:
             return items[0] if items and items[0]["status"] == "completed" else None
 
         job = self._wait(finished, timeout, f"the job of PR {number}")
+        seconds = time.monotonic() - start
+        detail = self._get(f"/api/v1/jobs/{job['id']}")
         failing = [
             r
             for outcome in ("failed", "error")
             for r in self._items(f"/api/v1/jobs/{job['id']}/results", outcome=outcome)
         ]
-        return EventRun(job["conclusion"], job["planned"], failing, time.monotonic() - start)
+        self._planned_modes(job["id"], failing)
+        first = min((_when(r["created_at"]) for r in failing), default=None)
+        return EventRun(
+            head, job["conclusion"], job["planned"], failing, seconds,
+            (first - sent).total_seconds() if first else None,
+            under_test=detail.get("upstream_under_test") or {},
+        )  # fmt: skip
+
+    def _planned_modes(self, job_id: int, failing: list[dict[str, Any]]) -> None:
+        """A test that never ran (its file did not collect) has no spec mode of its own: the
+        mode its job planned it with (what gates) is read from the job's selection."""
+        if all(r.get("spec_mode") for r in failing):
+            return
+        rows = self._items(f"/api/v1/jobs/{job_id}/selection/tests", kind="selected", limit=5000)
+        planned = {row["test_id"]: row["mode"] for row in rows}
+        for r in failing:
+            r["spec_mode"] = r.get("spec_mode") or planned.get(r["test_id"])
 
     def _items(self, path: str, **params: Any) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -250,9 +245,6 @@ class LocalRelay:
     def stop(self) -> None:
         """SIGTERM: relay up stops its workers (up to 15 s each) and exits. Should it not, its
         group and the workers' groups (their pids are in its start banner) are killed."""
-        import re
-        import signal
-
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
@@ -267,69 +259,185 @@ class LocalRelay:
         self.log.close()
 
 
-def _free_port() -> int:
-    import socket
+def _when(stamp: str) -> datetime:
+    moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
+
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Branches:
+    mutant: str
+    twin: str
+
+
+def commit_mutant(repo: LocalUpstream, mutant: Mutant, *, seed: int) -> Branches:
+    """The mutant and its clean twin, each on its own branch from the base."""
+    name = f"catch/s{seed}/{mutant.id}"
+    what = f"{mutant.symbol}: {mutant.operator} ({mutant.description}, line {mutant.line})"
+    return Branches(
+        commit_file(repo, branch=name, path=mutant.path, content=mutant.source, message=what),
+        commit_file(repo, branch=f"{name}-twin", path=mutant.path, content=mutant.twin,
+                    message=f"{mutant.symbol}: a comment (clean twin of {mutant.id})"),
+    )  # fmt: skip
+
+
+Prober = Callable[[Mutant, Branches], Probe]
+
+
 def run_catch(
-    truth: GroundTruth,
+    repo: LocalUpstream,
+    mutants: Sequence[Mutant],
     *,
     var_dir: Path,
-    suites: Sequence[str] = (),
+    seed: int,
+    prober: Prober | None,
     budget: float | None = None,
     timeout: float = 3600,
+    deadline: float | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> list[Catch]:
-    """Each observable mutant of ``truth`` as two events (planted, clean) through a real relay."""
-    from cli.event_selection import select_event
-    from inventory.build import universe_from_inventory
-
-    observable = [e for e in truth.events if e.failing]
-    extra = [f"catch-suite:{s}" for s in suites]
-    if budget is not None:
-        extra.append(f"catch-budget:{budget:g}")
-    backend = get_backend("spyre")
-    universe = universe_from_inventory(specs=list(backend.default_specs), suites=suites)
-    relay = LocalRelay(var_dir)
-    catches = []
+    """Each mutant and its twin as two pull requests through a real relay; then each mutant whose
+    job showed no gating failure is probed with ``prober``. No mutant is started, and no probe,
+    after ``deadline`` (``time.monotonic()``): those left are reported as such."""
+    relay = LocalRelay(var_dir, upstream=repo.path, budget=budget)
+    runs: list[tuple[Mutant, Branches, EventRun, EventRun]] = []
     try:
-        for event in observable:
-            log(f"{event.name}: planted ...")
-            planted = relay.event([f"mutant:{event.name}", *extra], timeout=timeout)
-            log(f"{event.name}: {planted.conclusion}; clean ...")
-            clean = relay.event([f"clean:{event.name}", *extra], timeout=timeout)
-            # the selection the planner made, made again here: the same pure function and inputs
-            selected = set(select_event(event, universe, budget=budget).test_ids)
-            catches.append(judge(event, planted, clean, selected))
-            log(f"{event.name}: {catches[-1].verdict}; clean {clean.conclusion}")
+        for mutant in mutants:
+            if deadline is not None and time.monotonic() > deadline:
+                log(f"deadline reached: {len(runs)} of {len(mutants)} mutants sent")
+                break
+            branches = commit_mutant(repo, mutant, seed=seed)
+            log(f"{mutant.id} {mutant.symbol} {mutant.operator} ({mutant.description}) ...")
+            planted = relay.pull_request(repo.base, branches.mutant, timeout=timeout)
+            clean = relay.pull_request(repo.base, branches.twin, timeout=timeout)
+            runs.append((mutant, branches, planted, clean))
+            log(f"{mutant.id}: {planted.conclusion} ({len(gating_failures(planted))} gating "
+                f"failures), twin {clean.conclusion}")  # fmt: skip
     finally:
         relay.stop()
+    catches: list[Catch] = []
+    for mutant, branches, planted, clean in runs:
+        probe = None
+        unsure = planted.conclusion in ("success", "failure") and not gating_failures(planted)
+        if unsure and prober and (deadline is None or time.monotonic() < deadline):
+            probe = prober(mutant, branches)
+        catches.append(judge(mutant, planted, clean, probe))
+        log(f"{mutant.id}: {catches[-1].verdict}")
     return catches
 
 
-def catch_table(catches: Sequence[Catch], *, observable: int, unobservable: int) -> str:
-    caught = sum(c.caught for c in catches)
-    red = sum(c.false_red for c in catches)
+def summary(catches: Sequence[Catch], *, sampled: int) -> dict[str, Any]:
+    firsts = [c.planted.first_failure_s for c in catches if c.caught and c.planted.first_failure_s]
+    return {
+        "sampled": sampled,
+        "run": len(catches),
+        "observable": sum(c.observable for c in catches),
+        "caught": sum(c.caught for c in catches),
+        "missed": sum(c.verdict.startswith("missed") for c in catches),
+        "unobservable": sum(c.verdict.startswith("unobservable") for c in catches),
+        "undecided": sum(c.verdict.startswith("undecided") for c in catches),
+        "false_reds": sum(c.false_red for c in catches),
+        "overlay_named": sum(c.planted.names_overlay and c.clean.names_overlay for c in catches),
+        "median_first_failure_s": round(statistics.median(firsts), 1) if firsts else None,
+    }
+
+
+def catch_table(catches: Sequence[Catch], *, sampled: int) -> str:
+    s = summary(catches, sampled=sampled)
+    median = "-" if s["median_first_failure_s"] is None else f"{s['median_first_failure_s']:.1f}"
     lines = [
-        f"caught {caught} of {len(catches)} observable mutants; false reds {red} of "
-        f"{len(catches)} clean events; {unobservable} mutant(s) unobservable (no variant breaks)",
+        "| mutants sampled | run | observable | caught | missed | unobservable | undecided "
+        "| false reds (twins) | jobs naming their overlay | median s webhook -> first failing result |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {s['sampled']} | {s['run']} | {s['observable']} | {s['caught']} | {s['missed']} "
+        f"| {s['unobservable']} | {s['undecided']} | {s['false_reds']} of {s['run']} "
+        f"| {2 * s['overlay_named']} of {2 * s['run']} | {median} |",
         "",
-        "| mutant | broken variants | tests run | planted | clean | wall s (planted + clean) "
+        "| mutant | function | operator | tests run | mutant job | twin job | s (mutant + twin) "
         "| verdict |",
-        "|---|---:|---:|---|---|---:|---|",
+        "|---|---|---|---:|---|---|---:|---|",
     ]
     for c in catches:
-        named = ""
+        m, named = c.mutant, ""
         if c.gating_failed:
             more = len(c.gating_failed) - 1
             named = f" ({c.gating_failed[0].rpartition('::')[2]}" + (f" +{more})" if more else ")")
         lines.append(
-            f"| {c.mutant} | {c.truth} | {c.planted.planned} | {c.planted.conclusion}{named} | "
-            f"{c.clean.conclusion} | {c.planted.seconds + c.clean.seconds:.0f} | {c.verdict} |"
+            f"| {m.id} | `{m.symbol}` | {m.operator}: {m.description} (line {m.line}) "
+            f"| {c.planted.planned} | {c.planted.conclusion}{named} | {c.clean.conclusion} "
+            f"| {c.planted.seconds + c.clean.seconds:.0f} | {c.verdict} |"
         )
-    assert observable == len(catches)
     return "\n".join(lines)
+
+
+def make_prober(
+    repo: LocalUpstream, *, suites: Sequence[str], envs: Path, cache_dir: Path,
+    log: Callable[[str], None],
+) -> Prober:  # fmt: skip
+    """The observability probe over the bundled universe (``suites``) under the backend's
+    specs, in the overlays under ``envs`` (the relay's: the jobs made them)."""
+    from backends import get_backend
+    from evaluation.observability import probe
+    from inventory.build import universe_from_inventory
+    from inventory.importmap import import_map_for
+    from upstream.undertest import UpstreamUnderTest, resolve_environment
+
+    specs = list(get_backend("spyre").default_specs)  # the runner's (RELAY_RUNNER_SPECS unset)
+    universe = universe_from_inventory(specs=specs, suites=suites)
+    learned: list[Path] = []
+
+    def prober(mutant: Mutant, branches: Branches) -> Probe:
+        if not learned:
+            log("learning the traced import map (once per torch build) ...")
+            found = import_map_for(universe)
+            if found is None:
+                raise RuntimeError("no traced import map for this universe")
+            learned.append(found)
+        mutant_env, twin_env = (
+            resolve_environment(UpstreamUnderTest(kind="overlay", head_sha=sha), envs=envs,
+                                checkout=repo.path)
+            for sha in (branches.mutant, branches.twin)
+        )  # fmt: skip
+        return probe(
+            universe, mutant.symbol, import_map=learned[0], mutant_env=mutant_env,
+            twin_env=twin_env, cache_dir=cache_dir, log=log, specs=specs,
+            labels={"mutant": branches.mutant[:12], "twin": branches.twin[:12]},
+        )  # fmt: skip
+
+    return prober
+
+
+def catch_command(
+    *, sample: int, seed: int, suites: Sequence[str], budget: float | None, var_root: Path,
+    minutes: float | None, log: Callable[[str], None],
+) -> tuple[list[Catch], str]:  # fmt: skip
+    """The whole evaluation: the repository, the sample, the relay, the probes; the table."""
+    from backends.base import package_dir, torch_build
+    from evaluation.localrepo import local_upstream
+    from evaluation.mutants import sample_mutants
+
+    torch_dir = package_dir("torch")
+    if torch_dir is None:
+        raise RuntimeError("torch is not installed")
+    repo = local_upstream(
+        var_root / "eval", torch_dir=torch_dir, torch_build=torch_build(),
+        torchgen_dir=package_dir("torchgen"),
+    )  # fmt: skip
+    log(f"local upstream repository {repo.path} (base {repo.base[:12]}, torch {repo.torch_build})")
+    mutants = sample_mutants(repo.path, count=sample, seed=seed)
+    var_dir = var_root / "eval" / "catch" / time.strftime("%Y%m%d-%H%M%S")
+    log(f"{len(mutants)} mutant(s) sampled (seed {seed}); relay up in {var_dir}")
+    deadline = time.monotonic() + 60 * minutes if minutes else None
+    prober = make_prober(repo, suites=suites, envs=var_dir.resolve() / "envs",
+                         cache_dir=var_dir / "probes", log=log)  # fmt: skip
+    catches = run_catch(
+        repo, mutants, var_dir=var_dir, seed=seed, prober=prober, budget=budget,
+        deadline=deadline, log=log,
+    )  # fmt: skip
+    return catches, catch_table(catches, sampled=len(mutants))

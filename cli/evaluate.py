@@ -15,7 +15,6 @@ from cli.progress import ProgressBar
 from cli.replay import make_env, make_head_env
 from inventory.build import universe_from_inventory
 from planner.durations import base_run_history, costs_for, estimator_for
-from store import caches
 
 
 def evaluate(
@@ -23,12 +22,17 @@ def evaluate(
         "mutation",
         "--kind",
         help="mutation (single-function faults) or release (full runs under the base and the "
-        "head torch): the selector against that ground truth; catch: each observable mutant "
-        "through a real relay (webhook, selection, workers under the bundled specs, report) must "
-        "conclude failure naming a gating test, and without its fault success",
+        "head torch): the selector against that ground truth; catch: sampled source mutants of "
+        "upstream files as pull requests on a local upstream repository through a real relay "
+        "(default planner, overlay environment) must conclude failure naming a gating test, "
+        "their comment-only twins success",
     ),
     suite: list[str] = typer.Option(
-        [], "--suite", "-s", help="mutation: restrict the universe (and its runs) to these suites"
+        [],
+        "--suite",
+        "-s",
+        help="mutation: restrict the universe (and its runs) to these suites; "
+        "catch: the universe of the observability probe",
     ),
     limit: int = typer.Option(0, "--limit", help="first N mutants of the catalogue (0 = all)"),
     run: bool = typer.Option(
@@ -42,6 +46,11 @@ def evaluate(
         "--full",
         help="mutation: run the whole universe per mutant, not only the variants the traced "
         "baseline shows calling the mutated function on the device (same result, hours longer)",
+    ),
+    sample: int = typer.Option(60, "--sample", help="catch: how many mutants to sample"),
+    seed: int = typer.Option(0, "--seed", help="catch: the sampler's seed"),
+    minutes: float = typer.Option(
+        0, "--minutes", help="catch: start no mutant after this many minutes (0 = no limit)"
     ),
     from_: str = typer.Option("2.13", "--from", help="release: the base release"),
     to: str = typer.Option("2.14", "--to", help="release: the head release"),
@@ -67,8 +76,7 @@ def evaluate(
         typer.echo(f"error: --kind is mutation, release or catch, not {kind!r}", err=True)
         raise typer.Exit(2)
     if kind == "catch":
-        _catch(suite, limit=limit, run=run, full=full, ground_truth=ground_truth, budget=budget,
-               report=report)  # fmt: skip
+        _catch(suite, sample=sample, seed=seed, budget=budget, minutes=minutes, report=report)
         return
     if kind == "release" and ground_truth is None:
         truth, universe, plans, more = _release_eval(
@@ -133,39 +141,24 @@ def store_report(report: Path | None, kind: str, text: str, scores: Any = None) 
     typer.echo(f"report {name} stored in the database", err=True)
 
 
-def _catch(suites, *, limit, run, full, ground_truth, budget, report) -> None:
-    """``--kind catch``: the observable mutants through a real ``relay up`` (cli.catch)."""
-    from cli.catch import catch_table, run_catch
-    from evaluation.scores import GroundTruth
+def _catch(suites, *, sample, seed, budget, minutes, report) -> None:
+    """``--kind catch``: sampled mutants of upstream files as pull requests through a real
+    ``relay up`` (cli.catch)."""
+    from cli.catch import catch_command
+    from store.settings import get_settings
 
-    if ground_truth is not None:
-        truth = GroundTruth.load(ground_truth)
-    else:
-        truth = _mutation_truth(universe_from_inventory(suites=suites), limit=limit, run=run,
-                                full=full)  # fmt: skip
-    if truth.kind != "mutation":
-        typer.echo(f"error: --kind catch needs mutation ground truth, not {truth.kind}", err=True)
-        raise typer.Exit(2)
-    observable = [e for e in truth.events if e.failing]
-    if limit:
-        observable = observable[:limit]
-    var_dir = caches.cache_dir("eval") / "catch" / time.strftime("%Y%m%d-%H%M%S")
-    typer.echo(f"{len(observable)} observable mutant(s); relay up in {var_dir}")
     start = time.perf_counter()
-    catches = run_catch(
-        truth.model_copy(update={"events": observable}), var_dir=var_dir, suites=suites,
-        budget=budget, log=typer.echo,
+    catches, text = catch_command(
+        sample=sample, seed=seed, suites=suites, budget=budget,
+        var_root=get_settings().var_dir, minutes=minutes, log=typer.echo,
     )  # fmt: skip
-    text = catch_table(
-        catches, observable=len(observable), unobservable=len(truth.events) - len(observable)
-    )
-    text += f"\n\nwall time {time.perf_counter() - start:.0f} s (relay up start included)"
+    text += f"\n\nwall time {time.perf_counter() - start:.0f} s (repository, relay start included)"
     typer.echo(text)
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(text + "\n", encoding="utf-8")
     store_report(report, "catch", text)
-    if any(not c.caught or c.false_red for c in catches):
+    if any(c.verdict.startswith("missed") or c.false_red for c in catches):
         raise typer.Exit(1)
 
 

@@ -1,5 +1,4 @@
-"""The selector's plan for one ground-truth event: what `relay eval` scores and what the catch
-planner (:mod:`cli.catch`) runs on the workers, one function for both."""
+"""The selector's plan for one ground-truth event: what `relay eval` scores."""
 
 from __future__ import annotations
 

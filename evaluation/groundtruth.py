@@ -60,6 +60,7 @@ def run_outcomes(
     log: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
     label: str | None = None,
+    specs: Sequence[Path] = (),
 ) -> dict[str, str]:
     """{test id: outcome} for every variant of the universe, or of ``tests`` (cached).
 
@@ -67,7 +68,8 @@ def run_outcomes(
     ``python`` or this one, with ``extra_env``). With ``trace``, the run also writes the mutant trace (which tests
     call each catalogued function on the device) beside the cached outcomes. While it runs,
     ``progress(label or mutant or "baseline", tests finished, tests)`` is called about once a
-    second.
+    second. With ``specs`` the runs apply them as the shard runner does (its environment and the
+    spec plugin); the cache does not key them: give such runs their own ``cache_dir``.
     """
     ids = _ids(universe, tests)
     path = run_path(universe, mutant, tests, cache_dir)
@@ -78,6 +80,8 @@ def run_outcomes(
         return {}
     be = get_backend(backend)
     env = {**os.environ, **be.env, **(extra_env or {})}
+    if specs:
+        env.update(be.runner_config(specs).env)
     env.pop("RELAY_MUTANT", None)
     if mutant:
         env["RELAY_MUTANT"] = mutant
@@ -97,7 +101,9 @@ def run_outcomes(
                 options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
             files = list(dict.fromkeys(universe.by_id[t].file for t in part))
             cmd = fresh_pytest(
-                be.pytest_args(plugins=["evaluation.mutations"], options=options, targets=files),
+                be.pytest_args(
+                    plugins=["evaluation.mutations"], options=options, targets=files, specs=specs
+                ),
                 python=python,
             )
             log_file = open(Path(tmp) / f"log-{i}.txt", "w", encoding="utf-8")  # noqa: SIM115

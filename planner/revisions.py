@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from backends.base import PROJECT_ROOT
 from inventory.build import universe_from_inventory
 from planner.durations import costs_for
 from planner.filefacts import FileFactsStore
@@ -32,10 +33,14 @@ from upstream.changes import ChangeFacts, compute_change_facts
 log = logging.getLogger(__name__)
 
 
-def source_reader(source: UpstreamSource, facts: ChangeFacts) -> Any:
-    """A ``reader(path, at_base)`` over the source at the facts' head / base."""
+def source_reader(source: UpstreamSource, facts: ChangeFacts, *, local: Iterable[str] = ()) -> Any:
+    """A ``reader(path, at_base)`` over the source at the facts' head / base; the ``local``
+    paths (a bundled suite's test files: ours, not upstream's) are read from this install."""
+    ours = frozenset(local)
 
     def read(path: str, at_base: bool) -> bytes | None:
+        if path in ours:
+            return (PROJECT_ROOT / path).read_bytes()
         return source.read_files(facts.base if at_base else facts.head, [path]).get(path)
 
     return read
@@ -120,7 +125,7 @@ def plan_revisions(
             universe=uni,
             costs=costs,
             backend=backend,
-            reader=source_reader(source, facts),
+            reader=source_reader(source, facts, local=uni.files if uni.kind == "bundled" else ()),
             config=config if config is not None else default_config(),
             budget_seconds=budget_seconds,
             memo=FileFactsStore(Path(cache) / "filefacts") if cache else None,

@@ -31,6 +31,7 @@ from store.models import (
     utcnow,
 )
 from store.outcomes import FAILED, NON_GATING_MODES, Outcome, TestOutcome, tally, tally_apart
+from store.selections import nothing_to_test
 
 
 @dataclass(frozen=True)
@@ -401,15 +402,16 @@ def ran_count(session: Session, *, job_pk: int) -> int:
 
 
 def conclude(session: Session, *, job: Job) -> Conclusion:
-    """success only when at least one test ran, no shard failed and no gating test failed;
-    neutral when the planner found nothing that could test the change."""
+    """success: tests ran with no failed shard and no gating failure, or comments changed only."""
     if job.superseded_by_pk is not None or job.conclusion == Conclusion.CANCELLED.value:
         return Conclusion.CANCELLED
     if (job.upstream_under_test or {}).get("kind") == "none":
         return Conclusion.NEUTRAL  # nothing could test the change: never success, never red
     failed = select(Shard.id).where(Shard.job_pk == job.id, Shard.state == ShardState.FAILED.value)
-    if ran_count(session, job_pk=job.id) == 0 or session.scalar(failed.limit(1)) is not None:
-        return Conclusion.FAILURE  # nothing ran, or a shard was lost too often (store.shards)
+    if session.scalar(failed.limit(1)) is not None:  # a shard was lost too often (store.shards)
+        return Conclusion.FAILURE
+    if ran_count(session, job_pk=job.id) == 0:  # nothing ran: red unless nothing was to be run
+        return Conclusion.SUCCESS if nothing_to_test(session, job=job) else Conclusion.FAILURE
     return Conclusion.FAILURE if gating_failures(session, job_pk=job.id) else Conclusion.SUCCESS
 
 

@@ -23,12 +23,14 @@ from selector.signals.edited import EditedTests
 from selector.signals.imports import NotImported
 from selector.signals.operators import Operators
 from selector.signals.paths import PathRules
+from selector.signals.testimports import TestImports
 from selector.signals.traced import TracedCommon, TracedCoverage
 
 SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
     "import-map": NotImported,
     "other-devices-only": OtherDevicesOnly,
     "edited-tests": EditedTests,
+    "test-imports": TestImports,
     "opinfo-moduleinfo": DatabaseEntries,
     "behaviour": BehaviourChanges,
     "operators": Operators,
