@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 from sqlalchemy import func, select
+from workers.sharding import shard_by_time
 
 from backends import get_backend
 from benchmarks.report import Report
@@ -43,7 +44,6 @@ from tests.support.runs import pr_body
 from tests.support.services import REPO_ROOT, free_port, fresh_postgres_database, fresh_redis_url
 from tests.support.stack import SECRETS, UPSTREAM
 from wire.github.signature import sign
-from workers.sharding import shard_by_time
 
 N = int(os.environ.get("BENCH_MULTIHOST_TESTS", "300"))
 ROUNDS = int(os.environ.get("BENCH_MULTIHOST_ROUNDS", "1"))

@@ -227,3 +227,31 @@ def allowlist_sample() -> str:
     from tests.support.allowlist import SAMPLE
 
     return SAMPLE
+
+
+# ---- selection requests priced as a planner would (tests/support/selection.py)
+
+
+@pytest.fixture
+def select() -> Callable[..., Any]:
+    """``select`` of one request priced for its universe: history, a flat runner-seconds prior
+    unless the test gives an estimate, the backend's device-time hook."""
+    from tests.support import selection
+
+    return selection.plan
+
+
+@pytest.fixture
+def plan_everything() -> Callable[..., Any]:
+    """Every variant (cut to the budget) with a reason as the fallback."""
+    from tests.support import selection
+
+    return selection.plan_everything
+
+
+@pytest.fixture
+def selection_costs() -> Callable[..., Any]:
+    """The costs a planner prices a universe with (flat runner prior, device-time hook)."""
+    from tests.support import selection
+
+    return selection.costs

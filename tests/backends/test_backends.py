@@ -8,6 +8,7 @@ harness as ``spyre``: collected, planned, stored and read back, run.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,6 @@ from inventory.build import universe_from_inventory
 from planner import RunPlan, StoredPlan
 from store.outcomes import Outcome
 from store.settings import Settings
-from tests.support.selection import plan_everything
 from workers.harness.pools import default_runner, launcher_for, runner_backend
 from workers.harness.runner import run_shard
 
@@ -81,6 +81,7 @@ def test_the_runner_backend_and_its_specs_are_resolved_in_one_place(
 
 def test_the_cpu_backend_plans_and_runs_a_few_variants_through_the_same_harness(
     tmp_path: Path,
+    plan_everything: Any,
 ) -> None:
     cpu = get_backend("cpu")
     assert isinstance(cpu.duration_estimate(), FlatEstimate)  # no cost model: a flat prior

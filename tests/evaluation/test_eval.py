@@ -16,7 +16,6 @@ from evaluation.scores import (
     table,
 )
 from selector.signals import SignalConfig
-from tests.support.selection import plan as select
 
 
 def _truth(small_upstream: Any) -> GroundTruth:
@@ -39,7 +38,7 @@ def _truth(small_upstream: Any) -> GroundTruth:
     )
 
 
-def test_scores_for_ours_and_the_baselines(small_upstream: Any) -> None:
+def test_scores_for_ours_and_the_baselines(small_upstream: Any, select: Any) -> None:
     universe = small_upstream.make_universe()
     truth = _truth(small_upstream)
     plans = {
@@ -71,7 +70,9 @@ def test_random_baseline_spends_the_same_cost_and_is_repeatable(small_upstream: 
     assert first.tests == second.tests and len(first.tests) == 3
 
 
-def test_pytorch_td_picks_the_top_quarter_of_files_by_score(tmp_path: Path, small_upstream: Any) -> None:
+def test_pytorch_td_picks_the_top_quarter_of_files_by_score(
+    tmp_path: Path, small_upstream: Any
+) -> None:
     universe = small_upstream.make_universe()
     prior = tmp_path / "p.json"
     prior.write_text('{"torch/x.py": {"test_modules": 1.0}}')
@@ -93,6 +94,7 @@ def test_mutation_events_name_the_file_and_function() -> None:
 
 def test_every_selector_is_priced_in_runner_seconds_over_the_applicable_universe(
     small_upstream: Any,
+    select: Any,
 ) -> None:
     from planner.durations import RunnerPrior, RunnerSeconds
 
@@ -105,8 +107,7 @@ def test_every_selector_is_priced_in_runner_seconds_over_the_applicable_universe
     truth = _truth(small_upstream)
     config = SignalConfig(profiling_map=None)
     plans = {
-        e.name: select(event_facts(e), universe, config=config, estimator=est)
-        for e in truth.events
+        e.name: select(event_facts(e), universe, config=config, estimator=est) for e in truth.events
     }
     scores = {s.selector: s for s in evaluate(truth, universe, plans, estimator=est)}
     applicable = sum(measured.values()) - sum(measured[v.test_id] for v in skipped)

@@ -9,7 +9,6 @@ from inventory.head import head_universe
 from planner import source_reader
 from selector import NEW_AT_HEAD, REMOVED_AT_HEAD
 from selector.signals import SignalConfig
-from tests.support.selection import plan as select
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
@@ -29,7 +28,7 @@ def _opinfo_dbs(opinfo_db: str) -> tuple[str, str]:
 
 
 def test_head_universe_adds_new_entries_and_flags_removed_ones(
-    tmp_path: Path, small_upstream: Any
+    tmp_path: Path, small_upstream: Any, select: Any
 ) -> None:
     base_db, head_db = _opinfo_dbs(small_upstream.OPINFO_DB)
     repo = small_upstream.UpstreamRepo.create(tmp_path)

@@ -30,7 +30,6 @@ from planner.durations import (
 )
 from planner.revisions import plan_revisions
 from selector import History, Universe
-from tests.support.selection import plan_everything
 
 #: a small test-times.json in PyTorch's format (the real one is the user's to download)
 TEST_TIMES = Path(__file__).resolve().parents[1] / "data" / "pytorch-ci-stats" / "test-times.json"
@@ -69,7 +68,9 @@ def test_each_variant_names_where_its_runner_seconds_come_from(small_upstream: A
     assert (est.seconds(bundled), est.source_of(bundled)) == (0.3, FLAT)
 
 
-def test_the_budget_cuts_in_runner_seconds_with_device_time_beside(small_upstream: Any) -> None:
+def test_the_budget_cuts_in_runner_seconds_with_device_time_beside(
+    small_upstream: Any, plan_everything: Any
+) -> None:
     universe = small_upstream.make_universe()
     measured = {v.test_id: 1.0 + (i % 3) for i, v in enumerate(universe.variants)}
     est = RunnerSeconds(universe, measured=measured, prior=RunnerPrior())
@@ -169,6 +170,7 @@ def test_pytorch_ci_file_times_are_read_when_at_hand() -> None:
 
 def test_a_budget_share_cuts_broad_choices_in_rank_order_and_lists_them(
     small_upstream: Any,
+    plan_everything: Any,
 ) -> None:
     universe = small_upstream.make_universe()
     measured = {v.test_id: 1.0 for v in universe.variants}

@@ -390,10 +390,9 @@ def test_jobs_bad_query_is_422(client: Any, query: dict[str, Any]) -> None:
 
 
 def test_one_job_with_shards_transitions_and_selection(
-    client: Any, jobs: Jobs, small_upstream: Any
+    client: Any, jobs: Jobs, small_upstream: Any, plan_everything: Any
 ) -> None:
     from planner import ShardPolicy
-    from tests.support.selection import plan_everything
 
     universe = small_upstream.make_universe()
     selection = plan_everything(

@@ -13,14 +13,13 @@ import selector.signals.base as signals_base
 from planner import source_reader
 from planner.filefacts import FileFactsStore
 from selector.signals import SignalConfig
-from tests.support.selection import plan as select
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
 NO_PRIOR = SignalConfig(profiling_map=None)
 
 
-def _plan(repo: Any, universe: Any, memo: Any) -> Any:
+def _plan(repo: Any, universe: Any, memo: Any, select: Any) -> Any:
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
     return select(facts, universe, reader=source_reader(source, facts), config=NO_PRIOR, memo=memo)
@@ -42,12 +41,12 @@ def _xpu_only(small_upstream: Any) -> dict[str, str]:
 
 
 def test_a_warm_decision_reads_the_file_facts_and_parses_nothing(
-    tmp_path: Path, small_upstream: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, small_upstream: Any, monkeypatch: pytest.MonkeyPatch, select: Any
 ) -> None:
     repo = small_upstream.UpstreamRepo.create(tmp_path)
     repo.commit(_xpu_only(small_upstream))
     store = FileFactsStore(tmp_path / "facts")
-    first = _plan(repo, small_upstream.make_universe(), store)
+    first = _plan(repo, small_upstream.make_universe(), store, select=select)
     assert "code for xpu" in first.explained["torch/_decomp/decompositions.py::gelu"][0]
     assert "other devices" in first.explained["opinfo:add"][0]
     assert len(store) == 3  # other-devices-only: the decompositions file and the database;
@@ -57,19 +56,23 @@ def test_a_warm_decision_reads_the_file_facts_and_parses_nothing(
         raise AssertionError(f"{path} parsed again")
 
     monkeypatch.setattr(signals_base, "parsed", no_parse)
-    warm = _plan(repo, small_upstream.make_universe(), FileFactsStore(tmp_path / "facts"))
+    warm = _plan(
+        repo, small_upstream.make_universe(), FileFactsStore(tmp_path / "facts"), select=select
+    )
     assert warm.fingerprint() == first.fingerprint()
     assert warm.explained == first.explained and warm.signals == first.signals
 
 
 def test_a_file_whose_content_changed_is_looked_at_again(
-    tmp_path: Path, small_upstream: Any
+    tmp_path: Path, small_upstream: Any, select: Any
 ) -> None:
     repo = small_upstream.UpstreamRepo.create(tmp_path)
     store = FileFactsStore(tmp_path / "facts")
     repo.commit(_xpu_only(small_upstream))
     assert not [
-        t for t in _plan(repo, small_upstream.make_universe(), store).tests if "gelu" in t.test_id
+        t
+        for t in _plan(repo, small_upstream.make_universe(), store, select=select).tests
+        if "gelu" in t.test_id
     ]
     repo.commit(
         {
@@ -80,7 +83,7 @@ def test_a_file_whose_content_changed_is_looked_at_again(
             )
         }
     )
-    plan = _plan(repo, small_upstream.make_universe(), store)
+    plan = _plan(repo, small_upstream.make_universe(), store, select=select)
     assert [t for t in plan.tests if "gelu" in t.test_id]
     assert "torch/_decomp/decompositions.py::gelu" not in {
         k for k, v in plan.explained.items() if any("other-devices-only" in w for w in v)

@@ -9,12 +9,11 @@ from typing import Any
 from planner import plan_revisions, source_reader
 from selector import SCHEMA_VERSION, SelectionPlan
 from selector.signals import SignalConfig
-from tests.support.selection import plan as select
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
 
-def _plan(tmp_path: Path, small_upstream: Any, **kw):  # type: ignore[no-untyped-def]
+def _plan(tmp_path: Path, small_upstream: Any, *, select: Any, **kw):  # type: ignore[no-untyped-def]
     repo = small_upstream.UpstreamRepo.create(tmp_path)
     repo.commit(
         {
@@ -34,8 +33,10 @@ def _plan(tmp_path: Path, small_upstream: Any, **kw):  # type: ignore[no-untyped
     )
 
 
-def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path, small_upstream: Any) -> None:
-    _, plan = _plan(tmp_path, small_upstream)
+def test_plan_round_trips_through_json_with_its_schema_version(
+    tmp_path: Path, small_upstream: Any, select: Any
+) -> None:
+    _, plan = _plan(tmp_path, small_upstream, select=select)
     path = plan.write(tmp_path / "plan.json")
     data = json.loads(path.read_text())
     assert data["schema_version"] == SCHEMA_VERSION
@@ -55,11 +56,13 @@ def test_plan_round_trips_through_json_with_its_schema_version(tmp_path: Path, s
     assert not {"shards", "shard_seconds", "workers", "estimated_finish_seconds"} & data.keys()
     assert [t.rank for t in back.tests] == list(range(1, len(back.tests) + 1))
     assert all(t["reasons"] for t in data["tests"])
-    assert back.summary().startswith(f"{len(plan.tests)} of {len(small_upstream.make_universe())} variants")
+    assert back.summary().startswith(
+        f"{len(plan.tests)} of {len(small_upstream.make_universe())} variants"
+    )
 
 
-def test_plan_is_deterministic(tmp_path: Path, small_upstream: Any) -> None:
-    repo, first = _plan(tmp_path, small_upstream)
+def test_plan_is_deterministic(tmp_path: Path, small_upstream: Any, select: Any) -> None:
+    repo, first = _plan(tmp_path, small_upstream, select=select)
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
     second = select(
@@ -72,8 +75,8 @@ def test_plan_is_deterministic(tmp_path: Path, small_upstream: Any) -> None:
     assert first.tests == second.tests
 
 
-def test_plan_revisions_on_a_checkout(tmp_path: Path, small_upstream: Any) -> None:
-    repo, _ = _plan(tmp_path, small_upstream)
+def test_plan_revisions_on_a_checkout(tmp_path: Path, small_upstream: Any, select: Any) -> None:
+    repo, _ = _plan(tmp_path, small_upstream, select=select)
     plan = plan_revisions(
         base="base",
         head="HEAD",
@@ -89,8 +92,10 @@ def test_plan_revisions_on_a_checkout(tmp_path: Path, small_upstream: Any) -> No
     }
 
 
-def test_plan_revisions_that_cannot_be_read_runs_everything_and_says_why(tmp_path: Path, small_upstream: Any) -> None:
-    repo, _ = _plan(tmp_path, small_upstream)
+def test_plan_revisions_that_cannot_be_read_runs_everything_and_says_why(
+    tmp_path: Path, small_upstream: Any, select: Any
+) -> None:
+    repo, _ = _plan(tmp_path, small_upstream, select=select)
     plan = plan_revisions(
         base="base", head="no-such-rev", upstream=repo.path, universe=small_upstream.make_universe()
     )
@@ -100,7 +105,9 @@ def test_plan_revisions_that_cannot_be_read_runs_everything_and_says_why(tmp_pat
     assert plan.funnel[1].count_out == len(small_upstream.make_universe())
 
 
-def test_select_takes_one_request_priced_for_its_universe(small_upstream: Any) -> None:
+def test_select_takes_one_request_priced_for_its_universe(
+    small_upstream: Any, selection_costs: Any
+) -> None:
     """The planner prices the universe once (history, runner- and device-seconds estimates)
     and hands everything over in one request; costs priced for another universe are refused."""
     from dataclasses import replace
@@ -109,10 +116,9 @@ def test_select_takes_one_request_priced_for_its_universe(small_upstream: Any) -
 
     from selector import SelectionRequest, unanalysed
     from selector import select as run_select
-    from tests.support.selection import costs
 
     universe = small_upstream.make_universe()
-    priced = costs(universe)
+    priced = selection_costs(universe)
     assert priced.variants == len(universe)
     assert priced.applicable_runner_seconds == pytest.approx(0.2 * len(universe))
     facts = unanalysed("a", "b")

@@ -16,7 +16,6 @@ from selector.stages.applicability import applicability_stage
 from selector.stages.budget import budget_stage
 from selector.stages.changes import changes_stage
 from selector.stages.impact import impact_stage
-from tests.support.selection import plan as select
 from upstream import GitCheckout
 from upstream.changes import compute_change_facts
 
@@ -32,7 +31,7 @@ SPYRE_ESTIMATE = SimulatorEstimate()
 
 
 @pytest.fixture
-def plan_for(small_upstream: Any) -> Any:
+def plan_for(small_upstream: Any, select: Any) -> Any:
     """``plan_for(repo, config=NO_PRIOR, **kw)``: the four stages from base to HEAD of
     ``repo`` over the generated universe."""
 
@@ -40,8 +39,11 @@ def plan_for(small_upstream: Any) -> Any:
         source = GitCheckout(repo.path)
         facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
         return select(
-            facts, small_upstream.make_universe(), reader=source_reader(source, facts),
-            config=config, **kw
+            facts,
+            small_upstream.make_universe(),
+            reader=source_reader(source, facts),
+            config=config,
+            **kw,
         )
 
     return plan
@@ -59,7 +61,9 @@ def test_every_signal_implements_the_protocol() -> None:
         assert 0 <= signal.closeness <= 1
 
 
-def test_edited_test_selects_itself_and_nothing_else(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_edited_test_selects_itself_and_nothing_else(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit(
         {
             "test/test_ops.py": small_upstream.TEST_OPS.replace(
@@ -71,19 +75,25 @@ def test_edited_test_selects_itself_and_nothing_else(repo: Any, small_upstream: 
     assert not plan.fallback
     assert {t.test_id.split("::")[-1].split("_spyre")[0].rsplit("_", 1)[0] for t in plan.tests}
     assert all("::test_out_" in t for t in plan.test_ids)
-    assert len(plan.tests) == 4 * len(small_upstream.DTYPES)  # every op, every dtype of the edited template
+    assert len(plan.tests) == 4 * len(
+        small_upstream.DTYPES
+    )  # every op, every dtype of the edited template
     assert all(t.signals == ["edited-tests"] for t in plan.tests)
     assert "modified test TestCommon.test_out" in plan.tests[0].reasons[0]
 
 
-def test_edited_helper_of_a_test_file_selects_the_whole_file(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_edited_helper_of_a_test_file_selects_the_whole_file(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit({"test/test_ops.py": small_upstream.TEST_OPS.replace("return 1", "return 2")})
     plan = plan_for(repo)
     assert len(plan.tests) == 16
     assert all(t.startswith("test/test_ops.py") for t in plan.test_ids)
 
 
-def test_changed_opinfo_selects_its_variants_across_dtypes(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_changed_opinfo_selects_its_variants_across_dtypes(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit(
         {
             "torch/testing/_internal/common_methods_invocations.py": small_upstream.OPINFO_DB.replace(
@@ -100,7 +110,9 @@ def test_changed_opinfo_selects_its_variants_across_dtypes(repo: Any, small_upst
     assert "opinfo:add" in plan.explained
 
 
-def test_changed_info_class_selects_every_entry_built_with_it(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_changed_info_class_selects_every_entry_built_with_it(
+    repo: Any, small_upstream: Any, plan_for: Any, select: Any
+) -> None:
     text = small_upstream.OPINFO_DB + "\n\nclass UnaryUfuncInfo(OpInfo):\n    pass\n"
     repo.commit({"torch/testing/_internal/common_methods_invocations.py": text})
     base_plan = plan_for(repo)
@@ -124,7 +136,9 @@ def test_changed_info_class_selects_every_entry_built_with_it(repo: Any, small_u
     }
 
 
-def test_changed_decomposition_helper_selects_the_ops_using_it(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_changed_decomposition_helper_selects_the_ops_using_it(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit(
         {
             "torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS.replace(
@@ -140,7 +154,9 @@ def test_changed_decomposition_helper_selects_the_ops_using_it(repo: Any, small_
     assert "decomposition gelu modified (calls changed _erf_helper) -> gelu" in reason
 
 
-def test_changed_decomposition_of_a_list_of_ops(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_changed_decomposition_of_a_list_of_ops(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit(
         {
             "torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS.replace(
@@ -152,13 +168,17 @@ def test_changed_decomposition_of_a_list_of_ops(repo: Any, small_upstream: Any, 
     assert set(plan.test_ids) == ids_with(plan, "nn_functional_silu") and plan.tests
 
 
-def test_schema_and_derivative_entries_select_their_ops(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_schema_and_derivative_entries_select_their_ops(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit(
         {
             "aten/src/ATen/native/native_functions.yaml": small_upstream.NATIVE_FUNCTIONS.replace(
                 "CPU: gelu_kernel", "CPU: gelu_kernel_v2"
             ),
-            "tools/autograd/derivatives.yaml": small_upstream.DERIVATIVES.replace("grad * self", "self * grad"),
+            "tools/autograd/derivatives.yaml": small_upstream.DERIVATIVES.replace(
+                "grad * self", "self * grad"
+            ),
         }
     )
     plan = plan_for(repo)
@@ -182,7 +202,9 @@ def test_kernel_source_selects_the_ops_it_implements(repo: Any, plan_for: Any) -
     assert set(plan.test_ids) == ids_with(plan, "_add_") | ids_with(plan, "_mul_")
 
 
-def test_unmapped_cpp_change_triggers_the_fallback_and_says_so(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_unmapped_cpp_change_triggers_the_fallback_and_says_so(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit({"aten/src/ATen/native/Mystery.cpp": "int mystery() { return 42; }\n"})
     plan = plan_for(repo)
     assert plan.fallback
@@ -196,7 +218,9 @@ def test_unmapped_cpp_change_triggers_the_fallback_and_says_so(repo: Any, small_
     assert "FALLBACK" in plan.summary()
 
 
-def test_path_rules_core_cpp_selects_all_and_docs_nothing(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_path_rules_core_cpp_selects_all_and_docs_nothing(
+    repo: Any, small_upstream: Any, plan_for: Any, select: Any
+) -> None:
     repo.commit({"docs/index.md": "# more docs\n"})
     docs = plan_for(repo)
     assert docs.tests == [] and not docs.fallback
@@ -209,7 +233,9 @@ def test_path_rules_core_cpp_selects_all_and_docs_nothing(repo: Any, small_upstr
     assert plan.tests[0].signals == ["path-rules"]
 
 
-def test_coverage_prior_maps_unexplained_python_files(repo: Any, tmp_path: Path, plan_for: Any) -> None:
+def test_coverage_prior_maps_unexplained_python_files(
+    repo: Any, tmp_path: Path, plan_for: Any
+) -> None:
     prior = tmp_path / "profiling.json"
     prior.write_text(
         '{"torch/utils/thing.py": {"test_ops": 1.0}, "torch/other.py": {"dynamo/test_x": 1.0}}'
@@ -226,7 +252,9 @@ def test_coverage_prior_maps_unexplained_python_files(repo: Any, tmp_path: Path,
     assert "outside the universe" in plan.explained["torch/other.py::g"][0]
 
 
-def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(tmp_path: Path, small_upstream: Any) -> None:
+def test_specs_remove_skipped_variants_with_reasons_and_keep_xfail(
+    tmp_path: Path, small_upstream: Any
+) -> None:
     from inventory.build import spec_resolver
 
     spec = tmp_path / "ops.yaml"
@@ -312,7 +340,9 @@ def test_new_tests_rank_first_and_unknown_durations_use_the_simulator(small_upst
     assert by_id[module] > by_id[add]
 
 
-def test_each_stage_records_counts_in_and_out(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_each_stage_records_counts_in_and_out(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit(
         {
             "torch/testing/_internal/common_methods_invocations.py": small_upstream.OPINFO_DB.replace(
@@ -327,7 +357,10 @@ def test_each_stage_records_counts_in_and_out(repo: Any, small_upstream: Any, pl
     assert changes.record.count_in == 2
     assert {u.key for u in changes.units} >= {"docs/index.md", "opinfo:mul"}
     impact = impact_stage(
-        changes, small_upstream.make_universe(), config=NO_PRIOR, reader=source_reader(source, facts)
+        changes,
+        small_upstream.make_universe(),
+        config=NO_PRIOR,
+        reader=source_reader(source, facts),
     )
     assert impact.record.count_in == len(changes.units)
     assert impact.record.count_out == len(impact.candidates) == 4
@@ -343,7 +376,9 @@ def test_op_keys() -> None:
     assert op_keys("add") == ["add"]
 
 
-def test_changes_only_for_other_devices_select_nothing(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_changes_only_for_other_devices_select_nothing(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit(
         {
             "torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS.replace(
@@ -368,7 +403,9 @@ def test_changes_only_for_other_devices_select_nothing(repo: Any, small_upstream
     assert "other devices" in plan.explained["opinfo:add"][0]
 
 
-def test_a_device_neutral_change_next_to_a_device_branch_still_selects(repo: Any, small_upstream: Any, plan_for: Any) -> None:
+def test_a_device_neutral_change_next_to_a_device_branch_still_selects(
+    repo: Any, small_upstream: Any, plan_for: Any
+) -> None:
     repo.commit(
         {
             "torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS.replace(
@@ -382,7 +419,9 @@ def test_a_device_neutral_change_next_to_a_device_branch_still_selects(repo: Any
     assert plan.tests and set(plan.test_ids) == ids_with(plan, "gelu")
 
 
-def test_modules_our_runs_never_import_select_nothing(repo: Any, tmp_path: Path, plan_for: Any) -> None:
+def test_modules_our_runs_never_import_select_nothing(
+    repo: Any, tmp_path: Path, plan_for: Any
+) -> None:
     import json
 
     imports = tmp_path / "imports.json"
@@ -406,7 +445,7 @@ def test_modules_our_runs_never_import_select_nothing(repo: Any, tmp_path: Path,
 
 
 def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
-    repo: Any, tmp_path: Path, small_upstream: Any
+    repo: Any, tmp_path: Path, small_upstream: Any, select: Any
 ) -> None:
     import json
 
@@ -457,7 +496,9 @@ def test_traced_coverage_maps_functions_to_the_ops_whose_tests_called_them(
     assert all(c.reason.startswith("focus: only broad signals") for c in focused.cut)
 
 
-def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: Any, small_upstream: Any) -> None:
+def test_changed_functional_binding_selects_the_nn_modules_calling_it(
+    repo: Any, small_upstream: Any, select: Any
+) -> None:
     functional = (
         "import torch\nfrom torch._C import _add_docstr\n\n"
         'linear = _add_docstr(torch._C._nn.linear, "{}")\n'
@@ -484,7 +525,9 @@ def test_changed_functional_binding_selects_the_nn_modules_calling_it(repo: Any,
 
 
 def test_functional_change_reaches_modules_through_bases_and_the_layers_they_build(
-    repo: Any, small_upstream: Any,
+    repo: Any,
+    small_upstream: Any,
+    select: Any,
 ) -> None:
     functional = (
         "import torch\n\n\ndef pad(x, p):\n    return x{}\n\n\ndef relu(x):\n    return x\n"
@@ -508,7 +551,9 @@ def test_functional_change_reaches_modules_through_bases_and_the_layers_they_bui
     names = ("nn.ZeroPad1d", "nn.Block", "nn.Stack", "nn.Relu")
     universe = Universe(
         variants=[
-            small_upstream.variant("test_module_forward", None, "float32", module=m, file="test/test_modules.py")
+            small_upstream.variant(
+                "test_module_forward", None, "float32", module=m, file="test/test_modules.py"
+            )
             for m in names
         ],
         label="generated",
@@ -527,7 +572,10 @@ def test_an_op_selects_every_opinfo_variant_of_it(small_upstream: Any) -> None:
     from selector.signals.operators import _select
 
     universe = Universe(
-        variants=[small_upstream.variant("test_x", op, "float32") for op in ("norm", "norm.fro", "linalg.norm")],
+        variants=[
+            small_upstream.variant("test_x", op, "float32")
+            for op in ("norm", "norm.fro", "linalg.norm")
+        ],
         label="generated",
     )
     result = SignalResult()
@@ -536,14 +584,16 @@ def test_an_op_selects_every_opinfo_variant_of_it(small_upstream: Any) -> None:
 
 
 def test_comment_only_change_is_no_unit(repo: Any, small_upstream: Any, plan_for: Any) -> None:
-    repo.commit({"torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS + "\n# a comment\n"})
+    repo.commit(
+        {"torch/_decomp/decompositions.py": small_upstream.DECOMPOSITIONS + "\n# a comment\n"}
+    )
     plan = plan_for(repo)
     assert plan.funnel[0].count_in == 1 and plan.funnel[0].count_out == 0
     assert plan.tests == [] and not plan.fallback
 
 
 def test_behaviour_change_selects_its_entry_at_the_changed_dtypes(
-    repo: Any, small_upstream: Any
+    repo: Any, small_upstream: Any, select: Any
 ) -> None:
     from upstream.changes import BehaviourChange
 
@@ -573,7 +623,9 @@ def test_behaviour_change_selects_its_entry_at_the_changed_dtypes(
     ]
 
 
-def test_a_new_variant_outranks_any_known_one_however_close_and_failing(small_upstream: Any) -> None:
+def test_a_new_variant_outranks_any_known_one_however_close_and_failing(
+    small_upstream: Any,
+) -> None:
     from selector.model import NEW_AT_HEAD, TestHistory
 
     universe = small_upstream.make_universe()

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from planner import source_reader
-from selector import select
 from selector.signals import SignalConfig
 from selector.signals.testimports import imported_names, module_of, top_level_names
 from upstream import GitCheckout
@@ -17,7 +16,7 @@ from upstream.changes import compute_change_facts
 DB = "torch/testing/_internal/common_methods_invocations.py"
 
 
-def _plan(small_upstream: Any, tmp_path: Path, files: dict[str, str]) -> Any:
+def _plan(small_upstream: Any, tmp_path: Path, files: dict[str, str], select: Any) -> Any:
     repo = small_upstream.UpstreamRepo.create(tmp_path)
     repo.commit(files)
     source = GitCheckout(repo.path)
@@ -29,10 +28,10 @@ def _plan(small_upstream: Any, tmp_path: Path, files: dict[str, str]) -> Any:
 
 
 def test_a_removed_name_selects_the_files_that_import_it(
-    small_upstream: Any, tmp_path: Path
+    small_upstream: Any, tmp_path: Path, select: Any
 ) -> None:
     renamed = small_upstream.OPINFO_DB.replace("op_db = [", "op_database = [")
-    plan, universe = _plan(small_upstream, tmp_path, {DB: renamed})
+    plan, universe = _plan(small_upstream, tmp_path, {DB: renamed}, select=select)
     picked = {t.test_id for t in plan.tests if "test-imports" in t.signals}
     assert picked == {v.test_id for v in universe.by_file["test/test_ops.py"]}
     reason = next(t for t in plan.tests if t.test_id in picked).reasons
@@ -44,10 +43,10 @@ def test_a_removed_name_selects_the_files_that_import_it(
 
 
 def test_a_change_that_keeps_every_name_selects_nothing_through_it(
-    small_upstream: Any, tmp_path: Path
+    small_upstream: Any, tmp_path: Path, select: Any
 ) -> None:
     changed = small_upstream.OPINFO_DB.replace("return [1, 2]", "return [1, 2, 5]")
-    plan, _ = _plan(small_upstream, tmp_path, {DB: changed})
+    plan, _ = _plan(small_upstream, tmp_path, {DB: changed}, select=select)
     assert plan.tests and not any("test-imports" in t.signals for t in plan.tests)
 
 

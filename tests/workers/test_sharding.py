@@ -157,14 +157,15 @@ def test_a_plan_is_cut_in_time_unless_its_planner_laid_out_the_shards() -> None:
     assert (kept.shards, kept.shard_seconds) == ([["a.py::x", "a.py::y"], ["b.py::z"]], None)
 
 
-def test_the_runner_cuts_a_selection_once_and_its_plan_says_so(small_upstream: Any) -> None:
+def test_the_runner_cuts_a_selection_once_and_its_plan_says_so(
+    small_upstream: Any, plan_everything: Any
+) -> None:
     """The selector ranks and cuts; the runner's split (by the selection's runner-seconds, each
     test as its node id) is what the job stores: its shards, each selected test's shard, the
     shard counts and seconds and the finish estimate on the policy's workers."""
     from backends.base import RunnerConfig
     from planner import RunPlan, ShardPolicy, cut_shards
     from selector import History
-    from tests.support.selection import plan_everything
 
     universe = small_upstream.make_universe()
     ids = [v.test_id for v in universe.variants]
