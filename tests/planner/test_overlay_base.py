@@ -60,14 +60,19 @@ def history(tmp_path: Path) -> dict[str, Any]:
     return {"repo": repo, "fork": fork, "head": head, "tip": tip}
 
 
-def test_the_base_is_the_newest_release_the_merge_base_descends_from(history: dict[str, Any]) -> None:
+def test_the_base_is_the_newest_release_the_merge_base_descends_from(
+    history: dict[str, Any],
+) -> None:
     repo = history["repo"]
     # the pull request's base moved on (it merged v2.14.0), the head forked before: the merge
     # base is the fork, whose newest release ancestor is v2.13.0 (not v2.9.0 by text order, not
     # the release candidate, not v2.14.0 on its release branch)
     found = base_release(repo.path, history["tip"], history["head"])
     assert (found.version, found.merge_base) == ("2.13.0", history["fork"])
-    assert found.detail == f"v2.13.0, the newest release the merge base {history['fork'][:12]} descends from"
+    assert (
+        found.detail
+        == f"v2.13.0, the newest release the merge base {history['fork'][:12]} descends from"
+    )
     # a head that forked after the merge: v2.14.0 is now an ancestor
     repo.git("checkout", "-q", "-b", "later", history["tip"])
     later = repo.commit("later")
@@ -82,7 +87,10 @@ def test_no_release_ancestor_keeps_the_installed_torch_and_says_why(tmp_path: Pa
     assert found.version is None
     chosen, note = overlay_base_for(None, repo.path, (base, head))
     assert chosen is None
-    assert note == f"the installed torch (no release tag (vX.Y.Z) is an ancestor of the merge base {base[:12]})"
+    assert (
+        note
+        == f"the installed torch (no release tag (vX.Y.Z) is an ancestor of the merge base {base[:12]})"
+    )
     with pytest.raises(OverlayError, match="no merge base"):
         base_release(repo.path, base, "f" * 40)
 
