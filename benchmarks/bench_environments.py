@@ -4,9 +4,10 @@ the same shard in an overlay environment against the installed torch.
 
 The checkout is a small upstream repository over the installed torch (the tests' overlay
 repository: its base holds the installed torch's own files; each head changes
-``torch/functional.py``, adds a module and changes a compiled file); the stack's RELAY_VAR_DIR
-is ``var/bench/environments`` (its inventory kept between runs, as a deployment's is), and a
-first pull request warms the stack before the measured one, whose head SHA is new.
+``torch/functional.py``, adds a module and changes a compiled file); the stack keeps its
+database in ``RELAY_VAR_DIR/bench/environments`` and shares this checkout's RELAY_VAR_DIR (its inventory
+kept between runs, as a deployment's is); a first pull request warms the stack before the
+measured one, whose head SHA is new.
 N = BENCH_ENV_TESTS (default 60) bundled spyre variants, a fixed seed, for the shard ratio.
 """
 
@@ -29,6 +30,7 @@ from benchmarks.report import Report
 from inventory.build import universe_from_inventory
 from store.db import session_scope
 from store.models import Shard, TestResult
+from store.settings import get_settings
 from tests.support.overlay_repo import OverlayUpstream, overlay_upstream
 from tests.support.services import free_port
 from tests.support.stack import UPSTREAM, Stack, start_stack
@@ -45,7 +47,6 @@ N = int(os.environ.get("BENCH_ENV_TESTS", "60"))
 REPEATS = int(os.environ.get("BENCH_ENV_REPEATS", "3"))
 SPYRE = get_backend("spyre")
 RUNNER = SPYRE.runner_config(SPYRE.default_specs)
-STACK_DIR = Path("var/bench/environments").absolute()
 
 
 def _pull_request(base: str, head: str) -> bytes:
@@ -93,13 +94,17 @@ def _shard_gaps(stack: Stack, job_pk: int) -> list[float]:
 def _pull_requests(repo: OverlayUpstream) -> tuple[float, list[float], int]:
     """(seconds from the webhook to the first result of a new head SHA, the gaps between its
     shards, its shard count)."""
-    STACK_DIR.mkdir(parents=True, exist_ok=True)
+    var = get_settings().var_dir.absolute()
+    stack_dir = var / "bench" / "environments"
+    stack_dir.mkdir(parents=True, exist_ok=True)
     for name in ("relay.sqlite", "broker.sqlite"):
-        (STACK_DIR / name).unlink(missing_ok=True)
+        (stack_dir / name).unlink(missing_ok=True)
     stack = start_stack(
-        tmp=STACK_DIR, database_url=f"sqlite:///{STACK_DIR / 'relay.sqlite'}",
-        broker_url=f"sqla+sqlite:///{STACK_DIR / 'broker.sqlite'}", port=free_port(),
+        tmp=stack_dir, database_url=f"sqlite:///{stack_dir / 'relay.sqlite'}",
+        broker_url=f"sqla+sqlite:///{stack_dir / 'broker.sqlite'}", port=free_port(),
         extra_env={
+            # the inventory and the environments of this checkout's RELAY_VAR_DIR, made once
+            "RELAY_VAR_DIR": str(var),
             "RELAY_RUNNER_ENABLED": "true", "RELAY_EVENT_HANDLERS": "[]",
             "RELAY_UPSTREAM_PATH": str(repo.repo.path), "RELAY_PER_TEST_TIMEOUT": "300",
             "RELAY_RUNNER_BUDGET_SECONDS": "40", "RELAY_RUNNER_SHARD_SECONDS": "8",
