@@ -60,7 +60,7 @@ def pull_request(upstream: str, base: str, head: str) -> bytes:
 
 @pytest.mark.slow
 @pytest.mark.wheels
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(3600)
 def test_a_compiled_change_with_a_head_wheel_runs_in_that_wheel(
     overlay_upstream: Any, tmp_path: Path
 ) -> None:
