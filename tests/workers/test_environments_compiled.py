@@ -114,6 +114,8 @@ def test_a_compiled_change_without_head_wheel_lists_what_the_overlay_cannot_test
     relay_up: Any, receiver: Any, overlay_upstream: Any, tmp_path: Path
 ) -> None:
     env = {
+        # this run's inventory and environments (the universe is collected once, not per stack)
+        "RELAY_VAR_DIR": str(get_settings().var_dir.absolute()),
         "RELAY_RUNNER_ENABLED": "true",  # the default planner
         "RELAY_EVENT_HANDLERS": "[]",
         "RELAY_UPSTREAM_PATH": str(overlay_upstream.repo.path),
