@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from cli.replay_outcomes import changed_outcomes, report_lines
 from store.db import redacted
 from wire.github.signature import sign
 
@@ -140,7 +141,12 @@ def run_release_replay(
             )
         plan_deadline = time.monotonic() + max(wait, PLAN_WAIT_SECONDS)
         job = None
-        while job is None:
+        # the job shows while its tests are selected ("planning"): wait for its plan
+        while job is None or (job["status"] == "planning" and time.monotonic() < plan_deadline):
+            if job is not None:
+                time.sleep(poll)
+                job = relay.get(f"/api/v1/jobs/{job['id']}") or job
+                continue
             delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
             if delivery is not None and delivery.get("state") == "failed":
                 raise ReplayError(
@@ -184,6 +190,7 @@ def run_release_replay(
                     f"{counts.get('passed')}, failed {counts.get('failed')}, skipped "
                     f"{counts.get('skipped')}, total {counts.get('total')}"
                 )
+                _report_changes(relay, job, result, echo)
             else:
                 echo(
                     f"job {job['id']} still {job['status']} after {wait:.0f} s "
@@ -194,6 +201,18 @@ def run_release_replay(
         raise ReplayError([f"the relay's API at {relay.url} failed: {exc}"]) from exc
     finally:
         relay.close()
+
+
+def _report_changes(relay: Relay, job: dict[str, Any], result: dict[str, Any], echo: Echo) -> None:
+    """Every changed outcome of the completed job, with the change units that selected it."""
+    tested = job.get("upstream_under_test") or {}
+    if tested.get("summary"):
+        echo(f"upstream under test: {tested['summary']}")
+    found = changed_outcomes(relay.get, int(job["id"]))
+    result["changed"] = found
+    head = tested.get("torch_build") or tested.get("torch_version") or "the head"
+    for line in report_lines(found, head):
+        echo(line)
 
 
 def broker_send(settings: Any) -> Callable[[str, str], str]:

@@ -325,6 +325,7 @@ def release_ground_truth(
     run: bool,
     base_python: str | None = None,
     base_env: Mapping[str, str] | None = None,
+    tests: Sequence[str] | None = None,
     cache_dir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
@@ -337,22 +338,23 @@ def release_ground_truth(
     Two events: the variants of both universes whose outcome changed, and the variants that
     exist only at head and do not pass there (a new test a release adds that fails on the
     device is something to catch too). Variants only at base are counted in the detail.
+    ``tests`` (test ids) restricts both runs to those variants: the same events over them.
     """
     empty = GroundTruth(kind="release", universe=head.label, variants=len(head), events=[])
-    paths = [run_path(base, None, None, cache_dir), run_path(head, None, None, cache_dir)]
+    paths = [run_path(base, None, tests, cache_dir), run_path(head, None, tests, cache_dir)]
     if not run and not all(p.is_file() for p in paths):
         return empty
     if progress is not None:  # the whole bar's total up front
         for part, universe, path in (("base", base, paths[0]), ("head", head, paths[1])):
             if not path.is_file():
-                progress(part, 0, len(universe))
+                progress(part, 0, len(_ids(universe, tests)))
     before = run_outcomes(
-        base, mutant=None, python=base_python, extra_env=base_env, cache_dir=cache_dir, log=log,
-        progress=progress, label="base",
+        base, mutant=None, tests=tests, python=base_python, extra_env=base_env,
+        cache_dir=cache_dir, log=log, progress=progress, label="base",
     )  # fmt: skip
     after = run_outcomes(
-        head, mutant=None, python=head_python, extra_env=head_env, cache_dir=cache_dir, log=log,
-        progress=progress, label="head",
+        head, mutant=None, tests=tests, python=head_python, extra_env=head_env,
+        cache_dir=cache_dir, log=log, progress=progress, label="head",
     )  # fmt: skip
     common = set(before) & set(after)
     changed = sorted(t for t in common if before[t] != after[t])

@@ -9,8 +9,9 @@ a head wheel) and the files the change touches give an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
+from upstream.overlay import OverlayError, base_release
 from upstream.undertest import UpstreamUnderTest
 from wire.github.events import UpstreamEvent
 
@@ -40,6 +41,25 @@ def head_wheel_for(template: str | None, event: UpstreamEvent) -> str | None:
     return template.replace("{sha}", head).replace("{pr}", str(event.pr_number or ""))
 
 
+def overlay_base_for(
+    configured: str | None, checkout: Path | None, revs: tuple[str, str] | None
+) -> tuple[str | None, str]:
+    """The release an overlay lays the head over, and how it was chosen: the configured one
+    (RELAY_OVERLAY_BASE), else the newest release tag the merge base of base..head descends
+    from in the checkout, else None (the installed torch) with the reason."""
+    if configured:
+        return configured, f"{configured}, configured (RELAY_OVERLAY_BASE)"
+    if checkout is None or revs is None:
+        return None, ""
+    try:
+        found = base_release(checkout, *revs)
+    except OverlayError as exc:
+        return None, f"the installed torch ({exc})"
+    if found.version is None:
+        return None, f"the installed torch ({found.detail})"
+    return found.version, found.detail
+
+
 def _same_release(a: str, b: str) -> bool:
     return a.split("+", 1)[0] == b.split("+", 1)[0]
 
@@ -52,6 +72,7 @@ def decide_environment(
     checkout: bool = False,
     head_wheel: str | None = None,
     overlay_base: str | None = None,
+    overlay_base_note: str = "",
     changed_paths: Sequence[str] = (),
     smoke_untested: bool = False,
     checkout_note: str = "",
@@ -62,7 +83,7 @@ def decide_environment(
     ``release_version``: the head release of a replay step as resolved (``2.14.1``);
     ``checkout``: an upstream git checkout is configured; ``head_wheel``: the configured wheel of
     the head commit; ``overlay_base``: the release whose binaries an overlay uses (None: the
-    installed torch); ``changed_paths``: the files base..head touches (compiled ones are named
+    installed torch), ``overlay_base_note`` how it was chosen; ``changed_paths``: the files base..head touches (compiled ones are named
     on the job when only an overlay tests the change); ``checkout_note``: why a configured
     checkout cannot serve (its head commit is not in it)."""
     if event.event == "periodic" and event.head_ref:
@@ -93,6 +114,8 @@ def decide_environment(
         compiled = sorted(p for p in changed_paths if is_compiled(p))
         base = overlay_base or installed_version
         why = f"the head's torch/**.py laid over torch {base}"
+        if overlay_base_note:
+            why += f" (base: {overlay_base_note})"
         if compiled:
             why += f"; {len(compiled)} compiled file(s) changed that no overlay can test"
         return UpstreamUnderTest(

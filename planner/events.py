@@ -16,7 +16,7 @@ from backends import Backend
 from backends.base import torch_build
 from inventory.build import universe_from_inventory
 from planner.durations import costs_for
-from planner.environment import decide_environment, head_wheel_for
+from planner.environment import decide_environment, head_wheel_for, overlay_base_for
 from planner.model import RunPlan
 from planner.release import plan_release
 from planner.revisions import plan_revisions
@@ -67,7 +67,8 @@ def plan_event(
 
     The plan names the upstream under test (:func:`planner.environment.decide_environment`):
     ``head_wheel`` is the head wheel template (``{sha}``, ``{pr}``), ``overlay_base`` the release
-    an overlay lays the head's Python files over (None: the installed torch), ``smoke_untested``
+    an overlay lays the head's Python files over (None: the newest release tag the merge base
+    descends from in the checkout, else the installed torch), ``smoke_untested``
     runs a change nothing can test on the installed torch anyway (else nothing runs). The
     plan's tests are in rank order: the runner cuts them into shards
     (:func:`planner.sharding.cut_shards`)."""
@@ -75,13 +76,17 @@ def plan_event(
     installed = torch_build()
     head = event.head_sha or event.after_sha
     note = _checkout_note(upstream, head) if event.event != "periodic" else ""
+    base_release, base_note = overlay_base, ""
+    if event.event != "periodic" and not note:
+        base_release, base_note = overlay_base_for(overlay_base, upstream, revs)
     under_test = decide_environment(
         event,
         installed_version=installed,
         checkout=upstream is not None and not note,
         checkout_note=note,
         head_wheel=head_wheel_for(head_wheel, event),
-        overlay_base=overlay_base,
+        overlay_base=base_release,
+        overlay_base_note=base_note,
         changed_paths=_changed_paths(upstream, revs) if event.event != "periodic" else (),
         smoke_untested=smoke_untested,
     )

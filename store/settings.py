@@ -78,7 +78,8 @@ class Settings(BaseSettings):
     # released wheels and change facts (unset: ~/.cache/crcr-relay/upstream)
     upstream_cache: Path | None = None
     # the upstream under test (DESIGN.md): a pull request or push runs in an overlay of the head's
-    # torch/**.py over this release's binaries (unset: the installed torch); a wheel of the head
+    # torch/**.py over this release's binaries (unset: the newest release tag the merge base
+    # descends from in the checkout, else the installed torch); a wheel of the head
     # commit (a path or URL, "{sha}" and "{pr}" replaced) tests compiled changes too; without a
     # checkout or a head wheel nothing can test the change: the job concludes neutral, unless
     # smoke_untested runs it on the installed torch (labelled a smoke run)

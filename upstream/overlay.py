@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -31,6 +32,8 @@ from upstream.headenv import locked
 OVERLAY_FORMAT = 1
 MARKER = "relay-overlay.json"
 PREFIX = "overlay-"
+#: a final release's tag (``v2.14.1``); release candidates and pre-releases are not bases
+RELEASE_TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 
 
 class OverlayError(Exception):
@@ -103,6 +106,37 @@ def read_blobs(checkout: Path, blobs: Iterable[str]) -> dict[str, bytes]:
             found[blob] = out[pos : pos + size]
             pos += size + 1
     return found
+
+
+@dataclass(frozen=True)
+class BaseRelease:
+    """The release an overlay lays a head over, as found from the checkout's history."""
+
+    version: str | None  # "2.14.1"; None: no release tag is an ancestor
+    merge_base: str
+    detail: str
+
+
+def base_release(checkout: Path, base: str, head: str) -> BaseRelease:
+    """The newest release (a ``vX.Y.Z`` tag) the merge base of ``base`` and ``head`` descends
+    from: the binaries the head's Python files were written against."""
+    try:
+        merge = _git(checkout, "merge-base", base, head).decode().strip()
+    except OverlayError as exc:
+        raise OverlayError(f"no merge base of {base[:12]} and {head[:12]} in {checkout}: {exc}") from None
+    tags = _git(checkout, "tag", "--merged", merge, "--list", "v*").decode().split()
+    found = sorted(
+        (tuple(int(n) for n in m.groups()), tag)
+        for tag in tags
+        if (m := RELEASE_TAG.match(tag))
+    )
+    if not found:
+        return BaseRelease(None, merge, f"no release tag (vX.Y.Z) is an ancestor of the merge base {merge[:12]}")
+    tag = found[-1][1]
+    return BaseRelease(
+        tag.removeprefix("v"), merge,
+        f"{tag}, the newest release the merge base {merge[:12]} descends from",
+    )  # fmt: skip
 
 
 def overlay_dir(root: Path, sha: str, base_build: str) -> Path:

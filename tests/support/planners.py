@@ -6,6 +6,9 @@
 "upstream": {...}}}`` (``upstream``: the plan's UpstreamUnderTest; default the installed torch).
 Selection itself is the selector's job (and tested there); the loop tests exercise the loop.
 
+``release_or_labelled_planner``: a release replay planned by the default planner, any other
+event by ``labelled_planner``.
+
 ``small_selector_planner`` (RELAY_PLANNER=tests.support.planners:small_selector_planner): a real
 selection over the small generated universe, run as quick sample tests standing in for the
 selected variants (the `relay replay --events` tests).
@@ -30,6 +33,7 @@ from wire.github.events import UpstreamEvent
 LABELLED = "tests.support.planners:labelled_planner"
 LOSING = "tests.support.planners:losing_planner"
 REPLAY_OR_LABELLED = "tests.support.planners:replay_or_labelled_planner"
+RELEASE_OR_LABELLED = "tests.support.planners:release_or_labelled_planner"
 SMALL_SELECTOR = "tests.support.planners:small_selector_planner"
 
 #: the sample suite the runner tests run (node ids relative to the project root)
@@ -93,6 +97,17 @@ def replay_or_labelled_planner(event: UpstreamEvent, settings: Settings) -> RunP
         ),
         head_rev=event.head_ref,
     )
+
+
+def release_or_labelled_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
+    """A release replay is planned by the workers' default planner (the product's plan, run
+    under the head release); other events by ``labelled_planner`` (the same plan's shards on
+    another torch, to compare)."""
+    if event.event == "periodic":
+        from workers.plan import default_planner
+
+        return default_planner(event, settings)
+    return labelled_planner(event, settings)
 
 
 def small_selection(event: str, budget: float | None) -> Any:

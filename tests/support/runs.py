@@ -11,7 +11,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.support.planners import LABELLED, LOSING, REPLAY_OR_LABELLED, SAMPLE
+from tests.support.planners import (
+    LABELLED,
+    LOSING,
+    RELEASE_OR_LABELLED,
+    REPLAY_OR_LABELLED,
+    SAMPLE,
+)
 from tests.support.services import GITHUB_FIXTURES
 from tests.support.stack import UPSTREAM
 
@@ -107,6 +113,7 @@ class SampleRuns:
     PLANS = PLANS
     LABELLED_PLANNER = LABELLED
     REPLAY_OR_LABELLED_PLANNER = REPLAY_OR_LABELLED
+    RELEASE_OR_LABELLED_PLANNER = RELEASE_OR_LABELLED
     LOSING_PLANNER = LOSING
     ids = staticmethod(ids)
     write_plans = staticmethod(write_plans)
