@@ -5,7 +5,8 @@ A :class:`Host` is a project folder to run code from, an environment with its ow
 clone`` of HEAD at a path of its own (:func:`clone_host`); where the machine allows it (``unshare
 -m``, root), each of its processes runs in a mount namespace of its own in which the other hosts'
 folders are empty (the interpreter's environment, which may live inside another host's folder,
-is bound back). tests/workers/test_multi_host.py makes its hosts the same way.
+is bound back). tests/workers/test_multi_host.py gets this module through the ``multi_hosts``
+fixture (tests/workers/conftest.py).
 """
 
 from __future__ import annotations

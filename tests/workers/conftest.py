@@ -20,3 +20,12 @@ def prefork_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="session")
+def multi_hosts() -> Any:
+    """:mod:`tests.support.hosts`: hosts that share no disk on one machine (a folder, its own
+    RELAY_VAR_DIR and HOME, its own mount namespace where the machine allows it)."""
+    from tests.support import hosts
+
+    return hosts

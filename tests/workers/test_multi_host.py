@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,67 +36,7 @@ pytestmark = pytest.mark.long
 SLOW = {"SAMPLE_SLOW_SECONDS": "1.5"}
 
 
-#: in its own mount namespace a shard host sees none of the other hosts' folders: tmpfs over
-#: each, the interpreter's environment (which may live inside host A's folder) bound back
-_HIDE = """
-set -e
-mount --make-rprivate /
-if [ -n "$KEEP" ]; then mkdir -p "$STASH"; mount --bind "$KEEP" "$STASH"; fi
-for d in $HIDE; do mount -t tmpfs tmpfs "$d"; done
-if [ -n "$KEEP" ]; then mkdir -p "$KEEP"; mount --bind "$STASH" "$KEEP"; fi
-exec "$@"
-"""
-
-
-def _namespaces_allowed() -> bool:
-    try:
-        return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
-    except OSError:
-        return False
-
-
-@dataclass
-class Host:
-    name: str
-    root: Path  # the project folder this host runs its code from
-    env: dict[str, str]
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    hide: list[Path] = field(default_factory=list)  # other hosts' folders (own mount namespace)
-
-    @property
-    def var(self) -> Path:
-        return Path(self.env["RELAY_VAR_DIR"])
-
-    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        log = open(self.var / f"{name}.log", "wb")  # noqa: SIM115 - the process's, closed with it
-        command, env = [sys.executable, *args], self.env
-        if self.hide:
-            prefix = Path(sys.prefix)
-            keep = prefix if any(prefix.is_relative_to(h) for h in self.hide) else None
-            env = {
-                **env, "HIDE": " ".join(str(h) for h in self.hide),
-                "KEEP": str(keep or ""), "STASH": str(self.var.parent / "stash"),
-            }  # fmt: skip
-            command = ["unshare", "-m", "sh", "-c", _HIDE, "sh", *command]
-        proc = subprocess.Popen(
-            command, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-        log.close()
-        self.procs.append(proc)
-        return proc
-
-    def log(self, name: str) -> str:
-        return (self.var / f"{name}.log").read_text(errors="replace")
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _wait(what: str, check: Callable[[], Any], hosts: list[Host], timeout: float = 180) -> Any:
+def _wait(what: str, check: Callable[[], Any], hosts: list[Any], timeout: float = 180) -> Any:
     import time
 
     deadline = time.monotonic() + timeout
@@ -115,13 +55,13 @@ def _wait(what: str, check: Callable[[], Any], hosts: list[Host], timeout: float
 
 @dataclass
 class Cluster:
-    a: Host
-    shard_hosts: list[Host]
+    a: Any  # tests.support.hosts.Host (through the multi_hosts fixture)
+    shard_hosts: list[Any]
     api: str
     database_url: str
 
     @property
-    def hosts(self) -> list[Host]:
+    def hosts(self) -> list[Any]:
         return [self.a, *self.shard_hosts]
 
     def job(self, delivery_id: str) -> Job | None:
@@ -156,6 +96,7 @@ def cluster(
     free_port: Callable[[], int],
     sample_runs: Any,
     relay_up: Any,
+    multi_hosts: Any,
 ) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("multi-host")
     broker = fresh_redis_url()
@@ -184,23 +125,12 @@ def cluster(
             "RELAY_NIGHTLY_CRON": "",
             "RELAY_CALLBACK_URL": "",
         }
-        hosts: list[Host] = []
-        for name, root in [("A", repo_root), ("B1", None), ("B2", None)]:
-            home = tmp / name / "home"
-            home.mkdir(parents=True)
-            if root is None:  # a shard host: its own clone, at a path of its own
-                root = tmp / name / f"srv-{name.lower()}" / "crcr-relay"
-                subprocess.run(
-                    ["git", "clone", "--quiet", str(repo_root), str(root)],
-                    check=True, timeout=300,
-                )  # fmt: skip
-            env = {**shared, "HOME": str(home), "RELAY_VAR_DIR": str(tmp / name / "var")}
-            if name != "A":  # the clone's code, not host A's
-                env |= {"PYTHONPATH": str(root), "RELAY_RUNS_KEEP_SECONDS": "3600"}
-            (tmp / name / "var").mkdir()
-            hosts.append(Host(name, root, env))
-        a, shard_hosts = hosts[0], hosts[1:]
-        if _namespaces_allowed():  # else different paths only
+        a = multi_hosts.make_host("A", repo_root, tmp, shared)
+        shard_hosts = [multi_hosts.clone_host(n, repo_root, tmp, shared) for n in ("B1", "B2")]
+        for host in shard_hosts:  # they keep their scratch: the test sees which host ran what
+            host.env["RELAY_RUNS_KEEP_SECONDS"] = "3600"
+        hosts = [a, *shard_hosts]
+        if multi_hosts.namespaces_allowed():  # else different paths only
             for host in shard_hosts:
                 host.hide = [a.root, tmp / "A", *(tmp / h.name for h in shard_hosts if h != host)]
         for host in shard_hosts:  # it runs its own code: the project is where it is installed
