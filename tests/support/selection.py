@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backends import get_backend
-from backends.base import FlatEstimate
+from evaluation.scores import FLAT_RUNNER_PRIOR  # the evaluation's flat runner prior
 from selector import (
     Costs,
     DurationEstimate,
@@ -21,10 +21,6 @@ from selector import (
     unanalysed,
 )
 from upstream.changes import ChangeFacts
-
-#: runner-seconds of a variant nobody measured (the prior the selector used by default before
-#: its caller had to give one)
-FLAT_RUNNER_PRIOR = FlatEstimate(per_test=0.2, source="flat-runner-prior")
 
 
 def costs(
