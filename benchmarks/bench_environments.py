@@ -14,13 +14,11 @@ N = BENCH_ENV_TESTS (default 60) bundled spyre variants, a fixed seed, for the s
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import random
 import statistics
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -33,7 +31,7 @@ from store.models import Shard, TestResult
 from store.settings import get_settings
 from tests.support.overlay_repo import OverlayUpstream, overlay_upstream
 from tests.support.services import free_port
-from tests.support.stack import UPSTREAM, Stack, start_stack
+from tests.support.stack import Stack, pull_request_opened, start_stack
 from upstream.undertest import (
     RunEnvironment,
     UpstreamUnderTest,
@@ -47,19 +45,6 @@ N = int(os.environ.get("BENCH_ENV_TESTS", "60"))
 REPEATS = int(os.environ.get("BENCH_ENV_REPEATS", "3"))
 SPYRE = get_backend("spyre")
 RUNNER = SPYRE.runner_config(SPYRE.default_specs)
-
-
-def _pull_request(base: str, head: str) -> bytes:
-    number = uuid.uuid4().int % 10**6 + 1000
-    return json.dumps({
-        "action": "opened", "number": number,
-        "pull_request": {
-            "number": number, "state": "open", "merged": False, "labels": [],
-            "head": {"sha": head, "ref": "feature"}, "base": {"sha": base, "ref": "main"},
-            "author_association": "MEMBER", "user": {"login": "bench"},
-        },
-        "repository": {"full_name": UPSTREAM}, "sender": {"login": "bench"},
-    }).encode()  # fmt: skip
 
 
 def _new_head(repo: OverlayUpstream, n: int) -> str:
@@ -111,11 +96,11 @@ def _pull_requests(repo: OverlayUpstream) -> tuple[float, list[float], int]:
         },
     )  # fmt: skip
     try:
-        warm = stack.submit(_pull_request(repo.base, repo.head))
+        warm = stack.submit(pull_request_opened(repo.base, repo.head, login="bench"))
         stack.wait_job(warm, timeout=3600)
         head = _new_head(repo, time.time_ns())
         start = time.perf_counter()
-        delivery_id = stack.submit(_pull_request(repo.base, head))
+        delivery_id = stack.submit(pull_request_opened(repo.base, head, login="bench"))
         first = _first_result_seconds(stack, delivery_id, start)
         job = stack.wait_job(delivery_id, timeout=3600)
         if job.upstream_under_test.get("kind") != "overlay" or not job.tests_total:

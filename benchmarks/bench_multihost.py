@@ -19,8 +19,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -30,11 +28,11 @@ from typing import Any
 
 import httpx
 from sqlalchemy import func, select
-from workers.sharding import shard_by_time
 
 from backends import get_backend
 from benchmarks.report import Report
 from inventory.build import universe_from_inventory
+from planner.sharding import shard_by_time
 from store.db import session_scope
 from store.models import Job, TestResult
 from store.settings import get_settings
@@ -108,15 +106,7 @@ def _seed(tmp: Path) -> Path:
 
 
 def _start_control(a: Host, port: int) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "cli", "db", "upgrade"], cwd=a.root, env=a.env, check=True,
-        capture_output=True, timeout=120,
-    )  # fmt: skip
-    a.start("api", "-m", "uvicorn", "relay.app:app", "--port", str(port))
-    a.start("control", "-m", "cli", "worker", "--queues", "relay")
-    a.start("planner", "-m", "cli", "worker", "--queues", "plan")
-    a.start("beat", "-m", "celery", "-A", "workers.celery_app", "beat",
-            "--schedule", str(a.var / "celerybeat-schedule"))  # fmt: skip
+    a.start_control(port)
 
     def up() -> bool:
         try:

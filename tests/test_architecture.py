@@ -332,3 +332,13 @@ def test_the_limits_are_one_table_the_store_holds() -> None:
         assert limit_of(name) <= width, name
     assert set(deliveries.COLUMN_WIDTHS) >= set(LIMITS) - {"sha", "text"}
     assert MAX_NUMBER == deliveries.MAX_INTEGER
+
+
+def test_every_benchmark_module_imports() -> None:
+    """The benchmarks are not run by the suite; a module moved under them must still fail it."""
+    names = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__main__")
+    code = "import importlib, sys\nfor n in sys.argv[1:]: importlib.import_module('benchmarks.' + n)"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *names], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

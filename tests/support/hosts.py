@@ -72,6 +72,25 @@ class Host:
         self.procs.append(proc)
         return proc
 
+    def start_control(self, port: int) -> None:
+        """The control side of a stack on this host: the database migrated, then the API on
+        ``port``, the control and planner workers and the beat (the caller waits for them)."""
+        subprocess.run(
+            [sys.executable, "-m", "cli", "db", "upgrade"],
+            cwd=self.root,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        self.start("api", "-m", "uvicorn", "relay.app:app", "--port", str(port))
+        self.start("control", "-m", "cli", "worker", "--queues", "relay")
+        self.start("planner", "-m", "cli", "worker", "--queues", "plan")
+        schedule = str(self.var / "celerybeat-schedule")
+        self.start(
+            "beat", "-m", "celery", "-A", "workers.celery_app", "beat", "--schedule", schedule
+        )
+
     def log(self, name: str) -> str:
         path = self.var / f"{name}.log"
         return path.read_text(errors="replace") if path.is_file() else ""

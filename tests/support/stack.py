@@ -177,6 +177,36 @@ class Stack:
             self.log_file.close()
 
 
+def pull_request_opened(
+    base: str | None = None,
+    head: str | None = None,
+    *,
+    upstream: str = UPSTREAM,
+    login: str = "someone",
+) -> bytes:
+    """A GitHub ``pull_request`` (opened) body for ``base..head`` on ``upstream`` under a new PR
+    number; a missing SHA is a new random one (a head no checkout knows)."""
+    number = uuid.uuid4().int % 10**6 + 1000
+    pull = {
+        "number": number,
+        "state": "open",
+        "merged": False,
+        "labels": [],
+        "head": {"sha": head or uuid.uuid4().hex + "abcdefgh", "ref": "feature"},
+        "base": {"sha": base or uuid.uuid4().hex + "12345678", "ref": "main"},
+        "author_association": "MEMBER",
+        "user": {"login": login},
+    }
+    body = {
+        "action": "opened",
+        "number": number,
+        "pull_request": pull,
+        "repository": {"full_name": upstream},
+        "sender": {"login": login},
+    }
+    return json.dumps(body).encode()
+
+
 def start_local_stack(
     tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1,
     cwd: Path = REPO_ROOT,
@@ -312,6 +342,7 @@ class RelayUp:
     KINDS = KINDS
     FAIL_ONCE_LABEL = handlers.LABEL
     Stack = Stack
+    pull_request = staticmethod(pull_request_opened)
 
     @staticmethod
     def start(

@@ -11,8 +11,6 @@ changes ``torch/functional.py`` and ``native_functions.yaml``):
 from __future__ import annotations
 
 import dataclasses
-import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -43,19 +41,6 @@ def test_runs_the_head_wheel():
     assert sys.prefix == os.environ["HEAD_ENV"], sys.prefix
     assert torch.__file__.startswith(sys.prefix), torch.__file__
 """
-
-
-def pull_request(upstream: str, base: str, head: str) -> bytes:
-    number = uuid.uuid4().int % 10**6 + 1000
-    return json.dumps({
-        "action": "opened", "number": number,
-        "pull_request": {
-            "number": number, "state": "open", "merged": False, "labels": [],
-            "head": {"sha": head, "ref": "feature"}, "base": {"sha": base, "ref": "main"},
-            "author_association": "MEMBER", "user": {"login": "someone"},
-        },
-        "repository": {"full_name": upstream}, "sender": {"login": "someone"},
-    }).encode()  # fmt: skip
 
 
 @pytest.mark.slow
@@ -125,7 +110,7 @@ def test_a_compiled_change_without_head_wheel_lists_what_the_overlay_cannot_test
         "RELAY_PER_TEST_TIMEOUT": "120",
         "RELAY_WARM_POOL_AT_BOOT": "false",
     }
-    body = pull_request(relay_up.UPSTREAM, overlay_upstream.base, overlay_upstream.head)
+    body = relay_up.pull_request(overlay_upstream.base, overlay_upstream.head)
     with relay_up.running("sqlite+embedded", tmp_path, extra_env=env) as stack:
         delivery_id = stack.submit(body)
         job = stack.wait_job(delivery_id, timeout=900)

@@ -7,8 +7,6 @@ check (its cold spyre build, a minute or more, is left to the first test process
 
 from __future__ import annotations
 
-import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +17,6 @@ pytestmark = pytest.mark.long
 
 def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-
-
-def _pull_request(upstream: str) -> bytes:
-    number = uuid.uuid4().int % 10**6 + 1000
-    return json.dumps({
-        "action": "opened", "number": number,
-        "pull_request": {
-            "number": number, "state": "open", "merged": False, "labels": [],
-            "head": {"sha": uuid.uuid4().hex + "abcdefgh", "ref": "feature"},
-            "base": {"sha": uuid.uuid4().hex + "12345678", "ref": "main"},
-            "author_association": "MEMBER", "user": {"login": "someone"},
-        },
-        "repository": {"full_name": upstream}, "sender": {"login": "someone"},
-    }).encode()  # fmt: skip
 
 
 @pytest.mark.timeout(900)
@@ -51,7 +35,7 @@ def test_a_fresh_host_builds_what_it_lacks_under_its_var_dir_and_says_so(
     }
     stack = relay_up.local(var, extra_env=env, cwd=cwd)
     try:
-        job = stack.wait_job(stack.submit(_pull_request(relay_up.UPSTREAM)), timeout=120)
+        job = stack.wait_job(stack.submit(relay_up.pull_request()), timeout=120)
         assert job.conclusion == "neutral"  # no checkout: nothing can test it, said at once
     finally:
         stack.stop()

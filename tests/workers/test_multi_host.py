@@ -17,8 +17,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,15 +142,7 @@ def cluster(
         port = free_port()
         api = f"http://127.0.0.1:{port}"
         try:
-            subprocess.run(
-                [sys.executable, "-m", "cli", "db", "upgrade"], cwd=a.root, env=a.env, check=True,
-                capture_output=True, timeout=120,
-            )  # fmt: skip
-            a.start("api", "-m", "uvicorn", "relay.app:app", "--port", str(port))
-            a.start("control", "-m", "cli", "worker", "--queues", "relay")
-            a.start("planner", "-m", "cli", "worker", "--queues", "plan")
-            a.start("beat", "-m", "celery", "-A", "workers.celery_app", "beat",
-                    "--schedule", str(a.var / "celerybeat-schedule"))  # fmt: skip
+            a.start_control(port)
             for host in shard_hosts:
                 host.start("shards", "-m", "cli", "worker", "--queues", "shards")
 

@@ -4,8 +4,6 @@ webhook, the default planner, the report stage, the CRCR callback."""
 
 from __future__ import annotations
 
-import json
-import uuid
 from typing import Any
 
 import httpx
@@ -16,20 +14,6 @@ REASON = (
     "the change cannot be tested here"
 )
 TOKEN = "callback-token-for-neutral"
-
-
-def pull_request(upstream: str) -> bytes:
-    number = uuid.uuid4().int % 10**6 + 1000
-    head, base = uuid.uuid4().hex + "abcdefgh", uuid.uuid4().hex + "12345678"
-    return json.dumps({
-        "action": "opened", "number": number,
-        "pull_request": {
-            "number": number, "state": "open", "merged": False, "labels": [],
-            "head": {"sha": head, "ref": "feature"}, "base": {"sha": base, "ref": "main"},
-            "author_association": "MEMBER", "user": {"login": "someone"},
-        },
-        "repository": {"full_name": upstream}, "sender": {"login": "someone"},
-    }).encode()  # fmt: skip
 
 
 @pytest.mark.timeout(300)
@@ -44,7 +28,7 @@ def test_a_pull_request_without_checkout_concludes_neutral_with_the_reason(
         "RELAY_WARM_POOL_AT_BOOT": "false",
     }
     with relay_up.running("sqlite+embedded", tmp_path, extra_env=env) as stack:
-        delivery_id = stack.submit(pull_request(relay_up.UPSTREAM))
+        delivery_id = stack.submit(relay_up.pull_request())
         job = stack.wait_job(delivery_id, timeout=60)
         assert (job.status, job.conclusion, job.tests_total) == ("completed", "neutral", 0)
         detail = httpx.get(f"{stack.base_url}/api/v1/jobs/{job.id}").json()
