@@ -12,9 +12,8 @@ import typer
 from cli import options as opt
 from cli.event_selection import select_event
 from cli.progress import ProgressBar
-from cli.replay import make_env, make_head_env
-from inventory.build import universe_from_inventory
 from evaluation.release import RUNS_PER_TORCH
+from inventory.build import universe_from_inventory
 from planner.durations import base_run_history, costs_for, estimator_for
 
 

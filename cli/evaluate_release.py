@@ -18,7 +18,14 @@ import typer
 from cli import options as opt
 from cli.progress import ProgressBar
 from cli.replay import make_env, make_head_env
-from evaluation.events import StepEvents, score_step, step_selections, step_table, unit_costs
+from evaluation.events import (
+    StepEvents,
+    cut_at,
+    score_step,
+    step_selections,
+    step_table,
+    unit_costs,
+)
 from evaluation.groundtruth import eval_dir
 from evaluation.loso import (
     SHARES,
@@ -28,7 +35,6 @@ from evaluation.loso import (
     save_step,
     setting_results,
 )
-from evaluation.events import cut_at
 from evaluation.release import (
     Side,
     StepRuns,

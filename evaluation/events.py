@@ -114,13 +114,17 @@ def step_events(
             changed[(entry_of(v, tid), kind)].append(tid)
     events = [
         EntryEvent(entry=entry, kind=kind, variants=tuple(ids))
-        for (entry, kind), ids in sorted(changed.items(), key=lambda x: (KINDS.index(x[0][1]), x[0][0]))
+        for (entry, kind), ids in sorted(
+            changed.items(), key=lambda x: (KINDS.index(x[0][1]), x[0][0])
+        )
     ]
     return StepEvents(step=step, events=events, flaky=counts, excluded=len(excluded),
                       other_changes=other)  # fmt: skip
 
 
-def _one(runs: Mapping[str, Sequence[Mapping[str, str]]]) -> tuple[str, Sequence[Mapping[str, str]]]:
+def _one(
+    runs: Mapping[str, Sequence[Mapping[str, str]]],
+) -> tuple[str, Sequence[Mapping[str, str]]]:
     if len(runs) != 1 or not next(iter(runs.values())):
         raise ValueError("each side of a step is one torch with at least one run")
     return next(iter(runs.items()))
@@ -168,7 +172,9 @@ def score_step(
             share=seconds / full_seconds if full_seconds else 0.0, draws=len(draws),
         ))  # fmt: skip
         if len(draws) == 1:
-            per_event[name] = [f"{e.entry} ({e.kind})" for e in caught_by(events.events, draws[0].tests)]
+            per_event[name] = [
+                f"{e.entry} ({e.kind})" for e in caught_by(events.events, draws[0].tests)
+            ]
     return StepScores(events=events, rows=rows, full_seconds=full_seconds, per_event=per_event)
 
 

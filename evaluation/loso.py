@@ -112,7 +112,9 @@ def loso_table(loso: Loso, *, shipped: float) -> str:
             continue
         r = row.result
         cells = " | ".join(f"{r.caught[k]}/{r.events[k]}" for k in KINDS)
-        lines.append(f"| {row.step} | {100 * row.setting:.0f} % | {cells} | {100 * r.share:.1f} % |")
+        lines.append(
+            f"| {row.step} | {100 * row.setting:.0f} % | {cells} | {100 * r.share:.1f} % |"
+        )
     steps = len(loso.rows)
     default = "none" if loso.default is None else f"{100 * loso.default:.0f} %"
     lines.append(
@@ -133,9 +135,7 @@ def _step_path(folder: Path, step: str) -> Path:
     return folder / (step.replace(" -> ", "_to_") + ".json")
 
 
-def save_step(
-    folder: Path, step: str, results: StepResults, *, runs: Sequence[str]
-) -> Path:
+def save_step(folder: Path, step: str, results: StepResults, *, runs: Sequence[str]) -> Path:
     """Record a step's results at every setting, with the stored runs they rest on."""
     path = _step_path(folder, step)
     body = {

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from backends import get_backend
 from evaluation.events import StepEvents, step_events
@@ -145,7 +146,7 @@ def make_runs(
     return stored_step(step.base_version, step.head_version, runs=runs, folder=folder)
 
 
-def _read(path: Path) -> dict:  # type: ignore[type-arg]
+def _read(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 

@@ -19,7 +19,9 @@ from evaluation.loso import (
 )
 
 
-def _result(setting: float, caught: int, events: int = 2, new: tuple[int, int] = (0, 0)) -> SettingResult:
+def _result(
+    setting: float, caught: int, events: int = 2, new: tuple[int, int] = (0, 0)
+) -> SettingResult:
     return SettingResult(
         setting=setting,
         events={"regression": events, "fix": 0, "new-failing": new[1]},
@@ -47,7 +49,9 @@ def test_each_step_gets_the_share_chosen_on_the_others() -> None:
     assert loso.default == 0.20
     text = loso_table(loso, shipped=0.12)
     assert "| c | 10 % | 1/2 | 0/0 | 0/0 | 11.0 % |" in text
-    assert "default chosen on all 3 step(s): 20 %; shipped: 12 % (the shipped default is not" in text
+    assert (
+        "default chosen on all 3 step(s): 20 %; shipped: 12 % (the shipped default is not" in text
+    )
 
 
 def test_the_objective_counts_new_failing_events_and_breaks_ties_by_cost() -> None:

@@ -33,8 +33,15 @@ def _id(name: str) -> str:
 
 def _universe(key: str) -> Universe:
     variants = [
-        Variant(test_id=_id(n), file=FILE, cls=None, name=n, base=n, suite="cases",
-                op="nn.functional.relu" if "relu" in n else None)  # fmt: skip
+        Variant(
+            test_id=_id(n),
+            file=FILE,
+            cls=None,
+            name=n,
+            base=n,
+            suite="cases",
+            op="nn.functional.relu" if "relu" in n else None,
+        )
         for n in NAMES
     ]
     return Universe(variants=variants, label=f"cases {key}", key=key)

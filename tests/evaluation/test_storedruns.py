@@ -50,7 +50,9 @@ def _synthetic(count: int, seed: int = 0) -> StoredRun:
     stored = StoredRun(header=HEADER, outcomes={})
     while len(stored.outcomes) < count:
         file, template = rng.choice(files), rng.choice(templates)
-        cls = "Test" + Path(file).stem.removeprefix("test_").title().replace("_", "") + "PRIVATEUSE1"
+        cls = (
+            "Test" + Path(file).stem.removeprefix("test_").title().replace("_", "") + "PRIVATEUSE1"
+        )
         tid = f"{file}::{cls}::{template}_{rng.choice(ops)}_spyre_{rng.choice(dtypes)}"
         if tid in stored.outcomes:
             continue
