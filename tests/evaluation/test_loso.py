@@ -92,4 +92,4 @@ def test_step_results_are_recorded_and_read_back(tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text('{"version": 0}')
     assert list(load_steps(tmp_path)) == [events.step]
     with pytest.raises(ValueError, match="not a step name"):
-        save_step(tmp_path, "../x", results, runs=[])
+        save_step(tmp_path, "a/b -> c", results, runs=[])
