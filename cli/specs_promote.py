@@ -34,8 +34,16 @@ def _fail(message: str) -> None:
 
 
 def _read_runs(paths: list[Path]) -> list[dict[str, str]]:
+    from evaluation.storedruns import StoredRunError, read_run
+
     runs = []
     for p in paths:
+        if p.name.endswith(".json.xz"):  # a stored run (evaluation/data/groundtruth)
+            try:
+                runs.append(read_run(p).outcomes)
+            except StoredRunError as e:
+                _fail(str(e))
+            continue
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
