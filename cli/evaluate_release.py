@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from backends.base import torch_build
 from cli import options as opt
 from cli.progress import ProgressBar
 from cli.replay import make_env, make_head_env
@@ -48,6 +49,7 @@ from evaluation.release import (
 from evaluation.scores import GroundTruth
 from inventory.build import universe_from_inventory
 from selector import History, SelectionPlan, Universe
+from upstream.headenv import HeadEnv
 
 
 @dataclass
@@ -75,14 +77,6 @@ def release_step(
     replay`` makes by default (the head universe collected in the head environment), the one
     over the installed universe adjusted by the facts (``--estimate-head``), and the same
     ranking uncut."""
-    from planner.release import (
-        collected_universe,
-        facts_cache_dir,
-        is_installed,
-        release_plan,
-        with_behaviour,
-    )
-
     progress = opt.Progress()
     source, facts = opt.open_facts(upstream, offline, cache_dir, from_, to, progress)
     name = f"{facts.base.resolved} -> {facts.head.resolved}"
@@ -92,54 +86,75 @@ def release_step(
     if error and not run:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1)
-    base_env = None
-    if not is_installed(facts.base.resolved):
-        base_env = make_env(facts.base.resolved, offline)
-        progress(f"base environment: {base_env.directory} (torch {base_env.torch_build})")
-        installed = collected_universe(base_env)
-    else:
-        installed = universe_from_inventory()
-    env = make_head_env(facts, offline)
-    head = collected_universe(env)
-    from backends.base import torch_build
-
-    builds = {base_v: base_env.torch_build if base_env else torch_build(), head_v: env.torch_build}
+    base, head, envs = _sides(facts, base_v, head_v, offline=offline, progress=progress)
     if run and step.missing:
-        sides = [
-            Side(base_v, builds[base_v], installed,
-                 str(base_env.python) if base_env else None, base_env.env if base_env else None),
-            Side(head_v, builds[head_v], head, str(env.python), env.env),
-        ]  # fmt: skip
         with ProgressBar("ground-truth runs (base and head)") as bar:
-            step = make_runs(step, sides, runs=torch_runs, log=typer.echo, progress=bar.update)
+            step = make_runs(step, [base, head], runs=torch_runs, log=typer.echo,
+                             progress=bar.update)  # fmt: skip
     typer.echo(step.describe())
-    for note in notes(step, builds):
+    for note in notes(step, {base_v: base.torch_build, head_v: head.torch_build}):
         typer.echo(f"note: {note}")
     # the selector's base history and the measured seconds read this host's cache of the runs
-    seed_cache(installed, step.runs[base_v][0])
-    seed_cache(head, step.runs[head_v][0])
+    seed_cache(base.universe, step.runs[base_v][0])
+    seed_cache(head.universe, step.runs[head_v][0])
     changed = [f.path for f in facts.files]
-    truth, events = step_truth(step, name=name, changed_files=changed, base=installed, head=head)
-    plan_notes: list[str] = []
-    facts = with_behaviour(
-        facts, cache_dir=facts_cache_dir(source, cache_dir), offline=offline, notes=plan_notes,
-        progress=progress, base_env=base_env, head_env=env,
-    )  # fmt: skip
-    for note in plan_notes:
-        progress(note)
+    truth, events = step_truth(step, name=name, changed_files=changed, base=base.universe,
+                               head=head.universe)  # fmt: skip
     options = dict(
         budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
         min_closeness=focus, budget_share=budget_share,
     )  # fmt: skip
-    collected = release_plan(source, facts, installed=installed, head=head, **options).plan
-    estimated = release_plan(source, facts, installed=installed, **options).plan
-    options.update(budget_seconds=None, budget_share=None)
-    uncut = release_plan(source, facts, installed=installed, head=head, **options).plan
+    plans, uncut = _plans(source, facts, base, head, options, envs=envs, cache_dir=cache_dir,
+                          offline=offline, progress=progress)  # fmt: skip
     return ReleaseStep(
-        name=name, truth=truth, events=events, runs=step, head=head, changed_files=changed,
-        plans={"ours": collected, "ours, head estimated (--estimate-head)": estimated},
-        uncut=uncut,
+        name=name, truth=truth, events=events, runs=step, head=head.universe,
+        changed_files=changed, plans=plans, uncut=uncut,
     )  # fmt: skip
+
+
+def _sides(
+    facts: Any, base_v: str, head_v: str, *, offline: bool, progress: Any
+) -> tuple[Side, Side, tuple[HeadEnv | None, HeadEnv]]:
+    """Both torches of the step, each in its own environment (the base in this interpreter
+    when it is the installed torch), with the universe collected under it; and the two
+    environments (None: the installed torch)."""
+    from planner.release import collected_universe, is_installed
+
+    base_env = None
+    if is_installed(facts.base.resolved):
+        base = Side(base_v, torch_build(), universe_from_inventory())
+    else:
+        base_env = make_env(facts.base.resolved, offline)
+        progress(f"base environment: {base_env.directory} (torch {base_env.torch_build})")
+        base = Side(base_v, base_env.torch_build, collected_universe(base_env),
+                    str(base_env.python), base_env.env)  # fmt: skip
+    env = make_head_env(facts, offline)
+    head = Side(head_v, env.torch_build, collected_universe(env), str(env.python), env.env)
+    return base, head, (base_env, env)
+
+
+def _plans(
+    source: Any, facts: Any, base: Side, head: Side, options: dict[str, Any], *,
+    envs: tuple[HeadEnv | None, HeadEnv], cache_dir: Any, offline: bool, progress: Any,
+) -> tuple[dict[str, SelectionPlan], SelectionPlan]:  # fmt: skip
+    """Ours (the head collected, and the head estimated) and the same ranking uncut, with the
+    behaviour fingerprints of both torches (``envs``: their environments)."""
+    from planner.release import facts_cache_dir, release_plan, with_behaviour
+
+    plan_notes: list[str] = []
+    facts = with_behaviour(
+        facts, cache_dir=facts_cache_dir(source, cache_dir), offline=offline, notes=plan_notes,
+        progress=progress, base_env=envs[0], head_env=envs[1],
+    )  # fmt: skip
+    for note in plan_notes:
+        progress(note)
+    installed = base.universe
+    collected = release_plan(source, facts, installed=installed, head=head.universe, **options)
+    estimated = release_plan(source, facts, installed=installed, **options)
+    options = {**options, "budget_seconds": None, "budget_share": None}
+    uncut = release_plan(source, facts, installed=installed, head=head.universe, **options)
+    plans = {"ours": collected.plan, "ours, head estimated (--estimate-head)": estimated.plan}
+    return plans, uncut.plan
 
 
 def step_report(step: ReleaseStep, *, profiling_map: Any, estimator: Any, shipped: float) -> str:
