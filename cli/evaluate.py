@@ -12,7 +12,7 @@ import typer
 from cli import options as opt
 from cli.event_selection import select_event
 from cli.progress import ProgressBar
-from cli.replay import make_env, make_head_env
+from evaluation.release import RUNS_PER_TORCH
 from inventory.build import universe_from_inventory
 from planner.durations import base_run_history, costs_for, estimator_for
 
@@ -38,8 +38,16 @@ def evaluate(
     run: bool = typer.Option(
         False,
         "--run",
-        help="run missing ground truth (long: the full universe, then each mutant or the head "
-        "torch's full universe; cached in RELAY_VAR_DIR/eval)",
+        help="run missing ground truth (long: the full universe, then each mutant, cached in "
+        "RELAY_VAR_DIR/eval; release: each torch's missing full runs, stored in "
+        "evaluation/data/groundtruth)",
+    ),
+    torch_runs: int = typer.Option(
+        RUNS_PER_TORCH,
+        "--torch-runs",
+        min=1,
+        max=2,
+        help="release: full runs per torch --run makes (two show the flaky variants)",
     ),
     full: bool = typer.Option(
         False,
@@ -78,12 +86,24 @@ def evaluate(
     if kind == "catch":
         _catch(suite, sample=sample, seed=seed, budget=budget, minutes=minutes, report=report)
         return
+    step = None
     if kind == "release" and ground_truth is None:
-        truth, universe, plans, more = _release_eval(
+        from cli.evaluate_release import release_step
+
+        step = release_step(
             from_, to, upstream=upstream, offline=offline, cache_dir=cache_dir, run=run,
-            budget=budget, profiling_map=profiling_map, no_import_map=no_import_map, focus=focus,
-            budget_share=budget_share or None,
+            torch_runs=torch_runs, budget=budget, profiling_map=profiling_map,
+            no_import_map=no_import_map, focus=focus, budget_share=budget_share or None,
         )  # fmt: skip
+        truth, universe = step.truth, step.head
+        names = [e.name for e in truth.events]
+        plans = dict.fromkeys(names, step.plans["ours"])
+        more = {
+            "ours, head estimated (--estimate-head)": dict.fromkeys(
+                names, step.plans["ours, head estimated (--estimate-head)"]
+            ),
+            "ours, no budget cut": dict.fromkeys(names, step.uncut),
+        }
     else:
         universe = universe_from_inventory(suites=suite)
         truth = (
@@ -111,6 +131,13 @@ def evaluate(
     if uncut:
         text += "\nrecall-cost curve (the uncut ranking; share of the applicable runner-s):\n"
         text += "\n".join(recall_curve(truth, uncut, universe, estimator=estimator))
+    if step is not None:
+        from cli.evaluate_release import step_report
+        from planner.release import DEFAULT_RELEASE_SHARE
+
+        text += "\n\n" + step_report(
+            step, profiling_map=profiling_map, estimator=estimator, shipped=DEFAULT_RELEASE_SHARE
+        )
     typer.echo(text)
     for event in truth.events:
         if event.kind == "release":
@@ -197,63 +224,3 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
             costs=costs,
         )  # fmt: skip
     return plans
-
-
-def _release_eval(from_, to, *, upstream, offline, cache_dir, run, budget, profiling_map,
-                  no_import_map, focus, budget_share):  # fmt: skip
-    """The release step's ground truth (two full runs, each under its own torch: the base in
-    its own environment unless it is the installed torch) and its plans: the one ``relay
-    replay`` makes by default (behaviour fingerprints, the head universe collected in the head
-    environment) and the one over the installed universe adjusted by the change facts (``relay
-    replay --estimate-head``)."""
-    from evaluation.release import release_truth
-    from planner.release import (
-        collected_universe,
-        facts_cache_dir,
-        is_installed,
-        release_plan,
-        with_behaviour,
-    )
-
-    progress = opt.Progress()
-    source, facts = opt.open_facts(upstream, offline, cache_dir, from_, to, progress)
-    base_env = None
-    if not is_installed(facts.base.resolved):
-        base_env = make_env(facts.base.resolved, offline)
-        progress(f"base environment: {base_env.directory} (torch {base_env.torch_build})")
-        installed = collected_universe(base_env)
-    else:
-        installed = universe_from_inventory()
-    env = make_head_env(facts, offline)
-    head = collected_universe(env)
-    with ProgressBar("ground-truth runs (base and head)") as bar:
-        truth = release_truth(
-            facts, installed=installed, env=env, head=head, run=run, base_env=base_env,
-            log=typer.echo, progress=bar.update,
-        )  # fmt: skip
-    if not truth.events:
-        typer.echo("no ground truth yet: add --run (the full universe under both torches)",
-                   err=True)  # fmt: skip
-        raise typer.Exit(1)
-    notes: list[str] = []
-    facts = with_behaviour(
-        facts, cache_dir=facts_cache_dir(source, cache_dir), offline=offline, notes=notes,
-        progress=progress, base_env=base_env, head_env=env,
-    )  # fmt: skip
-    for note in notes:
-        progress(note)
-    options = dict(
-        budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
-        min_closeness=focus, budget_share=budget_share,
-    )  # fmt: skip
-    # ours: what `relay replay` plans by default (the head universe collected in the head
-    # environment the fingerprints need anyway); beside it the universe estimated from the facts
-    collected = release_plan(source, facts, installed=installed, head=head, **options).plan
-    estimated = release_plan(source, facts, installed=installed, **options).plan
-    names = [e.name for e in truth.events]
-    more = {"ours, head estimated (--estimate-head)": dict.fromkeys(names, estimated)}
-    # the same ranking without a budget: what each share of the runner-seconds would catch
-    options.update(budget_seconds=None, budget_share=None)
-    uncut = release_plan(source, facts, installed=installed, head=head, **options).plan
-    more["ours, no budget cut"] = dict.fromkeys(names, uncut)
-    return truth, head, dict.fromkeys(names, collected), more

@@ -3,7 +3,8 @@
 With ``--runs`` (ground-truth runs, ``{test id: outcome}`` as ``relay eval`` caches them in
 ``RELAY_VAR_DIR/eval/runs``), the variants that did not pass are run once more to read their failure
 messages (``--no-classify`` skips that), and the baseline summary is written. Without, the
-committed summary is used. Then the promoted spec is rendered from the summary, keeping the
+committed summary is used. The failing variants' classes are read by dtype and device as well
+as by message (:mod:`evaluation.labels`). Then the promoted spec is rendered from the summary, keeping the
 current file's hand-written entries: printed as a diff, or written with ``--write``.
 """
 
@@ -33,8 +34,16 @@ def _fail(message: str) -> None:
 
 
 def _read_runs(paths: list[Path]) -> list[dict[str, str]]:
+    from evaluation.storedruns import StoredRunError, read_run
+
     runs = []
     for p in paths:
+        if p.name.endswith(".json.xz"):  # a stored run (evaluation/data/groundtruth)
+            try:
+                runs.append(read_run(p).outcomes)
+            except StoredRunError as e:
+                _fail(str(e))
+            continue
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
@@ -46,6 +55,7 @@ def _read_runs(paths: list[Path]) -> list[dict[str, str]]:
 
 
 def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dict[str, object]:
+    from evaluation.labels import device_facts, relabel
     from inventory.build import universe_from_inventory
     from testspecs.collect import generic_class
     from testspecs.promote import BAD, CODES, Record, summarize
@@ -98,9 +108,13 @@ def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dic
     how = (
         f"failing variants run once more under {DEVICE_SPEC.name}'s tolerances" if reruns else None
     )
-    return summarize(
+    summary = summarize(
         records, runs=[p.as_posix() for p in paths], universe=universe.label, rerun=how
     )
+    # the xfail reasons by dtype and device too, not by the message alone (evaluation.labels)
+    facts = device_facts(variants, spec=DEVICE_SPEC)
+    by_record = {r: facts[v.test_id] for v, r in zip(variants, records, strict=True)}
+    return relabel(summary, records, by_record)
 
 
 def _rerun(variants: list[Any], processes: int) -> dict[str, tuple[str, str | None]]:
@@ -159,7 +173,9 @@ def _rerun(variants: list[Any], processes: int) -> dict[str, tuple[str, str | No
 
 def promote(
     runs: list[Path] = typer.Option(
-        [], "--runs", help="full runs ({test id: outcome} JSON, e.g. RELAY_VAR_DIR/eval/runs/*-baseline.json)"
+        [],
+        "--runs",
+        help="full runs ({test id: outcome} JSON, e.g. RELAY_VAR_DIR/eval/runs/*-baseline.json)",
     ),
     summary: Path = typer.Option(
         BASELINE_SUMMARY, "--summary", help="the baseline summary (written when --runs is given)"

@@ -88,6 +88,7 @@ def run_outcomes(
     start = time.perf_counter()
     outcomes: dict[str, str] = {}
     durations: dict[str, float] = {}
+    messages: dict[str, str] = {}
     traced: dict[str, set[str]] = {}
     with tempfile.TemporaryDirectory(prefix="relay-groundtruth-") as tmp:
         procs = []
@@ -97,6 +98,7 @@ def run_outcomes(
             options = ["--outcomes-out", f"{tmp}/outcomes-{i}.json", "--only-ids", str(args)]
             options += ["--durations-out", f"{tmp}/durations-{i}.json"]
             options += ["--progress-out", f"{tmp}/progress-{i}.txt"]
+            options += ["--failure-messages-out", f"{tmp}/messages-{i}.json"]
             if trace:
                 options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
             files = list(dict.fromkeys(universe.by_id[t].file for t in part))
@@ -135,6 +137,9 @@ def run_outcomes(
             timed = Path(tmp) / f"durations-{i}.json"
             if timed.is_file():
                 durations.update(json.loads(timed.read_text(encoding="utf-8")))
+            said = Path(tmp) / f"messages-{i}.json"
+            if said.is_file():
+                messages.update(json.loads(said.read_text(encoding="utf-8")))
             if trace:
                 part_trace = json.loads((Path(tmp) / f"trace-{i}.json").read_text("utf-8"))
                 for name, node_ids in part_trace.items():
@@ -144,6 +149,7 @@ def run_outcomes(
     path.write_text(json.dumps(outcomes, sort_keys=True), encoding="utf-8")
     if durations:
         durations_path(path).write_text(json.dumps(durations, sort_keys=True), encoding="utf-8")
+    messages_path(path).write_text(json.dumps(messages, sort_keys=True), encoding="utf-8")
     if trace:
         body = {name: sorted(node_ids) for name, node_ids in sorted(traced.items())}
         trace_path.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
@@ -194,6 +200,11 @@ def run_path(
 def durations_path(run: Path) -> Path:
     """The runner-seconds of each test of a cached run (setup + call + teardown), beside it."""
     return run.with_name(run.stem + ".durations.json")
+
+
+def messages_path(run: Path) -> Path:
+    """The first line of each failing test's failure in a cached run, beside it."""
+    return run.with_name(run.stem + ".messages.json")
 
 
 def trace_file(universe: Universe, cache_dir: Path | None = None) -> Path:
@@ -356,15 +367,37 @@ def release_ground_truth(
         head, mutant=None, tests=tests, python=head_python, extra_env=head_env,
         cache_dir=cache_dir, log=log, progress=progress, label="head",
     )  # fmt: skip
-    common = set(before) & set(after)
+    return release_events(
+        name, before, after, changed_files=changed_files, base_label=base.label,
+        head_label=head.label, variants=len(head),
+    )  # fmt: skip
+
+
+def release_events(
+    name: str,
+    before: Mapping[str, str],
+    after: Mapping[str, str],
+    *,
+    changed_files: Sequence[str],
+    base_label: str,
+    head_label: str,
+    variants: int,
+    flaky: frozenset[str] = frozenset(),
+) -> GroundTruth:
+    """The two events of a release step from the base's and the head's outcomes: the
+    variants of both whose outcome changed, and the variants only at head that fail there.
+    ``flaky`` variants (two runs of one torch disagree) are in neither, and counted."""
+    common = (set(before) & set(after)) - flaky
     changed = sorted(t for t in common if before[t] != after[t])
-    new = sorted(set(after) - set(before))
+    new = sorted(set(after) - set(before) - flaky)
     new_failing = [t for t in new if after[t] in FAILURES]
     gone = len(set(before) - set(after))
     detail = (
         f"{len(common)} variants in both runs, {len(new)} only at head, {gone} only at base; "
-        f"base {base.label}, head {head.label}"
+        f"base {base_label}, head {head_label}"
     )
+    if flaky:
+        detail += f"; {len(flaky)} flaky variants left out"
     files = list(changed_files)
     events = [
         GroundTruthEvent(
@@ -379,8 +412,9 @@ def release_ground_truth(
         ),
     ]
     return GroundTruth(
-        kind="release", universe=head.label, variants=len(head), events=events, method="outcomes"
-    )
+        kind="release", universe=head_label, variants=variants, events=events,
+        method="outcomes",
+    )  # fmt: skip
 
 
 def event_facts(event: GroundTruthEvent) -> ChangeFacts:

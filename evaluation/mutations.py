@@ -169,6 +169,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write {node id: seconds} here (setup, call and teardown: the runner's time)",
     )
     parser.addoption(
+        "--failure-messages-out",
+        default=None,
+        help="write {node id: first line of its first failure} here",
+    )
+    parser.addoption(
         "--progress-out",
         default=None,
         help="append one line per finished test here (a parent process counts them)",
@@ -183,6 +188,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 _OUTCOMES: dict[str, str] = {}
 _DURATIONS: dict[str, float] = {}
+_MESSAGES: dict[str, str] = {}
 
 
 _PROGRESS: list[str] = []
@@ -215,6 +221,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _OUTCOMES[report.nodeid] = fold(_OUTCOMES.get(report.nodeid), report)
     _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+    if report.failed and report.nodeid not in _MESSAGES:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        text = str(getattr(crash, "message", None) or report.longreprtext or "")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        _MESSAGES[report.nodeid] = lines[0][:300] if lines else ""
     if report.when == "teardown" and _PROGRESS:
         with open(_PROGRESS[0], "a", encoding="utf-8") as out:
             out.write(report.nodeid + "\n")
@@ -228,6 +239,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if durations:
         timed = {k: round(v, 6) for k, v in sorted(_DURATIONS.items())}
         Path(durations).write_text(json.dumps(timed), encoding="utf-8")
+    messages = session.config.getoption("--failure-messages-out")
+    if messages:
+        Path(messages).write_text(json.dumps(_MESSAGES, sort_keys=True), encoding="utf-8")
     trace = session.config.getoption("--mutant-trace")
     if trace:
         body = {name: sorted(ids) for name, ids in sorted(_TRACE.items())}
