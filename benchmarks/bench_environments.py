@@ -25,10 +25,10 @@ from sqlalchemy import func, select
 
 from backends import get_backend
 from benchmarks.report import Report
+from config.settings import get_settings
 from inventory.build import universe_from_inventory
 from store.db import session_scope
 from store.models import Shard, TestResult
-from store.settings import get_settings
 from tests.support.overlay_repo import OverlayUpstream, overlay_upstream
 from tests.support.services import free_port
 from tests.support.stack import Stack, pull_request_opened, start_stack

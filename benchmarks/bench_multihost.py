@@ -31,11 +31,11 @@ from sqlalchemy import func, select
 
 from backends import get_backend
 from benchmarks.report import Report
+from config.settings import get_settings
 from inventory.build import universe_from_inventory
 from planner.sharding import shard_by_time
 from store.db import session_scope
 from store.models import Job, TestResult
-from store.settings import get_settings
 from tests.support.hosts import Host, clone_host, make_host, namespaces_allowed
 from tests.support.planners import LABELLED
 from tests.support.runs import pr_body

@@ -25,11 +25,11 @@ from sqlalchemy import func, select
 from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest
 from benchmarks.report import Report
+from config.settings import Settings
 from inventory.build import universe_from_inventory
 from planner.sharding import shard_by_time
 from store.db import session_scope
 from store.models import TestResult
-from store.settings import Settings
 from tests.support.planners import LABELLED
 from tests.support.runs import pr_body
 from tests.support.services import free_port

@@ -41,10 +41,10 @@ from typing import Any
 
 import httpx
 
+from config.settings import get_settings
 from evaluation.localrepo import LocalUpstream, commit_file
 from evaluation.mutants import Mutant
 from evaluation.observability import Probe
-from store.settings import get_settings
 
 GATING = frozenset({"mandatory_success", "xfail_strict"})
 PROJECT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """A running relay seen from outside: its webhook and /api/v1 over HTTP, and the broker.
 
 Used by `relay replay --events` (post recorded events, follow their jobs) and `relay replay
---run` (send the `workers.replay` task with store.queue's producer, follow its job).
+--run` (send the `workers.replay` task with config.broker's producer, follow its job).
 """
 
 from __future__ import annotations
@@ -216,11 +216,11 @@ def _report_changes(relay: Relay, job: dict[str, Any], result: dict[str, Any], e
 
 
 def broker_send(settings: Any) -> Callable[[str, str], str]:
-    """Send `workers.replay` through the broker with store.queue's producer (the same way
+    """Send `workers.replay` through the broker with config.broker's producer (the same way
     `relay up` requests its first-start replay)."""
 
     def send(base: str, head: str) -> str:
-        from store.queue import TASK_REPLAY, broker_reachable, make_producer
+        from config.broker import TASK_REPLAY, broker_reachable, make_producer
 
         producer = make_producer(settings)
         ok, detail = broker_reachable(producer)

@@ -411,7 +411,7 @@ def events_command(
     """`relay replay --events FILE`: typer-facing (prints, exits)."""
     import typer
 
-    from store.settings import get_settings
+    from config.settings import get_settings
 
     settings = get_settings()
     try:
@@ -442,7 +442,7 @@ def run_command(base: str, head: str, *, url: str | None, wait: float | None, er
     """`relay replay --from A --to B --run`: typer-facing (prints, exits)."""
     import typer
 
-    from store.settings import get_settings
+    from config.settings import get_settings
 
     settings = get_settings()
 

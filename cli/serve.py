@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import typer
 
+from config.broker import CONTROL_QUEUE, PLAN_QUEUE, SHARD_QUEUE
+from config.settings import Settings, get_settings
 from store import caches
 from store.db import redacted
-from store.queue import CONTROL_QUEUE, PLAN_QUEUE, SHARD_QUEUE
-from store.settings import Settings, get_settings
 from workers.harness.procs import die_with_parent
 
 #: the Celery worker processes ``relay up`` starts, by name, and the queues each consumes
@@ -56,7 +56,7 @@ def host_caches(settings: Settings) -> Path:
     """Make this host's var dir and point the workers' test processes at its torch_extensions
     (``SPYRE_EXTENSIONS_DIR``, unless the operator set it: the spyre_stack leaf reads no RELAY_
     variable), seeded from ``RELAY_CACHE_SEED``; the folder the spyre C++ core is built in."""
-    from store import logs
+    from config import logs
 
     logs.configure(settings.log_level, settings.log_json)
     settings.var_dir.mkdir(parents=True, exist_ok=True)
@@ -201,9 +201,9 @@ def _request_demo_replay(settings: Settings) -> str:
         return ""
     from sqlalchemy import func, select
 
+    from config.broker import TASK_REPLAY, make_producer
     from store.db import session_scope
     from store.models import Delivery, Job
-    from store.queue import TASK_REPLAY, make_producer
 
     base_version, _, head_version = settings.demo_replay.partition(":")
     with session_scope(settings.database_url) as session:

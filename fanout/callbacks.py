@@ -13,12 +13,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from config.settings import Settings
 from fanout import dispatch_token as tokens
 from fanout.model import PAYLOAD_KEY, Downstream
 from store import callbacks as machine
 from store import outbox
 from store.db import session_scope
-from store.settings import Settings
 from wire.crcr.allowlist import Level
 from wire.crcr.callback import CallbackBody
 from wire.values import check_moment

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from config.settings import Settings
 from fanout.github import GitHubApi, GitHubError
 from fanout.role import policy_from_json
 from store import check_updates, outbox
 from store.db import session_scope
 from store.models import CheckState, CheckUpdateState, Dispatch, Job, utcnow
-from store.settings import Settings
 from upstream.undertest import UpstreamUnderTest
 from wire.crcr.allowlist import Level
 from wire.github.events import CIFLOW_LABEL_PREFIX, UpstreamEvent, load_event

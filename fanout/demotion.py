@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
+from config.settings import Settings
 from fanout.github import GitHubApi, GitHubError
 from store import outbox
 from store.db import session_scope
-from store.settings import Settings
 from wire.crcr.allowlist import Level
 
 log = logging.getLogger("fanout.demotion")

@@ -20,13 +20,13 @@ from typing import Any
 from celery.schedules import crontab
 from sqlalchemy.orm import Session
 
+from config.settings import Settings
 from fanout.dispatch_token import new_nonce
 from fanout.github import GitHubApi, GitHubError
 from fanout.model import Downstream
 from store import deliveries, outbox
 from store.db import session_scope
 from store.deliveries import DeliveryCreate, StoreOutcome
-from store.settings import Settings
 from wire.github.events import Envelope, normalize_envelope
 
 log = logging.getLogger("fanout.nightly")

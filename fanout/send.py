@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from config.logs import bind
+from config.settings import Settings
 from fanout import checks
 from fanout import dispatch_token as tokens
 from fanout import payload as payloads
@@ -24,9 +26,7 @@ from fanout.model import Downstream
 from fanout.role import policy_from_json, subject_of
 from store import outbox
 from store.db import session_scope
-from store.logs import bind
 from store.models import DispatchState, utcnow
-from store.settings import Settings
 from wire.crcr.allowlist import AllowlistEntry, Level
 from wire.github.events import UpstreamEvent, load_event, load_payload
 

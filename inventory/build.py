@@ -31,10 +31,10 @@ from typing import Any
 
 from backends import Backend, get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest, hash_files, torch_build
+from config.settings import ci_stats_dir
 from inventory.sources import BundledSuites, CheckoutTests, InventoryError, ci_file_key
 from selector.model import Universe, Variant
 from store import caches
-from store.settings import ci_stats_dir
 
 log = logging.getLogger(__name__)
 

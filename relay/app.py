@@ -14,16 +14,16 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
+from config import logs
+from config.broker import broker_reachable, make_producer
+from config.settings import Settings, get_settings
 from relay.api import router as api_router
 from relay.docs import add_docs
 from relay.github.ingress import close_writer
 from relay.github.ingress import install as install_ingress
 from relay.github.relay_role import install as install_relay_role
 from relay.web.routes import router as web_router
-from store import logs
 from store.db import get_engine
-from store.queue import broker_reachable, make_producer
-from store.settings import Settings, get_settings
 
 log = logging.getLogger("relay.app")
 

@@ -17,7 +17,7 @@ import shutil
 import time
 from pathlib import Path
 
-from store.settings import Settings, get_settings
+from config.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 

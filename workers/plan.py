@@ -19,11 +19,13 @@ from celery import Task
 from sqlalchemy import select
 
 import plugins
+from config.broker import TASK_PLAN
+from config.logs import bind
+from config.settings import Settings, get_settings
 from planner import RunPlan, ShardPolicy, cut_shards, plan_event
 from planner.durations import history_for
 from store import jobs, scheduling
 from store.db import session_scope
-from store.logs import bind
 from store.models import (
     Conclusion,
     Dispatch,
@@ -34,8 +36,6 @@ from store.models import (
     ShardState,
     TestStat,
 )
-from store.queue import TASK_PLAN
-from store.settings import Settings, get_settings
 from upstream.headenv import HeadEnvError
 from wire.github.events import UpstreamEvent, load_event
 from workers.celery_app import app

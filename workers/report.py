@@ -11,12 +11,12 @@ from typing import Any
 
 from celery import Task
 
+from config.broker import TASK_REPORT
+from config.logs import bind
+from config.settings import Settings, get_settings
 from store import jobs, scheduling
 from store.db import session_scope
-from store.logs import bind
 from store.models import Conclusion, Delivery, Dispatch, Job, JobStatus
-from store.queue import TASK_REPORT
-from store.settings import Settings, get_settings
 from upstream.undertest import UpstreamUnderTest
 from wire.crcr import callback as crcr_callback
 from wire.crcr.client import CallbackError, send

@@ -25,14 +25,14 @@ from pathlib import Path
 from celery import Task
 from sqlalchemy import select
 
+from config.broker import TASK_RUN_SHARD
+from config.logs import bind
+from config.settings import Settings, get_settings
 from planner import StoredPlan
 from store import jobs, scheduling, shards
 from store.db import session_scope
-from store.logs import bind
 from store.models import Job, JobStatus, Selection, ShardState
 from store.outcomes import Outcome, TestOutcome, capped_text
-from store.queue import TASK_RUN_SHARD
-from store.settings import Settings, get_settings
 from upstream import UpstreamError
 from upstream.headenv import HeadEnvError
 from upstream.overlay import OverlayError

@@ -16,10 +16,7 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from store import deliveries, jobs, scheduling, shards
-from store.db import session_scope
-from store.models import Conclusion, Job, JobStatus, ShardState, utcnow
-from store.queue import (
+from config.broker import (
     CONTROL_QUEUE,
     PLAN_QUEUE,
     SHARD_QUEUE,
@@ -27,7 +24,10 @@ from store.queue import (
     TASK_SWEEP_JOBS,
     queue_depth,
 )
-from store.settings import Settings, get_settings
+from config.settings import Settings, get_settings
+from store import deliveries, jobs, scheduling, shards
+from store.db import session_scope
+from store.models import Conclusion, Job, JobStatus, ShardState, utcnow
 from upstream.overlay import remove_overlays
 from workers.celery_app import app
 from workers.dispatch import sweep_outbox
@@ -45,7 +45,7 @@ def sweep_deliveries() -> int:
     again. A delivery the broker never took is still in the outbox: nothing to do here."""
     settings = get_settings()
     if queue_depth(app, CONTROL_QUEUE) != 0:
-        return 0  # messages are waiting: nothing was lost (see store.queue.queue_depth)
+        return 0  # messages are waiting: nothing was lost (see config.broker.queue_depth)
     with session_scope(settings.database_url) as session:
         stale = deliveries.stale_received(
             session, older_than=timedelta(seconds=settings.sweep_after_seconds)

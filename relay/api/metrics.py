@@ -19,11 +19,11 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
+from config.broker import CONTROL_QUEUE, SHARD_QUEUE, queue_depth
+from config.settings import Settings
 from fanout.sweep import count_overdue
 from store.db import session_scope
 from store.models import Delivery, Dispatch, Downstream, Job, JobTransition, utcnow
-from store.queue import CONTROL_QUEUE, SHARD_QUEUE, queue_depth
-from store.settings import Settings
 
 router = APIRouter(tags=["ops"])
 

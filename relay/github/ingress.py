@@ -30,11 +30,11 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
+from config.logs import bind
 from relay.bodies import BUSY_RESPONSE, Busy, TooLarge, busy_answer, read_limited
 from store import deliveries
 from store.deliveries import DeliveryCreate, StoreOutcome
 from store.group_commit import GroupCommit
-from store.logs import bind
 from wire.github import signature
 from wire.github.events import (
     LIMITS,

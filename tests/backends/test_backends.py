@@ -15,10 +15,10 @@ import pytest
 import plugins
 from backends import Backend, BackendError, get_backend
 from backends.base import PROJECT_ROOT, FlatEstimate, fresh_pytest
+from config.settings import Settings
 from inventory.build import universe_from_inventory
 from planner import RunPlan, StoredPlan
 from store.outcomes import Outcome
-from store.settings import Settings
 from workers.harness.pools import default_runner, launcher_for, runner_backend
 from workers.harness.runner import run_shard
 

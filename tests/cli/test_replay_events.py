@@ -17,11 +17,11 @@ from cli import build_app
 from cli.recorded import derive_delivery_id, load_events
 from cli.relay_client import ReplayError
 from cli.replay_events import parse_rate, percentile
+from config.settings import reset_settings_cache
 from store import migrate
 from store.db import session_scope
 from store.deliveries import DeliveryCreate, store
 from store.models import Delivery
-from store.settings import reset_settings_cache
 
 BUDGET = 0.5  # runner-seconds: the generated universe (flat 0.2 s a variant) cut to 2 variants
 

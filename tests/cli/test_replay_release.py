@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import build_app
-from store.settings import Settings, reset_settings_cache
+from config.settings import Settings, reset_settings_cache
 from wire.github.events import Envelope, normalize_envelope
 from workers.plan import default_planner
 

@@ -24,9 +24,9 @@ from cli.relay_client import (
     run_release_replay,
 )
 from cli.replay_events import run_command
+from config.settings import Settings, reset_settings_cache
 from store.db import session_scope
 from store.models import Delivery
-from store.settings import Settings, reset_settings_cache
 
 # The labelled planner never reads the versions, so the fast tests use pairs of their own; the
 # real 2.13 -> 2.14 pair is left to the slow test (the relay runs each pair once).

@@ -60,10 +60,10 @@ def bench(
     """``bench(repos, policy="", database="sqlite", **settings)``."""
     from pydantic import SecretStr
 
+    from config.settings import Settings
     from relay.app import create_app
     from store import migrate
     from store.db import dispose_engines
-    from store.settings import Settings
     from tests.support import relay_role as support
 
     stack = ExitStack()

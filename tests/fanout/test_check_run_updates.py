@@ -75,8 +75,8 @@ def test_a_callback_marks_the_update_in_its_transaction_and_the_publisher_sends_
     it."""
     from kombu import Connection
 
+    from config.broker import CONTROL_QUEUE, TASK_CHECK_RUN, make_producer
     from fanout.checks import update_for_dispatch
-    from store.queue import CONTROL_QUEUE, TASK_CHECK_RUN, make_producer
     from workers.publish import Publisher
 
     (call,) = gate.github.dispatches(GATE)

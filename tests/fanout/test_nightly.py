@@ -95,8 +95,8 @@ def test_the_upstream_head_unknown_leaves_the_slot_due(bench: Callable[..., Any]
 
 
 def test_the_beat_looks_every_minute_only_for_the_relay_role(tmp_path: Any) -> None:
-    from store.queue import TASK_DOWNSTREAM_NIGHTLIES, celery_config
-    from store.settings import Settings
+    from config.broker import TASK_DOWNSTREAM_NIGHTLIES, celery_config
+    from config.settings import Settings
 
     plain = Settings(env="development", var_dir=tmp_path)
     assert "downstream-nightlies" not in celery_config(plain)["beat_schedule"]

@@ -14,8 +14,8 @@ import pytest
 
 
 def _settings(database_url: str, broker_url: str, **extra: Any) -> Any:
+    from config.settings import Settings
     from store import migrate
-    from store.settings import Settings
 
     migrate.upgrade(database_url)
     return Settings(
@@ -51,7 +51,7 @@ def _published(settings: Any, pk: int) -> bool:
 
 def _messages(producer: Any) -> list[int]:
     """The delivery pks waiting in the control queue of the real broker (consumed)."""
-    from store.queue import CONTROL_QUEUE
+    from config.broker import CONTROL_QUEUE
 
     pks = []
     with producer.connection_for_read() as conn:
@@ -69,7 +69,7 @@ def _messages(producer: Any) -> list[int]:
 
 
 def test_each_stored_delivery_is_published_once_on_the_embedded_broker(tmp_path: Path) -> None:
-    from store.queue import make_producer
+    from config.broker import make_producer
     from workers.publish import Publisher
 
     settings = _settings(
@@ -90,9 +90,9 @@ def test_a_swept_delivery_goes_back_through_the_outbox(tmp_path: Path) -> None:
     and the publisher sends it again."""
     from datetime import timedelta
 
+    from config.broker import make_producer
     from store import deliveries
     from store.db import session_scope
-    from store.queue import make_producer
     from workers.publish import Publisher
 
     settings = _settings(
@@ -114,7 +114,7 @@ def test_a_swept_delivery_goes_back_through_the_outbox(tmp_path: Path) -> None:
 def test_a_broker_outage_keeps_deliveries_in_the_outbox(
     tmp_path: Path, own_redis: Any, postgres_url: str
 ) -> None:
-    from store.queue import make_producer
+    from config.broker import make_producer
     from workers.publish import BrokerUnavailable, Publisher
 
     settings = _settings(postgres_url, own_redis.url)
@@ -136,7 +136,7 @@ def test_postgres_notify_wakes_the_publisher(
 ) -> None:
     """With its fallback poll set to a minute, a new delivery is still published at once: the
     storing transaction's NOTIFY woke the publisher up."""
-    from store.queue import make_producer
+    from config.broker import make_producer
     from workers import publish
 
     monkeypatch.setattr(publish, "LISTEN_POLL_SECONDS", 60.0)

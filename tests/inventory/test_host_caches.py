@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import reset_settings_cache
 from inventory.build import build_inventory
 from inventory.sources import CheckoutTests
-from store.settings import reset_settings_cache
 
 MISSING = "cache entry missing on this host: building it"
 COPIED = "cache entry copied from the seed"
@@ -76,8 +76,8 @@ def test_a_fresh_var_dir_builds_its_inventory_there_and_a_seeded_one_copies_it(
 
 def test_the_caches_are_absolute_and_named(fresh_host: Path, monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:  # fmt: skip
+    from config.settings import get_settings
     from store import caches
-    from store.settings import get_settings
 
     monkeypatch.setenv("RELAY_VAR_DIR", "relative-var")
     monkeypatch.chdir(tmp_path)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from config.settings import Settings
     from store.models import Delivery
-    from store.settings import Settings
     from tests.support.stack import RelayUp, Stack
 
 #: the in-process app's body limit (tests/data/github's payloads are all below 32 KiB)
@@ -83,8 +83,8 @@ def enqueued() -> Recorder:
 def app_settings(tmp_path: Path, relay_up: RelayUp) -> Settings:
     """Settings of an in-process app: a fresh migrated SQLite database, a broker file nothing
     uses (the recorder stands in for it), the test stacks' secrets and upstream."""
+    from config.settings import Settings
     from store import migrate
-    from store.settings import Settings
 
     database_url = f"sqlite:///{tmp_path}/relay.sqlite"
     migrate.upgrade(database_url)

@@ -9,12 +9,12 @@ from typing import Any
 
 from sqlalchemy import select
 
+from config.settings import Settings
 from store import jobs, migrate
 from store.db import session_scope
 from store.jobs import JobKey
 from store.models import TestResult
 from store.outcomes import Outcome, TestOutcome
-from store.settings import Settings
 from workers.run import with_failure_text
 
 

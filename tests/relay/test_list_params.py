@@ -11,8 +11,8 @@ import pytest
 def _list_paths() -> list[str]:
     """The API's GET endpoints without path parameters (its lists and its single documents),
     from the app's OpenAPI document."""
+    from config.settings import Settings
     from relay.app import create_app
-    from store.settings import Settings
 
     app = create_app(Settings(env="development", database_url="sqlite://", log_json=False))
     return sorted(

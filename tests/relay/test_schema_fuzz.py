@@ -37,9 +37,9 @@ EXAMPLES = int(os.environ.get("RELAY_SCHEMA_EXAMPLES", "20"))
 def _app(tmp: Path) -> Any:
     from pydantic import SecretStr
 
+    from config.settings import Settings
     from relay.app import create_app
     from store import migrate
-    from store.settings import Settings
 
     database_url = f"sqlite:///{tmp}/relay.sqlite"
     migrate.upgrade(database_url)

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.settings import Settings
 from fanout.checks import create_for_dispatch, update_for_dispatch
 from fanout.github import GitHubApi
 from fanout.send import SendResult, send_one
 from store import check_updates, outbox
 from store.db import session_scope
 from store.models import Dispatch, DispatchState
-from store.settings import Settings
 from tests.support.fake_github import FakeGitHub
 from wire.github.signature import sign
 

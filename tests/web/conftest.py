@@ -62,10 +62,10 @@ def hud(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, relay_up: Any,
     fresh_postgres_database: Any,
 ) -> Iterator[Hud]:  # fmt: skip
+    from config.settings import Settings
     from relay.app import create_app
     from store import migrate
     from store.db import dispose_engines
-    from store.settings import Settings
 
     tmp = tmp_path_factory.mktemp(f"hud-{request.param}")
     with (
@@ -93,10 +93,10 @@ def hud(
 @pytest.fixture
 def empty_hud(tmp_path: Path, relay_up: Any) -> Iterator[Any]:
     """A TestClient on a freshly migrated database: no delivery, no job, no downstream."""
+    from config.settings import Settings
     from relay.app import create_app
     from store import migrate
     from store.db import dispose_engines
-    from store.settings import Settings
 
     url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
     migrate.upgrade(url)

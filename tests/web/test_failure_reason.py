@@ -35,8 +35,8 @@ def _failed_plan(
 ) -> tuple[Any, int]:
     """Settings over a migrated database holding one delivery and its runner dispatch, planned
     by the real plan task under the broken planner setting: (settings, the job's id)."""
+    from config.settings import get_settings, reset_settings_cache
     from store import migrate
-    from store.settings import get_settings, reset_settings_cache
     from wire.github.events import normalize
     from workers.plan import PlannerSettingError, plan
 
@@ -76,9 +76,9 @@ def failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: Any, repo_root: Path,
     test_client_class: type,
 ) -> Iterator[tuple[Any, int, Any]]:
+    from config.settings import reset_settings_cache
     from relay.app import create_app
     from store.db import dispose_engines
-    from store.settings import reset_settings_cache
 
     settings, job_id = _failed_plan(tmp_path, monkeypatch, receiver.url, repo_root)
     client = test_client_class(create_app(settings))
@@ -148,12 +148,12 @@ def test_a_job_that_ran_no_test_says_why(
     from sqlalchemy import select
 
     from backends.base import RunnerConfig
+    from config.settings import reset_settings_cache
     from planner import RunPlan
     from store import migrate, scheduling
     from store.jobs import JobKey, create_job, finish_shard, store_result
     from store.models import Shard, ShardState
     from store.outcomes import TestOutcome
-    from store.settings import reset_settings_cache
     from workers.report import report
 
     url = f"sqlite:///{tmp_path / 'relay.sqlite'}"

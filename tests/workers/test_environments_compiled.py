@@ -19,9 +19,9 @@ import pytest
 
 from backends import get_backend
 from backends.base import RunnerConfig
+from config.settings import get_settings
 from fanout.checks import job_body
 from planner import plan_event
-from store.settings import get_settings
 from upstream.headenv import wheel_for
 from upstream.undertest import installed_environment, resolve_environment
 from wire.github.events import UpstreamEvent

@@ -9,12 +9,12 @@ import os
 import time
 from pathlib import Path
 
+from config.settings import Settings
 from store import jobs, migrate, scheduling
 from store.db import session_scope
 from store.jobs import JobKey
 from store.models import ShardState
 from store.outcomes import Outcome, TestOutcome, capped_text
-from store.settings import Settings
 from workers.run import prune_scratch, with_failure_text
 
 

@@ -320,8 +320,8 @@ def test_closed_pr_cancels_its_running_job(sqlite_only: Any, sample_runs: Any) -
 
 
 def test_nightly_self_report(loop: Any, receiver: Any, relay_up: Any) -> None:
-    from store.queue import TASK_NIGHTLY, make_producer
-    from store.settings import Settings
+    from config.broker import TASK_NIGHTLY, make_producer
+    from config.settings import Settings
 
     sha = uuid.uuid4().hex + "00000000"
     producer = make_producer(Settings(broker_url=loop.broker_url, database_url=loop.database_url))
