@@ -96,46 +96,13 @@ def up(
     host = host or settings.host
     # the planners cut a short job into one shard per shard worker (planner.sharding)
     os.environ.setdefault("RELAY_RUNNER_PARALLEL", str(workers))
-    workers_up = [
-        _Supervised(
-            name,
-            worker_command(
-                concurrency=concurrency,
-                beat=False,
-                var_dir=settings.var_dir,
-                queues=queues,
-                name=name,
-            ),
-            nice=settings.worker_nice,
-        )
-        for name, queues in WORKER_QUEUES
-        for concurrency in [{"control": 1, "planner": planners, "shards": workers}[name]]
-    ]
-    workers_up.append(
-        _Supervised("beat", beat_command(var_dir=settings.var_dir), nice=settings.worker_nice)
-    )
-    control, planner, runner, beat = (w.proc for w in workers_up)
+    workers_up = _start_workers(settings, workers=workers, planners=planners)
     halt = threading.Event()
     watcher = threading.Thread(target=_supervise, args=(workers_up, halt), daemon=True)
     watcher.start()
     demo = _request_demo_replay(settings)
-    base = f"http://{host}:{port}"
     typer.echo(
-        "\n".join(
-            [
-                "relay up",
-                f"  API        {base}  (docs {base}/docs, health {base}/healthz, ready {base}/readyz)",
-                f"  deliveries {base}/api/v1/deliveries",
-                f"  webhook    POST {base}/github/webhook  (try: relay submit --example pull_request.opened)",
-                f"  database   {redacted(settings.database_url)}",
-                f"  broker     {redacted(settings.broker_url)}",
-                f"  workers    control pid {control.pid}, planner pid {planner.pid} "
-                f"(concurrency {planners}), shards pid {runner.pid} (concurrency {workers}), "
-                f"beat pid {beat.pid}",
-                f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
-            ]
-        ),
-        err=True,
+        _banner(settings, f"http://{host}:{port}", workers_up, demo, workers, planners), err=True
     )
     stopped = False
 
@@ -159,6 +126,55 @@ def up(
         uvicorn.run("relay.app:app", host=host, port=port, log_level="warning")
     finally:
         stop_workers()
+
+
+def _start_workers(settings: Settings, *, workers: int, planners: int) -> list[_Supervised]:
+    """The control, planner and shard workers and the beat schedule, started (in that order)."""
+    workers_up = [
+        _Supervised(
+            name,
+            worker_command(
+                concurrency=concurrency,
+                beat=False,
+                var_dir=settings.var_dir,
+                queues=queues,
+                name=name,
+            ),
+            nice=settings.worker_nice,
+        )
+        for name, queues in WORKER_QUEUES
+        for concurrency in [{"control": 1, "planner": planners, "shards": workers}[name]]
+    ]
+    workers_up.append(
+        _Supervised("beat", beat_command(var_dir=settings.var_dir), nice=settings.worker_nice)
+    )
+    return workers_up
+
+
+def _banner(
+    settings: Settings,
+    base: str,
+    workers_up: list[_Supervised],
+    demo: str,
+    workers: int,
+    planners: int,
+) -> str:
+    """What ``relay up`` serves where, and its worker processes."""
+    control, planner, runner, beat = (w.proc for w in workers_up)
+    return "\n".join(
+        [
+            "relay up",
+            f"  API        {base}  (docs {base}/docs, health {base}/healthz, ready {base}/readyz)",
+            f"  deliveries {base}/api/v1/deliveries",
+            f"  webhook    POST {base}/github/webhook  (try: relay submit --example pull_request.opened)",
+            f"  database   {redacted(settings.database_url)}",
+            f"  broker     {redacted(settings.broker_url)}",
+            f"  workers    control pid {control.pid}, planner pid {planner.pid} "
+            f"(concurrency {planners}), shards pid {runner.pid} (concurrency {workers}), "
+            f"beat pid {beat.pid}",
+            f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
+        ]
+    )
 
 
 class _Supervised:

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from config.settings import Settings
 from fanout.dispatch_token import new_nonce
 from fanout.github import GitHubApi, GitHubError
-from fanout.model import Downstream
+from fanout.model import AllowlistedDownstream
 from store import deliveries, outbox
 from store.db import session_scope
 from store.deliveries import DeliveryCreate, StoreOutcome
@@ -105,7 +105,7 @@ def _store(
 def request_due(
     settings: Settings,
     api: GitHubApi,
-    downstreams: list[Downstream],
+    downstreams: list[AllowlistedDownstream],
     pks: dict[str, int],
     *,
     now: datetime | None = None,

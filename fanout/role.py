@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from config.settings import Settings
 from fanout import policy as policies
 from fanout.dispatch_token import new_nonce
-from fanout.model import Downstream, Policy, Subject
+from fanout.model import AllowlistedDownstream, Policy, Subject
 from fanout.registry import Registry
 from store import outbox
 from store.db import session_scope
@@ -75,7 +75,7 @@ class RelayRole:
         )
         return cls(settings, registry)
 
-    def downstream_pks(self) -> tuple[list[Downstream], dict[str, int]]:
+    def downstream_pks(self) -> tuple[list[AllowlistedDownstream], dict[str, int]]:
         """The downstreams in force and their store rows (synced when the files changed)."""
         snapshot = self.registry.current()
         with self._lock:

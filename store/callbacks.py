@@ -36,7 +36,9 @@ from store.models import (
 )
 
 
-class Outcome(enum.StrEnum):
+class CallbackEffect(enum.StrEnum):
+    """What a callback did to its job (not a test's outcome: :class:`store.outcomes.Outcome`)."""
+
     IN_PROGRESS = "in_progress"  # the job started (this call made the transition)
     COMPLETED = "completed"  # the job finished (this call made the transition)
     DUPLICATE = "duplicate"  # the same transition was already made
@@ -126,22 +128,22 @@ def _insert(session: Session, key: JobKey, report: Report) -> Job | None:
     return job
 
 
-def apply(session: Session, *, key: JobKey, report: Report) -> tuple[Outcome, int]:
+def apply(session: Session, *, key: JobKey, report: Report) -> tuple[CallbackEffect, int]:
     """Make the transition ``report`` asks for, or say why not (commits). Returns the job pk."""
     for _ in range(3):  # a lost race on insert re-reads the row the winner made
         job = session.scalar(select(Job).where(_where(key)))
         if job is None:
             created = _insert(session, key, report)
             if created is not None:
-                return Outcome(report.status), created.id
+                return CallbackEffect(report.status), created.id
             continue
         if report.status == JobStatus.IN_PROGRESS.value:
             if job.status == JobStatus.COMPLETED.value:
-                return Outcome.STALE, job.id
-            return Outcome.DUPLICATE, job.id
+                return CallbackEffect.STALE, job.id
+            return CallbackEffect.DUPLICATE, job.id
         if job.status == JobStatus.COMPLETED.value:
             same = job.conclusion == report.conclusion
-            return (Outcome.DUPLICATE if same else Outcome.CONFLICT), job.id
+            return (CallbackEffect.DUPLICATE if same else CallbackEffect.CONFLICT), job.id
         leaving = job.status
         result = session.execute(
             update(Job).where(_where(key), Job.status == leaving).values(**_completion(report))
@@ -158,7 +160,7 @@ def apply(session: Session, *, key: JobKey, report: Report) -> tuple[Outcome, in
         if job.dispatch_pk is not None:
             check_updates.want(session, dispatch_pk=job.dispatch_pk, job_pk=job.id)
         session.commit()
-        return Outcome.COMPLETED, job.id
+        return CallbackEffect.COMPLETED, job.id
     raise RuntimeError(f"job {key} changed under three attempts in a row")
 
 
@@ -252,7 +254,7 @@ def time_out(session: Session, *, overdue: Overdue, now: datetime) -> int | None
             detail={"reason": "dispatched, never started within the start timeout"},
         )  # fmt: skip
         outcome, pk = apply(session, key=key, report=report)
-        return pk if outcome is Outcome.COMPLETED else None
+        return pk if outcome is CallbackEffect.COMPLETED else None
     result = session.execute(
         update(Job)
         .where(Job.id == overdue.job_pk, Job.status == JobStatus.IN_PROGRESS.value)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Integer, String, select, text, update
+from sqlalchemy import Integer, Select, String, select, text, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session, defer
 
@@ -395,3 +395,25 @@ def requeue_stuck(session: Session, *, pk: int) -> bool:
         announce(session)
     session.commit()
     return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def deliveries_query(
+    *, state: str | None = None, event: str | None = None, pr_number: int | None = None
+) -> Select[Any]:
+    """Deliveries without their bodies, optionally one state, one event, one upstream PR;
+    unordered (the caller pages it)."""
+    query = select(Delivery).options(*WITHOUT_BODIES)
+    if state is not None:
+        query = query.where(Delivery.state == state)
+    if event is not None:
+        query = query.where(Delivery.event == event)
+    if pr_number is not None:
+        query = query.where(Delivery.pr_number == pr_number)
+    return query
+
+
+def by_delivery_id(session: Session, *, delivery_id: str) -> Delivery | None:
+    """One delivery without its bodies, by its X-GitHub-Delivery id."""
+    return session.scalar(
+        select(Delivery).options(*WITHOUT_BODIES).where(Delivery.delivery_id == delivery_id)
+    )

@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from store.jobs import finished_test_ids, store_results
 from store.models import Job, JobStatus, Shard, ShardState, utcnow
 from store.outcomes import Outcome, TestOutcome
+from store.results import finished_test_ids, store_results
 
 
 @dataclass(frozen=True)

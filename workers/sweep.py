@@ -25,7 +25,7 @@ from config.broker import (
     queue_depth,
 )
 from config.settings import Settings, get_settings
-from store import deliveries, jobs, scheduling, shards
+from store import deliveries, jobs, results, scheduling, shards
 from store.db import session_scope
 from store.models import Conclusion, Job, JobStatus, ShardState, utcnow
 from upstream.overlay import remove_overlays
@@ -190,7 +190,7 @@ def sweep_jobs() -> dict[str, int]:
                     expect={JobStatus.DISPATCHED},
                     source="sweeper",
                 )
-            jobs.store_counts(session, job=job)
+            results.store_counts(session, job=job)
             if jobs.transition(
                 session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.IN_PROGRESS},
                 source="sweeper", conclusion=Conclusion.TIMED_OUT,

@@ -14,18 +14,21 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from relay.api.hud_health import DownstreamHealth, health_of
 from relay.api.hud_plan import PLANS, FunnelStage, PlanView, read_plan, reproduce_command
 from relay.api.jobs import SpecMode
 from relay.api.pagination import Page, PageParams, decode_cursor, page_of, page_params, paginate
-from store import hud
+from store import health as health_rows
+from store import hud, results, selections
+from store import jobs as job_rows
 from store.db import session_scope
-from store.jobs import live_counts, seconds_between
-from store.models import Job, JobTransition, Selection, Shard, TestResult, utcnow
+from store.jobs import seconds_between
+from store.models import Job, TestResult, utcnow
 from store.outcomes import Outcome
+from store.paging import page_rows
+from store.results import live_counts
 from wire.values import Id, Moment
 
 router = APIRouter(prefix="/hud", tags=["hud"])
@@ -199,7 +202,7 @@ def _job(session: Session, job_id: int) -> Job:
 
 
 def plan_view(session: Session, job_id: int) -> PlanView:
-    selection = session.scalar(select(Selection).where(Selection.job_pk == job_id))
+    selection = selections.selection_of(session, job_pk=job_id)
     if selection is None:
         return PlanView()
     return PLANS.get(selection.id, lambda: read_plan(selection.plan, selection.stage_counts))
@@ -207,14 +210,8 @@ def plan_view(session: Session, job_id: int) -> PlanView:
 
 def progress(session: Session, job: Job) -> RunProgress:
     counts = live_counts(session, [job.id])[job.id]
-    done = dict(
-        session.execute(
-            select(TestResult.shard_pk, func.count())
-            .where(TestResult.job_pk == job.id)
-            .group_by(TestResult.shard_pk)
-        ).all()
-    )
-    shards = session.scalars(select(Shard).where(Shard.job_pk == job.id).order_by(Shard.index))
+    done = results.results_per_shard(session, job_pk=job.id)
+    shards = job_rows.shards_of(session, job_pk=job.id)
     return RunProgress(
         job_id=job.id, status=job.status, conclusion=job.conclusion,
         planned=job.tests_total, test_results=Counts(**counts),
@@ -231,13 +228,9 @@ def run_view(session: Session, job_id: int) -> Run:
     job = _job(session, job_id)
     prog = progress(session, job)
     view = plan_view(session, job_id)
-    device_us = session.scalar(
-        select(func.sum(TestResult.device_time_us)).where(TestResult.job_pk == job_id)
-    )
+    device_us = results.device_time_us(session, job_pk=job_id)
     counts = view_counts(session, job_id, view)
-    transitions = session.scalars(
-        select(JobTransition).where(JobTransition.job_pk == job_id).order_by(JobTransition.id)
-    )
+    transitions = job_rows.transitions_of(session, job_pk=job_id)
     end = job.completed_at or (utcnow() if job.started_at else None)
     return Run(
         **prog.model_dump(),
@@ -258,7 +251,7 @@ def run_view(session: Session, job_id: int) -> Run:
 
 def view_counts(session: Session, job_id: int, view: PlanView) -> dict[str, int]:
     """How many variants the plan selected, cut and removed (its ``counts``, else its lists)."""
-    selection = session.scalar(select(Selection.plan).where(Selection.job_pk == job_id))
+    selection = selections.plan_of(session, job_pk=job_id)
     stored = (selection or {}).get("counts") if isinstance(selection, dict) else None
     if isinstance(stored, dict):
         return {k: int(v) for k, v in stored.items() if isinstance(v, int)}
@@ -377,16 +370,17 @@ class HistoryItem(BaseModel):
 def history_page(
     session: Session, test_id: str, repo: str | None, params: PageParams
 ) -> Page[HistoryItem]:
-    query = hud.history_query(test_id, repo=repo)
-    total = int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)
-    ordered = query.order_by(TestResult.id.desc())
-    if params.cursor is not None:
-        ordered = ordered.where(TestResult.id < int(decode_cursor(params.cursor)))
-    else:
-        ordered = ordered.offset(params.offset)
-    rows = session.execute(ordered.limit(params.limit + 1)).all()
-    more = len(rows) > params.limit
-    rows = rows[: params.limit]
+    after = int(decode_cursor(params.cursor)) if params.cursor is not None else None
+    page = page_rows(
+        session,
+        hud.history_query(test_id, repo=repo),
+        key=TestResult.id,
+        limit=params.limit,
+        offset=params.offset,
+        after=after,
+        scalars=False,
+    )
+    rows = page.rows
     items = [
         HistoryItem(
             job_id=j.id, repo=j.repo, head_sha=j.head_sha, pr_number=j.pr_number,
@@ -396,7 +390,8 @@ def history_page(
         )
         for r, j in rows
     ]  # fmt: skip
-    return page_of(items, total=total, params=params, next_key=rows[-1][0].id if more else None)
+    next_key = rows[-1][0].id if page.more else None
+    return page_of(items, total=page.total, params=params, next_key=next_key)
 
 
 @router.get("/tests/history", response_model=Page[HistoryItem])
@@ -465,7 +460,7 @@ def health(
     session: Session, *, at: datetime | None = None, repo: str | None = None
 ) -> list[DownstreamHealth]:
     now = aware(at or utcnow())
-    timings = hud.downstream_timings(
+    timings = health_rows.downstream_timings(
         session, now=now, days=14, repos=[repo] if repo is not None else None
     )
     return [health_of(d, now=now) for d in timings]

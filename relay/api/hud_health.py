@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from store.hud import DownstreamTimings, WindowMetrics, window_metrics
+from store.health import DownstreamTimings, WindowMetrics, window_metrics
 from store.jobs import seconds_between
 
 PROMOTION_DAYS = 14

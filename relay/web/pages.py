@@ -9,14 +9,15 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
-from sqlalchemy import func, select
 
 from relay.api import hud as api
 from relay.api.jobs import upstream_under_test
 from relay.web import charts
 from relay.web.authoring import spec_decision
 from relay.web.render import asset, page_params, paging, render
-from store import hud
+from store import health as health_rows
+from store import hud, results
+from store import jobs as job_rows
 from store.db import session_scope
 from store.models import Job, TestResult, utcnow
 from store.outcomes import Outcome
@@ -40,7 +41,7 @@ def get_asset(name: str) -> FileResponse:
 def overview(request: Request) -> HTMLResponse:
     """Downstreams with level and health verdict, what runs now, the latest results."""
     with _session(request) as session:
-        jobs = int(session.scalar(select(func.count()).select_from(Job)) or 0)
+        jobs = job_rows.job_count(session)
         health = api.health(session)
         running = [api.progress(session, j) for j in hud.running_jobs(session)]
         running_jobs = {j.id: j for j in hud.running_jobs(session)}
@@ -181,9 +182,7 @@ def test_page(
     with _session(request) as session:
         history = api.history_page(session, id, None, page_params(request, limit=50, offset=offset))
         flaky = hud.is_flaky(session, test_id=id)
-        latest = session.scalar(
-            select(TestResult).where(TestResult.test_id == id).order_by(TestResult.id.desc())
-        )
+        latest = results.latest_of_test(session, test_id=id)
         op, dtype = (latest.op, latest.dtype) if latest is not None else (None, None)
     oldest_first = list(reversed(history.items))
     strip = charts.outcome_strip(
@@ -232,7 +231,7 @@ def downstreams(
         health = api.health(session, at=now)
         plots = {}
         for h in health:
-            days = hud.daily_series(session, repo=h.repo, now=api.aware(now), days=14)
+            days = health_rows.daily_series(session, repo=h.repo, now=api.aware(now), days=14)
             plots[h.repo] = (
                 charts.series([(d["day"], None if d["pass_rate"] is None else d["pass_rate"] * 100)
                                for d in days], label="pass rate", unit="%", max_value=100.0),

@@ -297,8 +297,8 @@ class Jobs:
 
     def result(self, job_pk: int, test_id: str, outcome: str, **kw: Any) -> None:
         from store.db import session_scope
-        from store.jobs import store_result
         from store.outcomes import TestOutcome
+        from store.results import store_result
 
         with session_scope(self.url) as session:
             assert store_result(

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 
 from config.settings import Settings
-from store import jobs, migrate
+from store import jobs, migrate, results
 from store.db import session_scope
 from store.jobs import JobKey
 from store.models import TestResult
@@ -34,7 +34,7 @@ def test_another_host_serves_the_failure_text(tmp_path: Path, make_client: Any) 
     (scratch / "a.txt").write_text(text)
     outcome = TestOutcome("t::a", Outcome.FAILED, artifact_path=str(scratch / "a.txt"))
     with session_scope(url) as s:
-        jobs.store_results(
+        results.store_results(
             s, job_pk=job_pk, shard_pk=None, outcomes=[with_failure_text(outcome, 4096)]
         )
         result_id = s.scalar(select(TestResult.id).where(TestResult.job_pk == job_pk))

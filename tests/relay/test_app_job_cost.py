@@ -86,9 +86,9 @@ def test_every_shard_lists_the_same_tests_in_its_selection_and_its_results(
 
     from planner import ShardPolicy
     from store.db import session_scope
-    from store.jobs import store_results
     from store.models import Shard
     from store.outcomes import Outcome, TestOutcome
+    from store.results import store_results
 
     universe = small_upstream.make_universe()
     plan = _plan(universe, tmp_path, 7.0, 10_000.0)  # every variant, 7 runner-seconds each

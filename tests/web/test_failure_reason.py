@@ -151,9 +151,10 @@ def test_a_job_that_ran_no_test_says_why(
     from config.settings import reset_settings_cache
     from planner import RunPlan
     from store import migrate, scheduling
-    from store.jobs import JobKey, create_job, finish_shard, store_result
+    from store.jobs import JobKey, create_job, finish_shard
     from store.models import Shard, ShardState
     from store.outcomes import TestOutcome
+    from store.results import store_result
     from workers.report import report
 
     url = f"sqlite:///{tmp_path / 'relay.sqlite'}"

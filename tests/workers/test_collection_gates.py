@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from planner.model import VARIANT_COLUMNS
 from store import jobs, migrate
+from store import results as result_rows
 from store.db import session_scope
 from store.models import Conclusion, Job, TestResult
 from workers.harness.launchers import FreshProcessLauncher
@@ -97,7 +98,7 @@ def _run_and_conclude(
     finally:
         launcher.close()
     with session_scope(database_url) as session:
-        jobs.store_results(session, job_pk=job_pk, shard_pk=None, outcomes=run.results)
+        result_rows.store_results(session, job_pk=job_pk, shard_pk=None, outcomes=run.results)
         job = session.get(Job, job_pk)
         assert job is not None
         conclusion = jobs.conclude(session, job=job)
@@ -119,7 +120,7 @@ def test_a_mandatory_test_whose_module_fails_to_import_gates_red_with_the_import
         assert "test_broken.py" in message
     assert conclusion is Conclusion.FAILURE
     with session_scope(database_url) as session:
-        assert jobs.gating_failures(session, job_pk=results[ADD].job_pk) == 2
+        assert result_rows.gating_failures(session, job_pk=results[ADD].job_pk) == 2
 
 
 def test_the_same_module_planned_as_xfail_does_not_gate(database_url: str, suite: Path) -> None:
