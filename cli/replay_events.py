@@ -129,9 +129,12 @@ def send_all(
             if delay > 0:
                 time.sleep(delay)
         row = Row(
-            n=item.n, origin=item.origin, event=item.event, action=item.action,
+            n=item.n,
+            origin=item.origin,
+            event=item.event,
+            action=item.action,
             delivery_id=item.delivery_id,
-        )  # fmt: skip
+        )
         sent = time.perf_counter()
         try:
             response = relay.post(
@@ -299,8 +302,17 @@ def rows_json(rows: list[Row]) -> list[dict[str, Any]]:
 
 
 def render_table(rows: list[Row], summary: dict[str, Any]) -> str:
-    header = ("n", "event", "delivery", "http", "accept ms", "job", "selected/universe",
-              "fallback", "state")  # fmt: skip
+    header = (
+        "n",
+        "event",
+        "delivery",
+        "http",
+        "accept ms",
+        "job",
+        "selected/universe",
+        "fallback",
+        "state",
+    )
     lines = [header]
     for r in rows:
         selected = "-" if r.planned is None else str(r.planned)
@@ -320,8 +332,10 @@ def render_table(rows: list[Row], summary: dict[str, Any]) -> str:
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-            for line in lines]  # fmt: skip
+    text = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    ]
     s, sel = summary, summary["selection"]
     text += [
         "",

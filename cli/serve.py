@@ -30,11 +30,22 @@ def worker_command(
     *, concurrency: int = 1, beat: bool = True, var_dir: Path, queues: str, name: str = "worker"
 ) -> list[str]:
     cmd = [
-        sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-        f"--concurrency={concurrency}", "--loglevel=INFO", "--queues", queues,
-        "--hostname", f"{name}@%h",
-        "--without-gossip", "--without-mingle", "--without-heartbeat",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "worker",
+        f"--concurrency={concurrency}",
+        "--loglevel=INFO",
+        "--queues",
+        queues,
+        "--hostname",
+        f"{name}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
     if beat:
         cmd += ["--beat", "--schedule", str(var_dir / "celerybeat-schedule")]
     return cmd
@@ -47,9 +58,16 @@ def beat_command(*, var_dir: Path) -> list[str]:
     inside SQLite can leave the beat holding a lock nobody releases, hung at its first publish
     (the sweeper then never runs: seen in CI)."""
     return [
-        sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat",
-        "--loglevel=INFO", "--schedule", str(var_dir / "celerybeat-schedule"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "beat",
+        "--loglevel=INFO",
+        "--schedule",
+        str(var_dir / "celerybeat-schedule"),
+    ]
 
 
 def host_caches(settings: Settings) -> Path:

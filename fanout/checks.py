@@ -215,13 +215,18 @@ def update_for_dispatch(
         failed = failure(settings, exc, attempts=claimed.attempts, rng=rng)
         if failed.dead:
             state = finish(CheckUpdateState.DEAD, error=failed.error)
-            log.warning("check run %s of dispatch %s not updated: %s", claimed.check_run_id, pk,
-                        failed.error)  # fmt: skip
+            log.warning(
+                "check run %s of dispatch %s not updated: %s",
+                claimed.check_run_id,
+                pk,
+                failed.error,
+            )
             return CheckResult(state, str(exc))
         state = finish(
             CheckUpdateState.PENDING, error=failed.error, next_attempt_at=failed.next_attempt_at
         )
-        log.info("check run update of dispatch %s will be retried in %.1f s: %s", pk,
-                 failed.wait, exc)  # fmt: skip
+        log.info(
+            "check run update of dispatch %s will be retried in %.1f s: %s", pk, failed.wait, exc
+        )
         return CheckResult(state, str(exc), retry_in=failed.wait)
     return CheckResult(finish(CheckUpdateState.DONE))

@@ -43,6 +43,11 @@ def reconcile(settings: Settings, api: GitHubApi) -> dict[str, int]:
         with session_scope(settings.database_url) as session:
             if outbox.set_demoted(session, pk=pk, demoted=demoted):
                 counts["demoted" if demoted else "restored"] += 1
-                log.info("%s: %s", repo, "demotion PR open, check runs held back" if demoted
-                         else "demotion PR closed, check runs again")  # fmt: skip
+                log.info(
+                    "%s: %s",
+                    repo,
+                    "demotion PR open, check runs held back"
+                    if demoted
+                    else "demotion PR closed, check runs again",
+                )
     return counts

@@ -139,9 +139,12 @@ def request_due(
         delivery_id = delivery_id_of(d.repo, slot)
         payload = {"repository": {"full_name": settings.upstream_repo}, "head_sha": sha}
         pk = _store(
-            settings, delivery_id=delivery_id, payload=payload, downstream_pk=pks[d.repo],
+            settings,
+            delivery_id=delivery_id,
+            payload=payload,
+            downstream_pk=pks[d.repo],
             target=d.policy.target,
-        )  # fmt: skip
+        )
         if pk is not None:
             stored.append(delivery_id)
             log.info("nightly of %s for %s stored", d.repo, slot.isoformat())

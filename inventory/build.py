@@ -262,9 +262,13 @@ def build_inventory(
     if collection is None:
         caches.building(_paths(cache_dir, key)[0], f"inventory of {key.source} ({key.torch_build})")
         records, errors, seconds = collect(
-            source, be, python=interpreter, env=env, progress=progress,
+            source,
+            be,
+            python=interpreter,
+            env=env,
+            progress=progress,
             wrapper_dir=cache_dir / "wrappers" / key.collection_id(),
-        )  # fmt: skip
+        )
         collection = {"records": records, "errors": errors, "collect_seconds": seconds}
         _store(cache_dir, key, collection)
         log.info(
@@ -340,9 +344,14 @@ def universe_from_inventory(
     else:
         source, kind = BundledSuites(tuple(suites)), "bundled"
     inv = build_inventory(
-        source, backend=backend, specs=specs, cache_dir=cache_dir, python=python, env=env,
+        source,
+        backend=backend,
+        specs=specs,
+        cache_dir=cache_dir,
+        python=python,
+        env=env,
         progress=progress,
-    )  # fmt: skip
+    )
     return Universe(
         variants=inv.variants,
         label=f"{inv.key.revision} ({inv.key.torch_build})",

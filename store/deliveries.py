@@ -125,10 +125,26 @@ def fit(data: DeliveryCreate) -> DeliveryCreate:
 
 #: the columns of a new delivery's row, in the order of :func:`row_values`
 COLUMNS = (
-    "delivery_id", "event", "action", "repo", "source", "upstream_delivery_id", "hook_id",
-    "head_sha", "base_sha", "pr_number", "raw_body", "body_sha256", "normalized",
-    "upstream_payload", "last_error", "state", "received_at", "processed_at", "attempts",
-)  # fmt: skip
+    "delivery_id",
+    "event",
+    "action",
+    "repo",
+    "source",
+    "upstream_delivery_id",
+    "hook_id",
+    "head_sha",
+    "base_sha",
+    "pr_number",
+    "raw_body",
+    "body_sha256",
+    "normalized",
+    "upstream_payload",
+    "last_error",
+    "state",
+    "received_at",
+    "processed_at",
+    "attempts",
+)
 
 
 def row_values(data: DeliveryCreate) -> tuple[Any, ...]:

@@ -67,10 +67,11 @@ def window_metrics(timings: Sequence[JobTiming], *, days: int, now: datetime) ->
     if e2e:
         m.p50_e2e_s = float(statistics.median(e2e))
     m.over_3h = sum(1 for s in e2e if s > THREE_HOURS) + sum(
-        1 for t in timings
+        1
+        for t in timings
         if t.status != JobStatus.COMPLETED.value
         and (seconds_between(t.dispatched_at, now) or 0) > THREE_HOURS
-    )  # fmt: skip
+    )
     open_old = m.over_3h - sum(1 for s in e2e if s > THREE_HOURS)
     if m.completed + open_old:
         m.over_3h_share = m.over_3h / (m.completed + open_old)
@@ -105,9 +106,17 @@ def downstream_timings(
     since = now - timedelta(days=days)
     listed = {d.repo: d for d in session.scalars(select(Downstream))}
     query = select(
-        Job.repo, Job.delivery_id, Job.run_id, Job.job_name, Job.run_attempt, Job.status,
-        Job.conclusion, Job.dispatched_at, Job.started_at, Job.completed_at,
-    ).where(Job.dispatched_at >= since, Job.dispatched_at <= now)  # fmt: skip
+        Job.repo,
+        Job.delivery_id,
+        Job.run_id,
+        Job.job_name,
+        Job.run_attempt,
+        Job.status,
+        Job.conclusion,
+        Job.dispatched_at,
+        Job.started_at,
+        Job.completed_at,
+    ).where(Job.dispatched_at >= since, Job.dispatched_at <= now)
     wanted = set(repos) if repos is not None else None
     if wanted is not None:
         query = query.where(Job.repo.in_(sorted(wanted)))
@@ -115,18 +124,26 @@ def downstream_timings(
     for r in session.execute(query):
         attempt = int(r.run_attempt) if str(r.run_attempt).isdigit() else 1
         by_repo.setdefault(r.repo, []).append(
-            JobTiming((r.delivery_id, r.run_id, r.job_name), attempt, r.status, r.conclusion,
-                      r.dispatched_at, r.started_at, r.completed_at)
-        )  # fmt: skip
+            JobTiming(
+                (r.delivery_id, r.run_id, r.job_name),
+                attempt,
+                r.status,
+                r.conclusion,
+                r.dispatched_at,
+                r.started_at,
+                r.completed_at,
+            )
+        )
     names = set(by_repo) | {n for n, d in listed.items() if d.enabled}
     if wanted is not None:
         names &= wanted
     first_jobs = dict(
         session.execute(
-            select(Job.repo, func.min(Job.dispatched_at)).where(Job.repo.in_(sorted(names)))
+            select(Job.repo, func.min(Job.dispatched_at))
+            .where(Job.repo.in_(sorted(names)))
             .group_by(Job.repo)
         ).all()
-    )  # fmt: skip
+    )
     out = []
     for name in sorted(names):
         row = listed.get(name)

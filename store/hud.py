@@ -124,9 +124,11 @@ def grid(
     if after is not None:
         at, sha = after
         page = page.having(
-            or_(func.max(Job.dispatched_at) < at,
-                and_(func.max(Job.dispatched_at) == at, Job.head_sha < sha))
-        )  # fmt: skip
+            or_(
+                func.max(Job.dispatched_at) < at,
+                and_(func.max(Job.dispatched_at) == at, Job.head_sha < sha),
+            )
+        )
     else:
         page = page.offset(offset)
     found = session.execute(page.limit(limit + 1)).all()
@@ -145,21 +147,28 @@ def grid(
     live = live_counts(session, running)
     columns = sorted({(j.repo, j.job_name) for j, _ in jobs})
     index = {c: i for i, c in enumerate(columns)}
-    rows = {r.head_sha: CommitRow(r.head_sha, r.last_at, None, None, None, [None] * len(columns))
-            for r in found}  # fmt: skip
+    rows = {
+        r.head_sha: CommitRow(r.head_sha, r.last_at, None, None, None, [None] * len(columns))
+        for r in found
+    }
     for job, branch in jobs:  # oldest first: the latest job of a cell wins
         row = rows[job.head_sha]
         col = index[(job.repo, job.job_name)]
         prev = row.cells[col]
         counts = live.get(job.id) or {
-            "passed": job.tests_passed, "failed": job.tests_failed,
+            "passed": job.tests_passed,
+            "failed": job.tests_failed,
             "skipped": job.tests_skipped,
             "total": job.tests_passed + job.tests_failed + job.tests_skipped,
-        }  # fmt: skip
+        }
         row.cells[col] = GridCell(
-            job.id, job.status, job.conclusion, (prev.runs if prev else 0) + 1, counts,
+            job.id,
+            job.status,
+            job.conclusion,
+            (prev.runs if prev else 0) + 1,
+            counts,
             job.dispatched_at,
-        )  # fmt: skip
+        )
         row.event_type, row.pr_number = job.event_type, job.pr_number
         row.branch = branch or row.branch
     ordered = [rows[s] for s in shas]
@@ -206,9 +215,11 @@ def results_query(job_pk: int, f: ResultFilters) -> Select:
     if f.suite is not None:
         name = _like_escape(f"test_{f.suite}.py::")
         query = query.where(
-            or_(TestResult.test_id.like(f"{name}%", escape="\\"),
-                TestResult.test_id.like(f"%/{name}%", escape="\\"))
-        )  # fmt: skip
+            or_(
+                TestResult.test_id.like(f"{name}%", escape="\\"),
+                TestResult.test_id.like(f"%/{name}%", escape="\\"),
+            )
+        )
     if f.op is not None:
         query = query.where(TestResult.op == f.op)
     if f.tag is not None:
@@ -247,11 +258,12 @@ def facets(session: Session, *, job_pk: int) -> Facets:
     )
     tags = cast(TestResult.tags, String)
     rows = session.execute(
-        select(test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags,
-               func.count())
+        select(
+            test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags, func.count()
+        )
         .where(TestResult.job_pk == job_pk)
         .group_by(test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags)
-    )  # fmt: skip
+    )
     for path, outcome, op, mode, tag_text, n in rows:
         n = int(n)
         out.outcome[outcome] = out.outcome.get(outcome, 0) + n
@@ -353,9 +365,14 @@ def flaky_query(*, since: datetime, repo: str | None = None, test_id: str | None
 
 
 def flaky(
-    session: Session, *, since: datetime, repo: str | None, limit: int, offset: int = 0,
+    session: Session,
+    *,
+    since: datetime,
+    repo: str | None,
+    limit: int,
+    offset: int = 0,
     after: str | None = None,
-) -> tuple[list[FlakyTest], int, str | None]:  # fmt: skip
+) -> tuple[list[FlakyTest], int, str | None]:
     """(flaky tests by test id, total, the key of the last one when more follow)."""
     query = flaky_query(since=since, repo=repo)
     total = int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)

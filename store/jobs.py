@@ -176,10 +176,18 @@ def create_job(
     )
     if not inserted(session, job):
         return create_job(
-            session, key=key, dispatch_pk=dispatch_pk, event_type=event_type,
-            workflow_name=workflow_name, url=url, head_sha=head_sha, pr_number=pr_number,
-            shards=shards, selection=selection, shard_seconds=shard_seconds,
-        )  # fmt: skip
+            session,
+            key=key,
+            dispatch_pk=dispatch_pk,
+            event_type=event_type,
+            workflow_name=workflow_name,
+            url=url,
+            head_sha=head_sha,
+            pr_number=pr_number,
+            shards=shards,
+            selection=selection,
+            shard_seconds=shard_seconds,
+        )
     session.add(
         JobTransition(
             job_pk=job.id, from_status=None, to_status=JobStatus.DISPATCHED.value, source="plan"

@@ -36,9 +36,13 @@ class LostShard:
 
     def log_entry(self) -> dict[str, object]:
         return {
-            "shard_pk": self.shard_pk, "job_pk": self.job_pk, "index": self.index,
-            "attempts": self.attempts, "owner": self.owner, "error": self.last_error,
-        }  # fmt: skip
+            "shard_pk": self.shard_pk,
+            "job_pk": self.job_pk,
+            "index": self.index,
+            "attempts": self.attempts,
+            "owner": self.owner,
+            "error": self.last_error,
+        }
 
 
 def _expired(now: datetime) -> ColumnElement[bool]:

@@ -105,6 +105,56 @@ def test_no_function_is_over_80_lines() -> None:
     assert set(found) >= LONG_FUNCTIONS_TO_SPLIT  # an entry split since goes from the list
 
 
+MAX_FMT_SKIPS = 20
+#: files whose ``# fmt: skip`` markers stay for now: other sessions were changing them when the
+#: count came (session h29b left them alone to merge cleanly: spyre_stack/ and testspecs/ by h32b,
+#: upstream/ by h27, the release planner and environments by h26p, the evaluation by h28a), and
+#: the Alembic history (written once). Let ruff format them, then empty this set.
+FMT_SKIPS_LEFT = {
+    "cli/evaluate.py",
+    "cli/options.py",
+    "evaluation/groundtruth.py",
+    "planner/release.py",
+    "migrations/versions/0004_selection_tests.py",
+    "spyre_stack/compile/backend.py",
+    "spyre_stack/optable.py",
+    "spyre_stack/sim/cost.py",
+    "spyre_stack/sim/trace.py",
+    "tests/spyre_stack/generic/device_generic_ops.py",
+    "tests/spyre_stack/test_build.py",
+    "tests/spyre_stack/test_crash_isolation.py",
+    "tests/spyre_stack/test_device_generic.py",
+    "tests/testspecs/test_bundled.py",
+    "tests/testspecs/test_opcases.py",
+    "tests/testspecs/test_plugin.py",
+    "tests/upstream/test_behaviour.py",
+    "tests/upstream/test_overlay.py",
+    "tests/workers/test_environments_release.py",
+    "upstream/changes/behaviour.py",
+    "upstream/changes/parsers.py",
+    "upstream/overlay.py",
+}
+
+
+def _fmt_skips(source: str) -> int:
+    """The lines of ``source`` that end with the marker (a mention in prose does not count)."""
+    return sum(1 for line in source.splitlines() if line.rstrip().endswith("# fmt: skip"))
+
+
+def test_fmt_skip_is_rare() -> None:
+    """ruff formats the code; ``# fmt: skip`` is kept for a table that reads better aligned
+    (under 20 of them), never to squeeze a statement under a length cap."""
+    counts = {
+        str(path.relative_to(ROOT)): n
+        for folder in [*_packages(), "tests", "benchmarks"]
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if (n := _fmt_skips(path.read_text(encoding="utf-8")))
+    }
+    assert "workers/harness/runner.py" in counts  # the count sees a marker
+    assert sum(n for f, n in counts.items() if f not in FMT_SKIPS_LEFT) < MAX_FMT_SKIPS, counts
+    assert set(counts) >= FMT_SKIPS_LEFT  # a file formatted since goes from the list
+
+
 #: ``package.module:attr``: an object reference, what an entry point's value is
 OBJECT_REFERENCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 RESOLVERS = {"import_module", "__import__"}

@@ -345,8 +345,11 @@ class _ResultBatch:
         self, database_url: str, *, job_pk: int, shard_pk: int, text_bytes: int, size: int = 50
     ) -> None:
         self.database_url, self.job_pk, self.shard_pk, self.size = (
-            database_url, job_pk, shard_pk, size,
-        )  # fmt: skip
+            database_url,
+            job_pk,
+            shard_pk,
+            size,
+        )
         self.text_bytes = text_bytes
         self.pending: list[TestOutcome] = []
         self.stored = 0

@@ -86,8 +86,9 @@ def sweep_plans() -> dict[str, int]:
                 )
             if reason is not None:
                 scheduling.give_up_planning(session, dispatch_pk=s.dispatch_pk, reason=reason)
-                log.warning("planning given up", extra={"dispatch_pk": s.dispatch_pk,
-                                                        "reason": reason})  # fmt: skip
+                log.warning(
+                    "planning given up", extra={"dispatch_pk": s.dispatch_pk, "reason": reason}
+                )
                 given_up += 1
             elif scheduling.requeue_planning(session, dispatch_pk=s.dispatch_pk):
                 requeued.append(s.dispatch_pk)
@@ -139,9 +140,9 @@ def sweep_shards() -> dict[str, int]:
             if shards.end_lost(session, shard_pk=lost.shard_pk, state=state, reason=reason):
                 ended[state] += 1
                 log.warning(
-                    "lost shard ended", extra={**lost.log_entry(), "state": state.value,
-                                               "reason": reason},
-                )  # fmt: skip
+                    "lost shard ended",
+                    extra={**lost.log_entry(), "state": state.value, "reason": reason},
+                )
     for lost in requeued:
         run_shard_task.apply_async(args=[lost.shard_pk])
     if requeued:
@@ -192,9 +193,13 @@ def sweep_jobs() -> dict[str, int]:
                 )
             results.store_counts(session, job=job)
             if jobs.transition(
-                session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.IN_PROGRESS},
-                source="sweeper", conclusion=Conclusion.TIMED_OUT,
-            ):  # fmt: skip
+                session,
+                job=job,
+                to=JobStatus.COMPLETED,
+                expect={JobStatus.IN_PROGRESS},
+                source="sweeper",
+                conclusion=Conclusion.TIMED_OUT,
+            ):
                 timed_out.append(job)
                 send_callback(settings, job, delivery_of(session, job), "completed")
         orphans = jobs.orphaned_jobs(session)

@@ -100,16 +100,29 @@ def grid_page(session: Session, params: PageParams, filters: hud.GridFilters) ->
     g = hud.grid(session, filters=filters, limit=params.limit, offset=params.offset, after=after)
     rows = [
         GridRow(
-            head_sha=r.head_sha, last_at=r.last_at, event_type=r.event_type,
-            pr_number=r.pr_number, branch=r.branch,
-            cells=[None if c is None else Cell(
-                job_id=c.job_id, status=c.status, conclusion=c.conclusion, runs=c.runs,
-                test_results=Counts(**c.counts), dispatched_at=c.dispatched_at,
-                page=f"/runs/{c.job_id}", api=f"/api/v1/hud/runs/{c.job_id}",
-            ) for c in r.cells],
+            head_sha=r.head_sha,
+            last_at=r.last_at,
+            event_type=r.event_type,
+            pr_number=r.pr_number,
+            branch=r.branch,
+            cells=[
+                None
+                if c is None
+                else Cell(
+                    job_id=c.job_id,
+                    status=c.status,
+                    conclusion=c.conclusion,
+                    runs=c.runs,
+                    test_results=Counts(**c.counts),
+                    dispatched_at=c.dispatched_at,
+                    page=f"/runs/{c.job_id}",
+                    api=f"/api/v1/hud/runs/{c.job_id}",
+                )
+                for c in r.cells
+            ],
         )
         for r in g.rows
-    ]  # fmt: skip
+    ]
     page = page_of(rows, total=g.total, params=params, next_key=g.next_key)
     return GridPage(
         **page.model_dump(exclude={"items"}),
@@ -213,15 +226,24 @@ def progress(session: Session, job: Job) -> RunProgress:
     done = results.results_per_shard(session, job_pk=job.id)
     shards = job_rows.shards_of(session, job_pk=job.id)
     return RunProgress(
-        job_id=job.id, status=job.status, conclusion=job.conclusion,
-        planned=job.tests_total, test_results=Counts(**counts),
+        job_id=job.id,
+        status=job.status,
+        conclusion=job.conclusion,
+        planned=job.tests_total,
+        test_results=Counts(**counts),
         shards=[
-            ShardProgress(index=s.index, state=s.state, tests=len(s.test_ids),
-                          done=int(done.get(s.id, 0)), attempts=s.attempts,
-                          started_at=s.started_at, finished_at=s.finished_at)
+            ShardProgress(
+                index=s.index,
+                state=s.state,
+                tests=len(s.test_ids),
+                done=int(done.get(s.id, 0)),
+                attempts=s.attempts,
+                started_at=s.started_at,
+                finished_at=s.finished_at,
+            )
             for s in shards
         ],
-    )  # fmt: skip
+    )
 
 
 def run_view(session: Session, job_id: int) -> Run:
@@ -234,19 +256,32 @@ def run_view(session: Session, job_id: int) -> Run:
     end = job.completed_at or (utcnow() if job.started_at else None)
     return Run(
         **prog.model_dump(),
-        delivery_id=job.delivery_id, repo=job.repo, job_name=job.job_name, run_id=job.run_id,
-        run_attempt=job.run_attempt, event_type=job.event_type, head_sha=job.head_sha,
-        pr_number=job.pr_number, dispatched_at=job.dispatched_at, started_at=job.started_at,
+        delivery_id=job.delivery_id,
+        repo=job.repo,
+        job_name=job.job_name,
+        run_id=job.run_id,
+        run_attempt=job.run_attempt,
+        event_type=job.event_type,
+        head_sha=job.head_sha,
+        pr_number=job.pr_number,
+        dispatched_at=job.dispatched_at,
+        started_at=job.started_at,
         completed_at=job.completed_at,
         queue_s=seconds_between(job.dispatched_at, job.started_at),
         execution_s=seconds_between(job.started_at, end),
         device_time_s=None if device_us is None else float(device_us) / 1e6,
         transitions=[Transition.model_validate(t, from_attributes=True) for t in transitions],
-        funnel=view.funnel, universe_variants=view.universe,
-        selected=counts.get("selected"), cut=counts.get("cut"), removed=counts.get("removed"),
-        fallbacks=view.fallbacks, costs=view.costs, plan=view.summary,
-        failure_reason=job.failure_reason, failure_error=job.failure_error,
-    )  # fmt: skip
+        funnel=view.funnel,
+        universe_variants=view.universe,
+        selected=counts.get("selected"),
+        cut=counts.get("cut"),
+        removed=counts.get("removed"),
+        fallbacks=view.fallbacks,
+        costs=view.costs,
+        plan=view.summary,
+        failure_reason=job.failure_reason,
+        failure_error=job.failure_error,
+    )
 
 
 def view_counts(session: Session, job_id: int, view: PlanView) -> dict[str, int]:
@@ -300,14 +335,22 @@ class RunResult(BaseModel):
 def result_item(r: TestResult, runner: dict[str, Any]) -> RunResult:
     failed = Outcome(r.outcome).bucket == "failed" or r.outcome == Outcome.XFAILED.value
     return RunResult(
-        id=r.id, test_id=r.test_id, suite=hud.suite_of(r.test_id), outcome=r.outcome,
-        duration_s=r.duration_s, device_time_us=r.device_time_us, message=r.message,
-        spec_mode=r.spec_mode, op=r.op, dtype=r.dtype, tags=list(r.tags or []),
+        id=r.id,
+        test_id=r.test_id,
+        suite=hud.suite_of(r.test_id),
+        outcome=r.outcome,
+        duration_s=r.duration_s,
+        device_time_us=r.device_time_us,
+        message=r.message,
+        spec_mode=r.spec_mode,
+        op=r.op,
+        dtype=r.dtype,
+        tags=list(r.tags or []),
         created_at=r.created_at,
         artifact=f"/runs/{r.job_pk}/artifacts/{r.id}" if r.artifact_path else None,
         reproduce=reproduce_command(runner, r.test_id) if failed else None,
         history=f"/tests?id={r.test_id}",
-    )  # fmt: skip
+    )
 
 
 def results_page(
@@ -316,9 +359,13 @@ def results_page(
     _job(session, job_id)
     runner = plan_view(session, job_id).runner
     return paginate(
-        session, hud.results_query(job_id, filters), key=TestResult.id, params=params,
-        descending=False, public=lambda r: result_item(r, runner),
-    )  # fmt: skip
+        session,
+        hud.results_query(job_id, filters),
+        key=TestResult.id,
+        params=params,
+        descending=False,
+        public=lambda r: result_item(r, runner),
+    )
 
 
 @router.get(
@@ -342,9 +389,13 @@ def get_results(
     """A job's results in the order they finished, under filters; a failing one carries the
     command that reproduces it and its artifact link."""
     filters = hud.ResultFilters(
-        outcome=outcome.value if outcome else None, suite=suite, op=op, tag=tag,
-        mode=mode.value if mode else None, failing=failing,
-    )  # fmt: skip
+        outcome=outcome.value if outcome else None,
+        suite=suite,
+        op=op,
+        tag=tag,
+        mode=mode.value if mode else None,
+        failing=failing,
+    )
     with _session(request) as session:
         return results_page(session, job_id, filters, params)
 
@@ -383,13 +434,21 @@ def history_page(
     rows = page.rows
     items = [
         HistoryItem(
-            job_id=j.id, repo=j.repo, head_sha=j.head_sha, pr_number=j.pr_number,
-            event_type=j.event_type, dispatched_at=j.dispatched_at, outcome=r.outcome,
-            duration_s=r.duration_s, device_time_us=r.device_time_us, spec_mode=r.spec_mode,
-            message=r.message, page=f"/runs/{j.id}",
+            job_id=j.id,
+            repo=j.repo,
+            head_sha=j.head_sha,
+            pr_number=j.pr_number,
+            event_type=j.event_type,
+            dispatched_at=j.dispatched_at,
+            outcome=r.outcome,
+            duration_s=r.duration_s,
+            device_time_us=r.device_time_us,
+            spec_mode=r.spec_mode,
+            message=r.message,
+            page=f"/runs/{j.id}",
         )
         for r, j in rows
-    ]  # fmt: skip
+    ]
     next_key = rows[-1][0].id if page.more else None
     return page_of(items, total=page.total, params=params, next_key=next_key)
 
@@ -432,8 +491,10 @@ def flaky_page(
     )
     return page_of(
         [Flaky(**vars(f), page=f"/tests?id={f.test_id}") for f in items],
-        total=total, params=params, next_key=next_key,
-    )  # fmt: skip
+        total=total,
+        params=params,
+        next_key=next_key,
+    )
 
 
 @router.get("/flaky", response_model=Page[Flaky])

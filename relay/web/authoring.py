@@ -101,9 +101,10 @@ def load_specs(settings: Any) -> SpecView:
         merged = merge(load_files(files))
         view.document = merged.document
         view.compiled = compile_spec(
-            merged.document, device=getattr(settings, "runner_backend", "spyre"),
+            merged.document,
+            device=getattr(settings, "runner_backend", "spyre"),
             device_root=str(PROJECT_ROOT),
-        )  # fmt: skip
+        )
         today = dt.date.today()
         for f in merged.document.files:
             entries = []
@@ -112,12 +113,18 @@ def load_specs(settings: Any) -> SpecView:
                 expires = ext.expires if ext else None
                 entries.append(
                     EntryView(
-                        index=i, names=list(t.names), mode=t.effective_mode, tags=list(t.tags),
-                        owner=ext.owner if ext else None, expires=expires,
+                        index=i,
+                        names=list(t.names),
+                        mode=t.effective_mode,
+                        tags=list(t.tags),
+                        owner=ext.owner if ext else None,
+                        expires=expires,
                         reason=ext.reason if ext else None,
-                        expired=bool(expires and expires < today and t.effective_mode.startswith("xfail")),
+                        expired=bool(
+                            expires and expires < today and t.effective_mode.startswith("xfail")
+                        ),
                     )
-                )  # fmt: skip
+                )
             view.file_views.append(FileView(f.path, f.unlisted_test_mode, entries))
         view.findings = [str(x) for x in lint(list(files), device_root=PROJECT_ROOT)]
     except Exception as exc:  # a spec that does not load is shown, not raised
@@ -159,12 +166,20 @@ def specs(request: Request) -> HTMLResponse:
     with session_scope(settings.database_url) as session:
         job_id, rows = results.latest_job_results(session)
     decided_by = _decided(view, job_id, rows)
-    shown = [str(p.relative_to(PROJECT_ROOT)) if p.is_relative_to(PROJECT_ROOT) else str(p)
-             for p in view.files]  # fmt: skip
+    shown = [
+        str(p.relative_to(PROJECT_ROOT)) if p.is_relative_to(PROJECT_ROOT) else str(p)
+        for p in view.files
+    ]
     return render(
-        request, "specs.html", title="Specs", view=view, job_id=job_id, decided=decided_by,
-        results=len(rows), files=shown,
-    )  # fmt: skip
+        request,
+        "specs.html",
+        title="Specs",
+        view=view,
+        job_id=job_id,
+        decided=decided_by,
+        results=len(rows),
+        files=shown,
+    )
 
 
 _DECIDED: dict[tuple[Any, ...], dict[tuple[str, int], dict[str, int]]] = {}
@@ -222,8 +237,12 @@ def replays(request: Request) -> HTMLResponse:
         jobs = job_rows.jobs_of_event_type(session, event_type="periodic", limit=50)
         recall = recall_tables(session)
     return render(
-        request, "replays.html", title="Release replays", jobs=jobs, recall=recall,
-    )  # fmt: skip
+        request,
+        "replays.html",
+        title="Release replays",
+        jobs=jobs,
+        recall=recall,
+    )
 
 
 @router.get("/replays/{job_id}", response_class=HTMLResponse)
@@ -235,15 +254,24 @@ def replay(request: Request, job_id: Id) -> HTMLResponse:
         try:
             view = api.run_view(session, job_id)
         except Exception:
-            return render(request, "missing.html", status_code=404, title="No such replay",
-                          what=f"There is no job {job_id}.")  # fmt: skip
+            return render(
+                request,
+                "missing.html",
+                status_code=404,
+                title="No such replay",
+                what=f"There is no job {job_id}.",
+            )
         facets = hud.facets(session, job_pk=job_id)
         recall = recall_tables(session)
     return render(
-        request, "replay.html", title=f"Replay {job_id}", run=view, facets=facets,
+        request,
+        "replay.html",
+        title=f"Replay {job_id}",
+        run=view,
+        facets=facets,
         funnel=charts.funnel([(s.stage, s.count_in, s.count_out) for s in view.funnel]),
         recall=recall,
-    )  # fmt: skip
+    )
 
 
 # ----------------------------------------------------------------------------- deliveries
@@ -267,7 +295,15 @@ def deliveries(
         listed = outbox.all_downstreams(session)
     page: Page[Any] = Page(items=rows, total=found.total, limit=50, offset=offset)
     return render(
-        request, "deliveries.html", status_code=422 if errors else 200, title="Deliveries",
-        rows=rows, dispatches=dispatches, paging=paging(request, page), states=states,
-        state=state, errors=errors, downstreams=listed,
-    )  # fmt: skip
+        request,
+        "deliveries.html",
+        status_code=422 if errors else 200,
+        title="Deliveries",
+        rows=rows,
+        dispatches=dispatches,
+        paging=paging(request, page),
+        states=states,
+        state=state,
+        errors=errors,
+        downstreams=listed,
+    )

@@ -105,9 +105,12 @@ def bench(
         client = support.client_class()(create_app(settings))
         clients.append(client)
         made = support.Bench(
-            settings=settings, github=fake_github, client=client, allowlist=allow,
+            settings=settings,
+            github=fake_github,
+            client=client,
+            allowlist=allow,
             policy=policy_path,
-        )  # fmt: skip
+        )
         benches.append(made)
         return made
 

@@ -19,9 +19,12 @@ def _settings(database_url: str, broker_url: str, **extra: Any) -> Any:
 
     migrate.upgrade(database_url)
     return Settings(
-        env="development", database_url=database_url, broker_url=broker_url, log_json=False,
+        env="development",
+        database_url=database_url,
+        broker_url=broker_url,
+        log_json=False,
         **extra,
-    )  # fmt: skip
+    )
 
 
 def _store(settings: Any, delivery_id: str | None = None) -> int:
@@ -195,6 +198,10 @@ def test_the_publisher_thread_starts_after_every_fork_of_its_worker(
     out = subprocess.run(
         [sys.executable, "-c", _BOOT_ORDER],
         env={**os.environ, "PYTHONHASHSEED": seed},
-        cwd=repo_root, capture_output=True, text=True, timeout=120, check=True,
-    ).stdout.split()  # fmt: skip
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
     assert out.index("PublisherStep") > max(out.index("Pool"), out.index("Beat")), out

@@ -13,22 +13,60 @@ from typing import Any
 import pytest
 
 DELIVERY_FIELDS = {
-    "delivery_id", "event", "action", "repo", "source", "upstream_delivery_id", "pr_number",
-    "head_sha", "base_sha", "received_at", "state", "attempts", "last_error", "processed_at",
-    "body_sha256", "normalized", "job_ids", "links",
-}  # fmt: skip
+    "delivery_id",
+    "event",
+    "action",
+    "repo",
+    "source",
+    "upstream_delivery_id",
+    "pr_number",
+    "head_sha",
+    "base_sha",
+    "received_at",
+    "state",
+    "attempts",
+    "last_error",
+    "processed_at",
+    "body_sha256",
+    "normalized",
+    "job_ids",
+    "links",
+}
 JOB_FIELDS = {
-    "id", "delivery_id", "repo", "run_id", "run_attempt", "job_name", "workflow_name",
-    "event_type", "head_sha", "pr_number", "status", "conclusion", "planning_started_at",
-    "dispatched_at", "started_at",
-    "completed_at", "url", "superseded", "planned", "test_results", "crcr_delivery_id", "links",
+    "id",
+    "delivery_id",
+    "repo",
+    "run_id",
+    "run_attempt",
+    "job_name",
+    "workflow_name",
+    "event_type",
+    "head_sha",
+    "pr_number",
+    "status",
+    "conclusion",
+    "planning_started_at",
+    "dispatched_at",
+    "started_at",
+    "completed_at",
+    "url",
+    "superseded",
+    "planned",
+    "test_results",
+    "crcr_delivery_id",
+    "links",
     "upstream_under_test",
     "failure_reason",
-}  # fmt: skip
+}
 COST_FIELDS = (
-    "cost_runner_minutes", "universe_runner_minutes", "budget_runner_minutes", "budget_reason",
-    "workers", "estimated_finish_minutes", "estimated_finish_at",
-)  # fmt: skip
+    "cost_runner_minutes",
+    "universe_runner_minutes",
+    "budget_runner_minutes",
+    "budget_reason",
+    "workers",
+    "estimated_finish_minutes",
+    "estimated_finish_at",
+)
 ZERO = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 0}
 
 
@@ -56,9 +94,7 @@ def test_readyz_with_the_database_and_the_broker_reachable(client: Any) -> None:
 def test_readyz_is_503_when_the_broker_is_unreachable(
     make_client: Any, app_settings: Any, free_port: Any
 ) -> None:
-    settings = app_settings.model_copy(
-        update={"broker_url": f"redis://127.0.0.1:{free_port()}/0"}
-    )
+    settings = app_settings.model_copy(update={"broker_url": f"redis://127.0.0.1:{free_port()}/0"})
     response = make_client(settings).get("/readyz")
     assert response.status_code == 503
     body = response.json()
@@ -72,9 +108,7 @@ def test_readyz_is_503_when_the_database_is_unreachable(
     make_client: Any, app_settings: Any, free_port: Any
 ) -> None:
     missing = f"postgresql+psycopg://relay@127.0.0.1:{free_port()}/relay"  # nothing listens
-    response = make_client(app_settings.model_copy(update={"database_url": missing})).get(
-        "/readyz"
-    )
+    response = make_client(app_settings.model_copy(update={"database_url": missing})).get("/readyz")
     assert response.status_code == 503
     body = response.json()
     assert body["ok"] is False
@@ -120,7 +154,9 @@ def _set_state(settings: Any, delivery_id: str, state: str) -> None:
 def test_deliveries_empty(client: Any) -> None:
     response = client.get("/api/v1/deliveries")
     assert (response.status_code, response.json()) == (
-        200, {"items": [], "total": 0, "limit": 50, "offset": 0, "next_cursor": None})  # fmt: skip
+        200,
+        {"items": [], "total": 0, "limit": 50, "offset": 0, "next_cursor": None},
+    )
     assert "link" not in response.headers
 
 
@@ -135,7 +171,11 @@ def test_deliveries_newest_first_with_their_public_fields(
     pr = json.loads((github_fixtures / "pull_request/opened.payload.json").read_bytes())
     newest = listed[0]
     assert (newest["event"], newest["action"], newest["repo"], newest["source"]) == (
-        "pull_request", "opened", webhook.upstream, "webhook")  # fmt: skip
+        "pull_request",
+        "opened",
+        webhook.upstream,
+        "webhook",
+    )
     assert (newest["state"], newest["attempts"], newest["last_error"]) == ("received", 0, None)
     assert newest["pr_number"] == pr["number"]
     assert newest["head_sha"] == pr["pull_request"]["head"]["sha"]
@@ -160,9 +200,18 @@ def test_deliveries_filtered_by_state(client: Any, three: list[str], app_setting
     assert (failed["state"], failed["last_error"]) == ("failed", "RuntimeError: boom")
 
 
-@pytest.mark.parametrize("query", [{"state": "bogus"}, {"event": "bogus"}, {"limit": 0},
-                                   {"limit": 501}, {"limit": "many"}, {"pr": 2**80},
-                                   {"offset": -1}])  # fmt: skip
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"state": "bogus"},
+        {"event": "bogus"},
+        {"limit": 0},
+        {"limit": 501},
+        {"limit": "many"},
+        {"pr": 2**80},
+        {"offset": -1},
+    ],
+)
 def test_deliveries_bad_query_is_422(client: Any, query: dict[str, Any]) -> None:
     response = client.get("/api/v1/deliveries", params=query)
     assert response.status_code == 422
@@ -189,11 +238,16 @@ def test_deliveries_paged_by_limit_offset_and_cursor(client: Any, three: list[st
 
 @pytest.mark.parametrize(
     ("query", "reason"),
-    [({"cursor": "bogus"}, "cursor: not a cursor this API issued"),
-     ({"cursor": "YzE6aTo0Mg", "offset": 1}, "offset and cursor: give one, not both"),
-     ({"stat": "failed"}, "unknown query parameter(s) stat; this endpoint takes: cursor, event, "
-                          "limit, offset, pr, state")],
-)  # fmt: skip
+    [
+        ({"cursor": "bogus"}, "cursor: not a cursor this API issued"),
+        ({"cursor": "YzE6aTo0Mg", "offset": 1}, "offset and cursor: give one, not both"),
+        (
+            {"stat": "failed"},
+            "unknown query parameter(s) stat; this endpoint takes: cursor, event, "
+            "limit, offset, pr, state",
+        ),
+    ],
+)
 def test_deliveries_bad_paging_and_unknown_parameters_are_422(
     client: Any, query: dict[str, Any], reason: str
 ) -> None:
@@ -269,11 +323,18 @@ class Jobs:
         with session_scope(self.url) as session:
             dispatch_pk = None if delivery is None else self._dispatch(session, delivery)
             job, created = create_job(
-                session, key=key, dispatch_pk=dispatch_pk, event_type="pull_request",
-                workflow_name="spyre-upstream-tests", url="http://relay/api/v1/jobs/x",
-                head_sha=head, pr_number=pr, shards=plan.shards, shard_seconds=plan.shard_seconds,
+                session,
+                key=key,
+                dispatch_pk=dispatch_pk,
+                event_type="pull_request",
+                workflow_name="spyre-upstream-tests",
+                url="http://relay/api/v1/jobs/x",
+                head_sha=head,
+                pr_number=pr,
+                shards=plan.shards,
+                shard_seconds=plan.shard_seconds,
                 selection=plan.stored(),
-            )  # fmt: skip
+            )
             assert created
             if upstream is not None:  # as the plan stage records it
                 job.upstream_under_test = plan.upstream.model_dump(mode="json")
@@ -288,8 +349,9 @@ class Jobs:
         from store.models import Delivery, Dispatch
 
         delivery_pk = session.scalar(select(Delivery.id).where(Delivery.delivery_id == delivery_id))
-        downstream = ensure_downstream(session, repo="local/spyre", level="L2", device="spyre",
-                                       policy={})  # fmt: skip
+        downstream = ensure_downstream(
+            session, repo="local/spyre", level="L2", device="spyre", policy={}
+        )
         dispatch = Dispatch(delivery_pk=delivery_pk, downstream_pk=downstream.id)
         session.add(dispatch)
         session.flush()
@@ -314,9 +376,13 @@ class Jobs:
             job = session.get(Job, job_pk)
             assert job is not None
             assert transition(
-                session, job=job, to=JobStatus(to), expect=set(JobStatus), source="test",
+                session,
+                job=job,
+                to=JobStatus(to),
+                expect=set(JobStatus),
+                source="test",
                 conclusion=Conclusion(conclusion) if conclusion else None,
-            )  # fmt: skip
+            )
 
 
 @pytest.fixture
@@ -327,14 +393,21 @@ def jobs(app_settings: Any, repo_root: Path) -> Jobs:
 def test_jobs_empty(client: Any) -> None:
     response = client.get("/api/v1/jobs")
     assert (response.status_code, response.json()) == (
-        200, {"items": [], "total": 0, "limit": 50, "offset": 0, "next_cursor": None})  # fmt: skip
+        200,
+        {"items": [], "total": 0, "limit": 50, "offset": 0, "next_cursor": None},
+    )
 
 
 def test_jobs_with_live_counts(client: Any, jobs: Jobs) -> None:
     first = jobs.create([["t::a", "t::b"], ["t::c", "t::d", "t::e"]], pr=7)
     second = jobs.create([["t::z"]], pr=8)
-    for test_id, outcome in [("t::a", "passed"), ("t::b", "xpassed"), ("t::c", "failed"),
-                             ("t::d", "crashed"), ("t::e", "xfailed")]:  # fmt: skip
+    for test_id, outcome in [
+        ("t::a", "passed"),
+        ("t::b", "xpassed"),
+        ("t::c", "failed"),
+        ("t::d", "crashed"),
+        ("t::e", "xfailed"),
+    ]:
         jobs.result(first, test_id, outcome)
     listed = client.get("/api/v1/jobs").json()["items"]
     assert [j["id"] for j in listed] == [second, first]  # newest first
@@ -342,11 +415,25 @@ def test_jobs_with_live_counts(client: Any, jobs: Jobs) -> None:
     one = listed[1]
     # xpassed is not counted as passed, nor xfailed as skipped
     assert one["test_results"] == {
-        "passed": 1, "failed": 2, "skipped": 0, "xfailed": 1, "xpassed": 1, "total": 5}  # fmt: skip
+        "passed": 1,
+        "failed": 2,
+        "skipped": 0,
+        "xfailed": 1,
+        "xpassed": 1,
+        "total": 5,
+    }
     assert (one["status"], one["conclusion"], one["planned"], one["superseded"]) == (
-        "dispatched", None, 5, False)  # fmt: skip
+        "dispatched",
+        None,
+        5,
+        False,
+    )
     assert (one["pr_number"], one["head_sha"], one["event_type"], one["job_name"]) == (
-        7, "a" * 40, "pull_request", "spyre")  # fmt: skip
+        7,
+        "a" * 40,
+        "pull_request",
+        "spyre",
+    )
     assert listed[0]["test_results"] == ZERO
     # live: a result stored later is counted at once
     jobs.result(second, "t::z", "skipped")
@@ -381,8 +468,10 @@ def test_jobs_filtered_by_status_and_pr(client: Any, jobs: Jobs) -> None:
     assert (completed["conclusion"], completed["completed_at"] is not None) == ("success", True)
 
 
-@pytest.mark.parametrize("query", [{"limit": 0}, {"limit": 501}, {"pr": "seven"},
-                                   {"status": "bogus"}, {"conclusion": "bogus"}])  # fmt: skip
+@pytest.mark.parametrize(
+    "query",
+    [{"limit": 0}, {"limit": 501}, {"pr": "seven"}, {"status": "bogus"}, {"conclusion": "bogus"}],
+)
 def test_jobs_bad_query_is_422(client: Any, query: dict[str, Any]) -> None:
     response = client.get("/api/v1/jobs", params=query)
     assert response.status_code == 422
@@ -396,9 +485,12 @@ def test_one_job_with_shards_transitions_and_selection(
 
     universe = small_upstream.make_universe()
     selection = plan_everything(
-        universe, reason="push: the change is not readable here", base="v2.13.0",
-        head="b" * 40, source_kind="installed",
-    )  # fmt: skip
+        universe,
+        reason="push: the change is not readable here",
+        base="v2.13.0",
+        head="b" * 40,
+        source_kind="installed",
+    )
     # 18 variants at 0.2 runner-seconds: two shards of about 2 s, run on two workers
     policy = ShardPolicy(target_seconds=2.0, parallel=2)
     job = jobs.create([selection.test_ids], selection=selection, head="b" * 40, policy=policy)
@@ -412,12 +504,17 @@ def test_one_job_with_shards_transitions_and_selection(
     assert set(detail) == JOB_FIELDS | {"shards", "transitions", "selection", "failure_error"}
     assert (detail["failure_reason"], detail["failure_error"]) == (None, None)  # nothing failed
     assert detail["links"] == {
-        "self": f"/api/v1/jobs/{job}", "delivery": None, "results": f"/api/v1/jobs/{job}/results",
+        "self": f"/api/v1/jobs/{job}",
+        "delivery": None,
+        "results": f"/api/v1/jobs/{job}/results",
         "selection": f"/api/v1/jobs/{job}/selection",
         "selection_tests": f"/api/v1/jobs/{job}/selection/tests",
-    }  # fmt: skip
+    }
     assert (detail["id"], detail["status"], detail["planned"]) == (
-        job, "in_progress", len(universe))  # fmt: skip
+        job,
+        "in_progress",
+        len(universe),
+    )
     assert detail["started_at"] is not None
     assert detail["test_results"] == {**ZERO, "passed": 1, "total": 1}
     assert [
@@ -426,7 +523,7 @@ def test_one_job_with_shards_transitions_and_selection(
     ] == [
         {"index": i, "state": "pending", "attempts": 0, "started_at": None, "finished_at": None}
         for i in range(2)
-    ]  # fmt: skip
+    ]
     assert sum(s["tests"] for s in detail["shards"]) == len(universe)
     assert [(t["from_status"], t["to_status"], t["source"]) for t in detail["transitions"]] == [
         (None, "dispatched", "plan"),
@@ -436,15 +533,17 @@ def test_one_job_with_shards_transitions_and_selection(
     assert detail["selection"] == {
         "base_rev": "v2.13.0",
         "head_rev": "b" * 40,
-        "stage_counts": {s.stage: {"in": s.count_in, "out": s.count_out}
-                         for s in selection.funnel},
-        "fallbacks": [{**f.model_dump(mode="json"), "units_total": len(f.units)}
-                      for f in selection.fallbacks],
+        "stage_counts": {s.stage: {"in": s.count_in, "out": s.count_out} for s in selection.funnel},
+        "fallbacks": [
+            {**f.model_dump(mode="json"), "units_total": len(f.units)} for f in selection.fallbacks
+        ],
         "estimated_device_seconds": selection.estimated_device_seconds,
         "universe_variants": len(universe),
-        "selected": len(universe), "cut": 0, "removed": 0,
+        "selected": len(universe),
+        "cut": 0,
+        "removed": 0,
         **{key: detail["selection"][key] for key in COST_FIELDS},
-    }  # fmt: skip
+    }
     cost = detail["selection"]  # the plan's cost (tests/relay/test_app_job_cost.py)
     assert cost["cost_runner_minutes"] == round(selection.estimated_runner_seconds / 60, 2)
     assert (cost["workers"], cost["budget_runner_minutes"]) == (2, None)
@@ -457,20 +556,29 @@ def test_a_job_says_which_upstream_it_tests(client: Any, jobs: Jobs) -> None:
 
     head = "c" * 40
     overlay = UpstreamUnderTest(
-        kind="overlay", torch_build="2.13.0+gitabc", head_sha=head, files_laid_over=3,
-        compiled_not_covered=["aten/src/ATen/native/BinaryOps.cpp"], reason="a checkout",
-    )  # fmt: skip
+        kind="overlay",
+        torch_build="2.13.0+gitabc",
+        head_sha=head,
+        files_laid_over=3,
+        compiled_not_covered=["aten/src/ATen/native/BinaryOps.cpp"],
+        reason="a checkout",
+    )
     job = jobs.create([["t::a"]], head=head, upstream=overlay)
     plain = jobs.create([["t::b"]])  # planned before the upstream under test was named
     detail = client.get(f"/api/v1/jobs/{job}").json()
     assert detail["upstream_under_test"] == {
-        "kind": "overlay", "torch_version": None, "torch_build": "2.13.0+gitabc",
-        "head_sha": head, "head_wheel": None, "files_laid_over": 3,
-        "compiled_not_covered": ["aten/src/ATen/native/BinaryOps.cpp"], "smoke": False,
+        "kind": "overlay",
+        "torch_version": None,
+        "torch_build": "2.13.0+gitabc",
+        "head_sha": head,
+        "head_wheel": None,
+        "files_laid_over": 3,
+        "compiled_not_covered": ["aten/src/ATen/native/BinaryOps.cpp"],
+        "smoke": False,
         "reason": "a checkout",
         "summary": "torch 2.13.0+gitabc with 3 Python file(s) of head cccccccccccc laid over; "
-                   "compiled changes not tested: aten/src/ATen/native/BinaryOps.cpp",
-    }  # fmt: skip
+        "compiled changes not tested: aten/src/ATen/native/BinaryOps.cpp",
+    }
     listed = {j["id"]: j for j in client.get("/api/v1/jobs").json()["items"]}
     assert listed[job]["upstream_under_test"]["kind"] == "overlay"
     assert listed[plain]["upstream_under_test"] is None
@@ -492,13 +600,22 @@ def test_a_job_planned_without_the_selector_has_no_universe(client: Any, jobs: J
         "fallbacks": [],
         "estimated_device_seconds": None,
         "universe_variants": None,
-        "selected": None, "cut": None, "removed": None,
-        "cost_runner_minutes": None, "universe_runner_minutes": None,
-        "budget_runner_minutes": None, "budget_reason": "", "workers": None,
-        "estimated_finish_minutes": None, "estimated_finish_at": None,
-    }  # fmt: skip
+        "selected": None,
+        "cut": None,
+        "removed": None,
+        "cost_runner_minutes": None,
+        "universe_runner_minutes": None,
+        "budget_runner_minutes": None,
+        "budget_reason": "",
+        "workers": None,
+        "estimated_finish_minutes": None,
+        "estimated_finish_at": None,
+    }
     assert [t["to_status"] for t in detail["transitions"]] == [
-        "dispatched", "in_progress", "completed"]  # fmt: skip
+        "dispatched",
+        "in_progress",
+        "completed",
+    ]
     assert detail["transitions"][-1]["conclusion"] == "failure"
     assert (detail["status"], detail["conclusion"]) == ("completed", "failure")
 
@@ -513,8 +630,13 @@ def test_job_results(client: Any, jobs: Jobs) -> None:
     job = jobs.create([["t::a", "t::b", "t::c"]])
     other = jobs.create([["t::a"]])
     jobs.result(job, "t::a", "passed", duration_s=1.5, device_time_us=42.0)
-    jobs.result(job, "t::b", "failed", message="assert 1 == 2",
-                properties={"spec_mode": "xfail", "spec_tags": "numerics,slow"})  # fmt: skip
+    jobs.result(
+        job,
+        "t::b",
+        "failed",
+        message="assert 1 == 2",
+        properties={"spec_mode": "xfail", "spec_tags": "numerics,slow"},
+    )
     jobs.result(job, "t::c", "timeout")
     jobs.result(other, "t::a", "failed")
 
@@ -525,14 +647,37 @@ def test_job_results(client: Any, jobs: Jobs) -> None:
     results = page["items"]
     assert all(r["created_at"] for r in results)  # when each result was stored
     assert [{k: v for k, v in r.items() if k not in ("id", "created_at")} for r in results] == [
-        {"test_id": "t::a", "outcome": "passed", "duration_s": 1.5, "device_time_us": 42.0,
-         "message": None, "spec_mode": None, "tags": [], "shard": None},
-        {"test_id": "t::b", "outcome": "failed", "duration_s": 0.0, "device_time_us": None,
-         "message": "assert 1 == 2", "spec_mode": "xfail", "tags": ["numerics", "slow"],
-         "shard": None},
-        {"test_id": "t::c", "outcome": "timeout", "duration_s": 0.0, "device_time_us": None,
-         "message": None, "spec_mode": None, "tags": [], "shard": None},
-    ]  # fmt: skip
+        {
+            "test_id": "t::a",
+            "outcome": "passed",
+            "duration_s": 1.5,
+            "device_time_us": 42.0,
+            "message": None,
+            "spec_mode": None,
+            "tags": [],
+            "shard": None,
+        },
+        {
+            "test_id": "t::b",
+            "outcome": "failed",
+            "duration_s": 0.0,
+            "device_time_us": None,
+            "message": "assert 1 == 2",
+            "spec_mode": "xfail",
+            "tags": ["numerics", "slow"],
+            "shard": None,
+        },
+        {
+            "test_id": "t::c",
+            "outcome": "timeout",
+            "duration_s": 0.0,
+            "device_time_us": None,
+            "message": None,
+            "spec_mode": None,
+            "tags": [],
+            "shard": None,
+        },
+    ]
 
     def ids(**params: Any) -> list[str]:
         answer = client.get(f"/api/v1/jobs/{job}/results", params=params)
@@ -563,7 +708,9 @@ def test_a_delivery_and_its_job_link_both_ways(
     delivery = client.get(f"/api/v1/deliveries/{delivery_id}").json()
     assert delivery["job_ids"] == [job]
     assert delivery["links"] == {
-        "self": f"/api/v1/deliveries/{delivery_id}", "jobs": [f"/api/v1/jobs/{job}"]}  # fmt: skip
+        "self": f"/api/v1/deliveries/{delivery_id}",
+        "jobs": [f"/api/v1/jobs/{job}"],
+    }
     listed = client.get("/api/v1/deliveries").json()["items"]
     assert [d["job_ids"] for d in listed if d["delivery_id"] == delivery_id] == [[job]]
 
@@ -590,13 +737,19 @@ def test_a_transition_records_the_status_the_row_came_from(
         assert stale is not None and stale.status == "dispatched"
         jobs.move(job_pk, "in_progress")  # another session
         assert transition(
-            stale_session, job=stale, to=JobStatus.COMPLETED,
-            expect={JobStatus.DISPATCHED, JobStatus.IN_PROGRESS}, source="report",
+            stale_session,
+            job=stale,
+            to=JobStatus.COMPLETED,
+            expect={JobStatus.DISPATCHED, JobStatus.IN_PROGRESS},
+            source="report",
             conclusion=Conclusion.SUCCESS,
-        )  # fmt: skip
+        )
     history = client.get(f"/api/v1/jobs/{job_pk}").json()["transitions"]
     assert [(t["from_status"], t["to_status"]) for t in history] == [
-        (None, "dispatched"), ("dispatched", "in_progress"), ("in_progress", "completed")]  # fmt: skip
+        (None, "dispatched"),
+        ("dispatched", "in_progress"),
+        ("in_progress", "completed"),
+    ]
 
 
 def _big_selection(tests: int, *, units: int = 200) -> Any:
@@ -611,26 +764,58 @@ def _big_selection(tests: int, *, units: int = 200) -> Any:
         UniverseInfo,
     )
 
-    ids = [f"spyre_stack/conformance/test_common.py::TestCommonPRIVATEUSE1::"
-           f"test_compare_cpu_op{i}_spyre_float16" for i in range(tests)]  # fmt: skip
+    ids = [
+        f"spyre_stack/conformance/test_common.py::TestCommonPRIVATEUSE1::"
+        f"test_compare_cpu_op{i}_spyre_float16"
+        for i in range(tests)
+    ]
     fallback_units = [f"torch/_dynamo/module_{i}.py" for i in range(units)]
     return SelectionPlan(
-        backend="spyre", source_kind="wheel", base="2.13", head="2.14",
+        backend="spyre",
+        source_kind="wheel",
+        base="2.13",
+        head="2.14",
         universe=UniverseInfo(label="bundled", kind="installed", variants=tests + tests // 10),
-        funnel=[FunnelStep(stage=s, count_in=tests, count_out=tests, unit="variant", seconds=0.1)
-                for s in ("changes", "impact", "applicability", "budget")],
+        funnel=[
+            FunnelStep(stage=s, count_in=tests, count_out=tests, unit="variant", seconds=0.1)
+            for s in ("changes", "impact", "applicability", "budget")
+        ],
         fallback=True,
-        fallbacks=[FallbackInfo(scope="all", units=fallback_units, reason="no signal maps these",
-                                tests=tests)],
-        tests=[PlannedTest(test_id=t, rank=i, risk=0.5, seconds=0.01, seconds_source="model",
-                           mode="xfail", gating=False, signals=["fallback", "operator"],
-                           reasons=["fallback: all (no signal maps 200 units)",
-                                    f"operator: op{i} changed in native_functions.yaml"])
-               for i, t in enumerate(ids)],
-        cut=[CutTest(test_id=f"cut::{i}", rank=tests + i, risk=0.1, seconds=0.01,
-                     reason="over the budget") for i in range(tests // 10)],
-        estimated_device_seconds=300.0, full_device_seconds=330.0,
-    )  # fmt: skip
+        fallbacks=[
+            FallbackInfo(
+                scope="all", units=fallback_units, reason="no signal maps these", tests=tests
+            )
+        ],
+        tests=[
+            PlannedTest(
+                test_id=t,
+                rank=i,
+                risk=0.5,
+                seconds=0.01,
+                seconds_source="model",
+                mode="xfail",
+                gating=False,
+                signals=["fallback", "operator"],
+                reasons=[
+                    "fallback: all (no signal maps 200 units)",
+                    f"operator: op{i} changed in native_functions.yaml",
+                ],
+            )
+            for i, t in enumerate(ids)
+        ],
+        cut=[
+            CutTest(
+                test_id=f"cut::{i}",
+                rank=tests + i,
+                risk=0.1,
+                seconds=0.01,
+                reason="over the budget",
+            )
+            for i in range(tests // 10)
+        ],
+        estimated_device_seconds=300.0,
+        full_device_seconds=330.0,
+    )
 
 
 def test_a_30000_test_job_is_served_compactly(client: Any, jobs: Jobs) -> None:
@@ -647,7 +832,10 @@ def test_a_30000_test_job_is_served_compactly(client: Any, jobs: Jobs) -> None:
     assert len(detail.content) < 64 * 1024, len(detail.content)
     summary = detail.json()["selection"]
     assert (summary["selected"], summary["cut"], summary["universe_variants"]) == (
-        30_000, 3_000, 33_000)  # fmt: skip
+        30_000,
+        3_000,
+        33_000,
+    )
     assert summary["fallbacks"][0]["units_total"] == 200
     assert len(summary["fallbacks"][0]["units"]) == 20
     assert len(client.get(f"/api/v1/jobs/{job}/selection").content) < 64 * 1024
@@ -662,8 +850,9 @@ def test_a_30000_test_job_is_served_compactly(client: Any, jobs: Jobs) -> None:
     top_shard = next(i for i, ids in enumerate(split) if top["test_id"] in ids)
     assert (top["shard"], top["mode"], top["gating"]) == (top_shard, "xfail", False)
     assert top["reasons"] == selection.tests[0].reasons
-    second = client.get(url, params={"kind": "selected", "limit": 500,
-                                     "cursor": first["next_cursor"]}).json()  # fmt: skip
+    second = client.get(
+        url, params={"kind": "selected", "limit": 500, "cursor": first["next_cursor"]}
+    ).json()
     assert [t["rank"] for t in second["items"]] == list(range(500, 1000))
     last = client.get(url, params={"kind": "selected", "limit": 500, "offset": 29_800}).json()
     assert (len(last["items"]), last["next_cursor"]) == (200, None)

@@ -23,10 +23,17 @@ def test_another_host_serves_the_failure_text(tmp_path: Path, make_client: Any) 
     migrate.upgrade(url)
     with session_scope(url) as s:
         job, _ = jobs.create_job(
-            s, key=JobKey("d", "local/spyre", "1", "1", "spyre"), dispatch_pk=None,
-            event_type="pull_request", workflow_name="w", url="", head_sha=None, pr_number=1,
-            shards=[["t::a"]], selection={"plan": {}},
-        )  # fmt: skip
+            s,
+            key=JobKey("d", "local/spyre", "1", "1", "spyre"),
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="w",
+            url="",
+            head_sha=None,
+            pr_number=1,
+            shards=[["t::a"]],
+            selection={"plan": {}},
+        )
         job_pk = job.id
     scratch = tmp_path / "hostB-var" / "runs" / f"job-{job_pk}" / "shard-0-attempt-1" / "artifacts"
     scratch.mkdir(parents=True)

@@ -20,9 +20,15 @@ from store.models import Delivery, DeliveryState
 
 
 def _data(delivery_id: str, **overrides: Any) -> DeliveryCreate:
-    base: dict[str, Any] = {"delivery_id": delivery_id, "event": "pull_request",
-                            "action": "opened", "repo": "pytorch/pytorch", "raw_body": b"{}",
-                            "pr_number": 7, "normalized": {"event": "pull_request"}}  # fmt: skip
+    base: dict[str, Any] = {
+        "delivery_id": delivery_id,
+        "event": "pull_request",
+        "action": "opened",
+        "repo": "pytorch/pytorch",
+        "raw_body": b"{}",
+        "pr_number": 7,
+        "normalized": {"event": "pull_request"},
+    }
     return DeliveryCreate(**{**base, **overrides})
 
 

@@ -21,10 +21,17 @@ from store.outcomes import Outcome, TestOutcome
 def _job(url: str, name: str, shard_ids: list[list[str]]) -> int:
     with session_scope(url) as s:
         job, created = jobs.create_job(
-            s, key=JobKey(name, "local/spyre", "1", "1", "spyre"), dispatch_pk=None,
-            event_type="pull_request", workflow_name="w", url="", head_sha="a" * 40,
-            pr_number=7, shards=shard_ids, selection={"plan": {}},
-        )  # fmt: skip
+            s,
+            key=JobKey(name, "local/spyre", "1", "1", "spyre"),
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="w",
+            url="",
+            head_sha="a" * 40,
+            pr_number=7,
+            shards=shard_ids,
+            selection={"plan": {}},
+        )
         assert created
         return job.id
 

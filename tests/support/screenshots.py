@@ -73,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     for size, (width, height) in SIZES.items():
                         context = browser.new_context(
-                            viewport={"width": width, "height": height}, timezone_id="UTC",
-                            locale="en-GB", reduced_motion="reduce",
-                        )  # fmt: skip
+                            viewport={"width": width, "height": height},
+                            timezone_id="UTC",
+                            locale="en-GB",
+                            reduced_motion="reduce",
+                        )
                         page = context.new_page()
                         for name, path in pages.items():
                             response = page.goto(f"{stack.base_url}{path}")

@@ -64,17 +64,33 @@ def database_url(tmp_path: Path) -> str:
 def _planned_job(database_url: str, modes: dict[str, str]) -> int:
     """A job whose plan selected ``modes``' tests with those spec modes, in one shard."""
     rows = [
-        {**dict.fromkeys(VARIANT_COLUMNS), "kind": "selected", "test_id": test_id, "rank": rank,
-         "shard": 0, "mode": mode, "gating": mode != "xfail", "signals": [], "reasons": []}
+        {
+            **dict.fromkeys(VARIANT_COLUMNS),
+            "kind": "selected",
+            "test_id": test_id,
+            "rank": rank,
+            "shard": 0,
+            "mode": mode,
+            "gating": mode != "xfail",
+            "signals": [],
+            "reasons": [],
+        }
         for rank, (test_id, mode) in enumerate(modes.items())
-    ]  # fmt: skip
+    ]
     key = jobs.JobKey(uuid.uuid4().hex, "local/spyre", "1", "1", "spyre")
     with session_scope(database_url) as session:
         job, _ = jobs.create_job(
-            session, key=key, dispatch_pk=None, event_type="pull_request", workflow_name="relay",
-            url="", head_sha="0" * 40, pr_number=1, shards=[list(modes)],
+            session,
+            key=key,
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="relay",
+            url="",
+            head_sha="0" * 40,
+            pr_number=1,
+            shards=[list(modes)],
             selection={"plan": {}, "variants": rows},
-        )  # fmt: skip
+        )
         return job.id
 
 
@@ -91,10 +107,13 @@ def _run_and_conclude(
     launcher = FreshProcessLauncher(cwd=suite, env=env)
     try:
         run = run_shard(
-            list(modes), launcher=launcher, pytest_args=["--rootdir", str(suite)],
-            per_test_timeout=300, workdir=suite / f"work-{job_pk}",
+            list(modes),
+            launcher=launcher,
+            pytest_args=["--rootdir", str(suite)],
+            per_test_timeout=300,
+            workdir=suite / f"work-{job_pk}",
             should_stop=(lambda: waiting.exists()) if stop_when_waiting else None,
-        )  # fmt: skip
+        )
     finally:
         launcher.close()
     with session_scope(database_url) as session:
@@ -112,8 +131,10 @@ def test_a_mandatory_test_whose_module_fails_to_import_gates_red_with_the_import
     modes = {ADD: "mandatory_success", MUL: "xfail_strict", PASSES: "mandatory_success"}
     conclusion, results = _run_and_conclude(database_url, suite, modes)
     assert {t: r.outcome for t, r in results.items()} == {
-        ADD: "error", MUL: "error", PASSES: "passed",
-    }  # fmt: skip
+        ADD: "error",
+        MUL: "error",
+        PASSES: "passed",
+    }
     for test_id in (ADD, MUL):
         message = results[test_id].message or ""
         assert message.startswith(f"collection failed: {IMPORT_ERROR}"), message

@@ -180,9 +180,15 @@ def run_shard(
             before = len(results)
             collect_errors: list[dict[str, Any]] = []
             stopped = _supervise(
-                child, _EventTail(events), record, per_test_timeout, poll_interval,
-                should_stop or (lambda: False), heartbeat or (lambda: None), collect_errors,
-            )  # fmt: skip
+                child,
+                _EventTail(events),
+                record,
+                per_test_timeout,
+                poll_interval,
+                should_stop or (lambda: False),
+                heartbeat or (lambda: None),
+                collect_errors,
+            )
             if stopped:
                 for test_id in ids:
                     record(TestOutcome(test_id, Outcome.NOT_RUN, message="cancelled before it ran"))
