@@ -26,7 +26,8 @@ import httpx
 
 from benchmarks.report import Report
 from store.models import utcnow
-from tests.support.hud_seed import seed_big_run, seed_runs
+from tests.support.hud_seed import seed_runs
+from tests.support.hud_seed_live import seed_big_run
 from tests.support.stack import start_local_stack, start_stack
 
 ROUNDS = int(os.environ.get("BENCH_HUD_ROUNDS", "9"))

@@ -1,12 +1,11 @@
 """Seeded histories for the HUD's tests, screenshots and benchmark, written through the ORM
 into a migrated database (SQLite or PostgreSQL).
 
-:func:`seed_health` writes a job history per downstream whose CRCR verdict is known: one passes
-every L3 rule, each other fails exactly the rules named in :data:`HEALTH_CASES` (a P50 over
-3 h necessarily puts most jobs over 3 h too), one L3 downstream is demoted on its 7-day pass
-rate. :func:`seed_runs` writes the runner's commits: pushes to main and pull requests, each with
+:func:`seed_runs` writes the runner's commits: pushes to main and pull requests, each with
 a plan (funnel, reasons, cut list) and results, one job failing with known failures and
-artifacts, one flaky test, and one job still running. All times are relative to ``now``.
+artifacts, one flaky test, and one job still running. All times are relative to ``now``. The
+downstreams' health histories: :mod:`tests.support.hud_seed_health`; a live run, a release
+replay and a big run: :mod:`tests.support.hud_seed_live`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
-from store import evalreports
 from store.db import session_scope
 from store.models import (
     Delivery,
@@ -32,29 +30,17 @@ from store.models import (
     SelectionTest,
     Shard,
     TestResult,
-    utcnow,
 )
 
 RUNNER = "local/spyre"
 H = 3600.0
 
-#: downstream -> (level, days listed, the L3 rules it fails (14 d), verdict)
-HEALTH_CASES: dict[str, tuple[str, int, set[str], str]] = {
-    "acme/npu-ready": ("L2", 45, set(), "ready for L3"),
-    "acme/npu-slow": ("L2", 45, {"p50_e2e", "over_3h_share"}, "not ready for L3"),
-    "acme/npu-long-tail": ("L2", 45, {"over_3h_share"}, "not ready for L3"),
-    "acme/npu-queue": ("L2", 45, {"avg_queue"}, "not ready for L3"),
-    "acme/npu-timeouts": ("L2", 45, {"timeout_rate"}, "not ready for L3"),
-    "acme/npu-red": ("L2", 45, {"pass_rate"}, "not ready for L3"),
-    "acme/npu-new": ("L2", 10, {"time_at_l2"}, "not ready for L3"),
-    "acme/npu-l3": ("L3", 90, {"pass_rate"}, "demote"),
-}
 
 SUITES = ("common", "out", "variants", "gradients", "modules", "errors")
 OPS = ("add", "mul", "softmax", "matmul", "nn.functional.gelu", "sum", "mean", "where")
 
 
-def _sha(text: str) -> str:
+def sha_of(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
@@ -65,7 +51,7 @@ def test_id(i: int) -> str:
     return f"spyre_stack/conformance/test_{suite}.py::{cls}::test_{suite}_{op}_{i}_spyre_float16"
 
 
-def _job(
+def add_job(
     session: Any,
     *,
     repo: str,
@@ -138,84 +124,6 @@ def _job(
     return job
 
 
-#: (passed, failed, skipped) of a health job by its conclusion (the verdicts read only timings)
-_HEALTH_COUNTS = {"success": (180, 0, 20), "failure": (172, 8, 20), "timed_out": (95, 0, 5)}
-
-
-def seed_health(database_url: str, *, now: datetime) -> dict[str, tuple[str, set[str]]]:
-    """20 jobs per downstream over the last 14 days (4 in the last 7); {repo: (verdict, failed
-    L3 rules)}."""
-    with session_scope(database_url) as session:
-        for repo, (level, listed_days, _, _) in HEALTH_CASES.items():
-            session.add(
-                Downstream(
-                    repo=repo,
-                    level=level,
-                    device="npu",
-                    enabled=True,
-                    created_at=now - timedelta(days=listed_days),
-                )
-            )
-            for i in range(20):
-                at = now - timedelta(days=13.5) + timedelta(hours=16 * i)
-                queue, e2e, conclusion = 300.0, 1 * H, "success"
-                if repo == "acme/npu-slow":
-                    e2e = 4 * H
-                elif repo == "acme/npu-long-tail" and i == 3:
-                    e2e = 5 * H
-                elif repo == "acme/npu-queue":
-                    queue, e2e = 40 * 60.0, 1.5 * H
-                elif repo == "acme/npu-timeouts" and i == 5:
-                    conclusion, e2e = "timed_out", 2.5 * H
-                elif repo == "acme/npu-red" and i in (1, 4, 7, 10):
-                    conclusion = "failure"
-                elif repo == "acme/npu-l3" and i >= 16 and i % 2 == 0:
-                    conclusion = "failure"  # 2 of the 10 jobs of the 7-day window: 80 %
-                key = f"{repo}-{i}"
-                sha = _sha(f"upstream-{i}")  # every downstream tests the same upstream commits
-                if repo == "acme/npu-ready" and i == 2:
-                    # a failed first attempt re-run green: only the latest attempt counts
-                    _job(
-                        session,
-                        repo=repo,
-                        key=key,
-                        attempt=1,
-                        conclusion="failure",
-                        dispatched=at,
-                        queue_s=queue,
-                        e2e_s=e2e,
-                        head_sha=sha,
-                        counts=_HEALTH_COUNTS["failure"],
-                    )
-                    at = at + timedelta(hours=2)
-                    _job(
-                        session,
-                        repo=repo,
-                        key=key,
-                        attempt=2,
-                        conclusion="success",
-                        dispatched=at,
-                        queue_s=queue,
-                        e2e_s=e2e,
-                        head_sha=sha,
-                        counts=_HEALTH_COUNTS["success"],
-                    )
-                    continue
-                _job(
-                    session,
-                    repo=repo,
-                    key=key,
-                    conclusion=conclusion,
-                    dispatched=at,
-                    queue_s=queue,
-                    e2e_s=e2e,
-                    head_sha=sha,
-                    counts=_HEALTH_COUNTS[conclusion],
-                )
-        session.commit()
-    return {r: (verdict, fails) for r, (_, _, fails, verdict) in HEALTH_CASES.items()}
-
-
 @dataclass
 class SeededRuns:
     commits: list[str]  # newest first
@@ -237,7 +145,7 @@ class SeededRuns:
 FUNNEL = [("changes", 14, 9), ("impact", 9, 420), ("applicability", 420, 300), ("budget", 300, 0)]
 
 
-def _plan(n_tests: int, *, runner_root: str, cut: int = 5) -> dict[str, Any]:
+def plan_of(n_tests: int, *, runner_root: str, cut: int = 5) -> dict[str, Any]:
     funnel = [
         {
             "stage": s,
@@ -279,7 +187,7 @@ def _plan(n_tests: int, *, runner_root: str, cut: int = 5) -> dict[str, Any]:
     }
 
 
-def _selection_rows(job_pk: int, n_tests: int, *, cut: int = 5) -> list[dict[str, Any]]:
+def selection_rows(job_pk: int, n_tests: int, *, cut: int = 5) -> list[dict[str, Any]]:
     """The per-variant part of the plan, as the planner stores it (SelectionTest rows)."""
     blank = {
         "shard": None,
@@ -327,7 +235,7 @@ def _selection_rows(job_pk: int, n_tests: int, *, cut: int = 5) -> list[dict[str
     return rows
 
 
-def _delivery(
+def add_delivery(
     session: Any,
     *,
     key: str,
@@ -400,7 +308,7 @@ def seed_runs(
             session.add(runner)
         runner.created_at = now - timedelta(days=40)
         session.flush()
-        shas = [_sha(f"commit-{i}") for i in range(commits)]  # shas[0] is the newest
+        shas = [sha_of(f"commit-{i}") for i in range(commits)]  # shas[0] is the newest
         failing_index = 1
         jobs: list[int] = []
         info: dict[str, Any] = {}
@@ -408,7 +316,7 @@ def seed_runs(
         for i in reversed(range(commits)):
             at = now - timedelta(hours=2 * i + 1)
             sha = shas[i]
-            dispatch = _delivery(
+            dispatch = add_delivery(
                 session,
                 key=f"push-{i}",
                 event="push",
@@ -419,7 +327,7 @@ def seed_runs(
             )
             failing = i == failing_index
             fails = [test_id(3), test_id(11)] if failing else []
-            job = _job(
+            job = add_job(
                 session,
                 repo=RUNNER,
                 key=f"push-{i}",
@@ -433,7 +341,7 @@ def seed_runs(
                 counts=(results_per_job - len(fails), len(fails), 0),
             )
             jobs.append(job.id)
-            _shards_and_results(
+            shards_and_results(
                 session,
                 job,
                 n=results_per_job,
@@ -445,7 +353,7 @@ def seed_runs(
                 info.update(failing_job=job.id, failing_sha=sha, failing_tests=fails)
             if i == 2:
                 # a re-run on the same commit where the flaky test fails: flaky
-                rerun = _job(
+                rerun = add_job(
                     session,
                     repo=RUNNER,
                     key=f"push-{i}",
@@ -459,7 +367,7 @@ def seed_runs(
                     planned=results_per_job,
                     counts=(results_per_job, 0, 0),
                 )
-                _shards_and_results(
+                shards_and_results(
                     session,
                     rerun,
                     n=results_per_job,
@@ -474,9 +382,9 @@ def seed_runs(
         pr_job = 0
         for k in range(prs):
             pr = 101 + k
-            sha = _sha(f"pr-{pr}")
+            sha = sha_of(f"pr-{pr}")
             at = now - timedelta(hours=2 * k + 0.5)
-            dispatch = _delivery(
+            dispatch = add_delivery(
                 session,
                 key=f"pr-{pr}",
                 event="pull_request",
@@ -485,7 +393,7 @@ def seed_runs(
                 pr=pr,
                 downstream_pk=runner.id,
             )
-            job = _job(
+            job = add_job(
                 session,
                 repo=RUNNER,
                 key=f"pr-{pr}",
@@ -499,12 +407,12 @@ def seed_runs(
                 planned=20,
                 counts=(20, 0, 0),
             )
-            _shards_and_results(
+            shards_and_results(
                 session, job, n=20, fails=[], artifacts=artifacts, runner_root=runner_root
             )
             pr_job = pr_job or job.id
             jobs.append(job.id)
-        live, live_shards = _live_job(
+        live, live_shards = add_live_job(
             session,
             key="push-live",
             now=now,
@@ -531,7 +439,7 @@ def seed_runs(
         )
 
 
-def _live_job(
+def add_live_job(
     session: Any,
     *,
     key: str,
@@ -542,11 +450,11 @@ def _live_job(
     shards: int = 2,
 ) -> tuple[Job, list[int]]:
     """A push whose job runs now: planned, its shards started, no result stored yet."""
-    sha = _sha(key)
-    dispatch = _delivery(
+    sha = sha_of(key)
+    dispatch = add_delivery(
         session, key=key, event="push", now=now, head_sha=sha, pr=None, downstream_pk=downstream_pk
     )
-    live = _job(
+    live = add_job(
         session,
         repo=RUNNER,
         key=key,
@@ -561,12 +469,12 @@ def _live_job(
     session.add(
         Selection(
             job_pk=live.id,
-            plan=_plan(tests, runner_root=runner_root),
+            plan=plan_of(tests, runner_root=runner_root),
             stage_counts={},
             fallbacks=[],
         )
     )
-    session.execute(insert(SelectionTest), _selection_rows(live.id, tests))
+    session.execute(insert(SelectionTest), selection_rows(live.id, tests))
     shard_pks = []
     for s in range(shards):
         shard = Shard(
@@ -583,165 +491,7 @@ def _live_job(
     return live, shard_pks
 
 
-@dataclass
-class LiveRun:
-    """A job that runs while a test watches it: :meth:`advance` stores the next results of a
-    shard the way the harness does (one row per finished test), :meth:`finish` concludes it."""
-
-    database_url: str
-    job_id: int
-    shard_pks: list[int]
-    done: dict[int, int] = field(default_factory=dict)  # shard index -> results stored
-
-    def advance(self, shard: int, count: int, *, outcome: str = "passed") -> None:
-        with session_scope(self.database_url) as session:
-            row = session.get(Shard, self.shard_pks[shard])
-            assert row is not None
-            start = self.done.get(shard, 0)
-            ids = list(row.test_ids)[start : start + count]
-            session.execute(
-                insert(TestResult),
-                [
-                    {
-                        "job_pk": self.job_id,
-                        "shard_pk": row.id,
-                        "test_id": tid,
-                        "outcome": outcome,
-                        "duration_s": 0.1,
-                        "device_time_us": 21.0,
-                        "spec_mode": "mandatory_success",
-                        "tags": [],
-                        "op": "add",
-                        "dtype": "float16",
-                    }
-                    for tid in ids
-                ],
-            )
-            if start + len(ids) >= len(row.test_ids):
-                row.state = "done"
-            session.commit()
-            self.done[shard] = start + len(ids)
-
-    def finish(self, conclusion: str = "success") -> None:
-        with session_scope(self.database_url) as session:
-            job = session.get(Job, self.job_id)
-            assert job is not None
-            at = utcnow()
-            session.add(
-                JobTransition(
-                    job_pk=job.id,
-                    from_status=job.status,
-                    to_status="completed",
-                    conclusion=conclusion,
-                    at=at,
-                    source="seed",
-                )
-            )
-            job.status, job.conclusion, job.completed_at = "completed", conclusion, at
-            session.commit()
-
-
-def seed_live_run(database_url: str, *, key: str, tests: int = 20) -> LiveRun:
-    """A new running job on the runner (two shards of ``tests / 2``) started now."""
-    with session_scope(database_url) as session:
-        runner = session.scalar(select(Downstream).where(Downstream.repo == RUNNER))
-        assert runner is not None, "seed_runs first"
-        job, shards = _live_job(
-            session,
-            key=key,
-            now=utcnow(),
-            downstream_pk=runner.id,
-            tests=tests,
-            runner_root="/srv/crcr-relay",
-        )
-        session.commit()
-        return LiveRun(database_url=database_url, job_id=job.id, shard_pks=shards)
-
-
-def seed_replay(database_url: str, *, now: datetime, var_dir: Path, tests: int = 48) -> int:
-    """A finished release replay (2.13 -> 2.14, event ``periodic``) and a recall report of
-    ``relay eval`` in the database (as the command stores it); returns its job id."""
-    with session_scope(database_url) as session:
-        at = now - timedelta(days=1)
-        job = _job(
-            session,
-            repo=RUNNER,
-            key="replay-2.13-2.14",
-            event="periodic",
-            dispatched=at,
-            queue_s=60,
-            e2e_s=1800,
-            head_sha="v2.14.1",
-            planned=tests,
-            counts=(tests - 3, 3, 0),
-            conclusion="failure",
-        )
-        _shards_and_results(
-            session,
-            job,
-            n=tests,
-            fails=[test_id(3), test_id(11), test_id(19)],
-            artifacts=var_dir / "artifacts",
-            runner_root="/srv/crcr-relay",
-        )
-        session.commit()
-        job_id = job.id
-        evalreports.save(
-            session,
-            name="report-release.md",
-            kind="release",
-            text="# Release replay 2.13 -> 2.14 (seeded)\n\n"
-            "| selector | selected | failures found | recall |\n|---|---:|---:|---:|\n"
-            "| four stages | 48 | 3 of 3 | 100.0 % |\n| budget 60 s | 30 | 2 of 3 | 66.7 % |\n",
-        )
-    return job_id
-
-
-def seed_big_run(database_url: str, *, now: datetime, results: int, key: str, var_dir: Path) -> int:
-    """One finished push job with ``results`` results (every 50th failing): the run page's
-    benchmark; returns its job id."""
-    with session_scope(database_url) as session:
-        runner = session.scalar(select(Downstream).where(Downstream.repo == RUNNER))
-        if runner is None:
-            runner = Downstream(repo=RUNNER, level="L2", device="spyre", enabled=True)
-            session.add(runner)
-            session.flush()
-        dispatch = _delivery(
-            session,
-            key=key,
-            event="push",
-            now=now,
-            head_sha=_sha(key),
-            pr=None,
-            downstream_pk=runner.id,
-        )
-        fails = [test_id(i) for i in range(3, results, 50)]
-        job = _job(
-            session,
-            repo=RUNNER,
-            key=key,
-            dispatched=now,
-            queue_s=30,
-            e2e_s=900,
-            head_sha=_sha(key),
-            dispatch_pk=dispatch,
-            conclusion="failure",
-            planned=results,
-            counts=(results - len(fails), len(fails), 0),
-        )
-        _shards_and_results(
-            session,
-            job,
-            n=results,
-            fails=fails,
-            artifacts=var_dir / "artifacts",
-            runner_root="/srv/crcr-relay",
-        )
-        session.commit()
-        return job.id
-
-
-def _shards_and_results(
+def shards_and_results(
     session: Any,
     job: Job,
     *,
@@ -753,10 +503,10 @@ def _shards_and_results(
 ) -> None:
     session.add(
         Selection(
-            job_pk=job.id, plan=_plan(n, runner_root=runner_root), stage_counts={}, fallbacks=[]
+            job_pk=job.id, plan=plan_of(n, runner_root=runner_root), stage_counts={}, fallbacks=[]
         )
     )
-    session.execute(insert(SelectionTest), _selection_rows(job.id, n))
+    session.execute(insert(SelectionTest), selection_rows(job.id, n))
     ids = [test_id(i) for i in range(n)]
     shard = Shard(
         job_pk=job.id,

@@ -25,15 +25,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.hud_seed import (
-    HEALTH_CASES,
-    LiveRun,
-    SeededRuns,
-    seed_health,
-    seed_live_run,
-    seed_replay,
-    seed_runs,
-)
+from tests.support.hud_seed import SeededRuns, seed_runs
+from tests.support.hud_seed_health import HEALTH_CASES, seed_health
+from tests.support.hud_seed_live import LiveRun, seed_live_run, seed_replay
 
 #: every seeded time is relative to this instant (the health verdicts are evaluated at it)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
