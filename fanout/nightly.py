@@ -26,7 +26,7 @@ from fanout.github import GitHubApi, GitHubError
 from fanout.model import AllowlistedDownstream
 from store import deliveries, outbox
 from store.db import session_scope
-from store.deliveries import DeliveryCreate, StoreOutcome
+from store.deliveries import DeliveryCreate, Stored
 from wire.github.events import Envelope, normalize_envelope
 
 log = logging.getLogger("fanout.nightly")
@@ -99,7 +99,7 @@ def _store(
             ),
             outbox=write,
         )
-    return pk if outcome is StoreOutcome.NEW else None
+    return pk if outcome is Stored.NEW else None
 
 
 def request_due(

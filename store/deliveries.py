@@ -38,7 +38,9 @@ _NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"
 WITHOUT_BODIES = (defer(Delivery.raw_body), defer(Delivery.upstream_payload))
 
 
-class StoreOutcome(enum.StrEnum):
+class Stored(enum.StrEnum):
+    """What storing a delivery did (not a test's outcome: :class:`store.outcomes.Outcome`)."""
+
     NEW = "new"
     DUPLICATE = "duplicate"
     REDELIVERY = "redelivery"  # a delivery whose processing failed, sent again: process again
@@ -258,7 +260,7 @@ def insert_new(cursor: Any, dialect: Dialect, batch: Sequence[DeliveryCreate]) -
     return stored
 
 
-def existing(session: Session, *, delivery_id: str) -> tuple[StoreOutcome, int]:
+def existing(session: Session, *, delivery_id: str) -> tuple[Stored, int]:
     """The answer to a delivery whose id is stored already (commits): a redelivery of a failed
     one is flipped back to RECEIVED atomically (exactly one of several concurrent redeliveries
     re-enqueues it), anything else is a duplicate."""
@@ -274,8 +276,8 @@ def existing(session: Session, *, delivery_id: str) -> tuple[StoreOutcome, int]:
         announce(session)
     session.commit()
     if result.rowcount == 1:  # type: ignore[attr-defined]
-        return StoreOutcome.REDELIVERY, pk
-    return StoreOutcome.DUPLICATE, pk
+        return Stored.REDELIVERY, pk
+    return Stored.DUPLICATE, pk
 
 
 def store(
@@ -283,7 +285,7 @@ def store(
     *,
     data: DeliveryCreate,
     outbox: Callable[[Session, int], object] | None = None,
-) -> tuple[StoreOutcome, int]:
+) -> tuple[Stored, int]:
     """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
     unique constraint on delivery_id (:func:`insert_new`); a failed one is flipped back to
     RECEIVED atomically so exactly one of several concurrent redeliveries re-enqueues it
@@ -304,7 +306,7 @@ def store(
     if outbox is not None and data.error is None:
         outbox(session, pk)
     session.commit()
-    return StoreOutcome.NEW, pk
+    return Stored.NEW, pk
 
 
 def pk_of(session: Session, *, delivery_id: str) -> int | None:

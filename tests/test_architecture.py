@@ -518,8 +518,34 @@ def test_the_limits_are_one_table_the_store_holds() -> None:
 def test_every_benchmark_module_imports() -> None:
     """The benchmarks are not run by the suite; a module moved under them must still fail it."""
     names = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__main__")
-    code = "import importlib, sys\nfor n in sys.argv[1:]: importlib.import_module('benchmarks.' + n)"
+    code = (
+        "import importlib, sys\nfor n in sys.argv[1:]: importlib.import_module('benchmarks.' + n)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code, *names], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# ------------------------------------------------------- one per-test selection record, end to end
+
+
+def test_the_per_test_selection_record_has_one_set_of_fields() -> None:
+    """A selected test crosses four rooms (the selector's ``Ranked``, the plan's ``PlannedTest``,
+    the stored ``SelectionTest`` row through ``planner.model.VARIANT_COLUMNS``, the API's
+    ``SelectionTestPublic``): each carries the same fields, so none can drop or rename one the
+    next room reads."""
+    import dataclasses
+
+    from planner.model import VARIANT_COLUMNS
+    from relay.api.jobs import SelectionTestPublic
+    from selector.model import Cut, Ranked
+    from selector.plan import CutTest, PlannedTest
+    from store.models import SelectionTest
+
+    ranked = {f.name for f in dataclasses.fields(Ranked)}
+    assert ranked == set(PlannedTest.model_fields)
+    assert {f.name for f in dataclasses.fields(Cut)} == set(CutTest.model_fields)
+    row = {c.name for c in SelectionTest.__table__.columns} - {"id", "job_pk"}
+    assert set(VARIANT_COLUMNS) == row == ranked | {"kind", "shard"}
+    assert set(SelectionTestPublic.model_fields) == row | {"id"}

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from store import deliveries
 from store.db import session_scope
-from store.deliveries import DeliveryCreate, StoreOutcome
+from store.deliveries import DeliveryCreate, Stored
 from store.models import Delivery
 
 
@@ -59,7 +59,7 @@ def test_values_out_of_range_are_cleared_and_the_delivery_rejected(
 ) -> None:
     with session_scope(database_url) as session:
         outcome, pk = deliveries.store(session, data=_data(**overrides))
-        assert outcome is StoreOutcome.NEW
+        assert outcome is Stored.NEW
         row = session.get(Delivery, pk)
         assert row is not None
         assert (row.state, row.last_error, row.normalized) == ("rejected", reason, None)
@@ -73,7 +73,7 @@ def test_values_out_of_range_are_cleared_and_the_delivery_rejected(
 def test_a_fitting_delivery_is_received(database_url: str) -> None:
     with session_scope(database_url) as session:
         outcome, pk = deliveries.store(session, data=_data())
-        assert outcome is StoreOutcome.NEW
+        assert outcome is Stored.NEW
         row = session.scalar(select(Delivery).where(Delivery.id == pk))
         assert row is not None and (row.state, row.last_error, row.pr_number) == (
             "received",
