@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
 
 from relay.api import hud as api
+from relay.api import hud_tests as tests_api
 from relay.api.jobs import upstream_under_test
 from relay.web import charts
 from relay.web.authoring import spec_decision
@@ -42,7 +43,7 @@ def overview(request: Request) -> HTMLResponse:
     """Downstreams with level and health verdict, what runs now, the latest results."""
     with _session(request) as session:
         jobs = job_rows.job_count(session)
-        health = api.health(session)
+        health = tests_api.health(session)
         running = [api.progress(session, j) for j in hud.running_jobs(session)]
         running_jobs = {j.id: j for j in hud.running_jobs(session)}
         recent = hud.recent_jobs(session, limit=10)
@@ -218,7 +219,9 @@ def test_page(
             what="Give a test id: /tests?id=<node id> (every result links here).",
         )
     with _session(request) as session:
-        history = api.history_page(session, id, None, page_params(request, limit=50, offset=offset))
+        history = tests_api.history_page(
+            session, id, None, page_params(request, limit=50, offset=offset)
+        )
         flaky = hud.is_flaky(session, test_id=id)
         latest = results.latest_of_test(session, test_id=id)
         op, dtype = (latest.op, latest.dtype) if latest is not None else (None, None)
@@ -250,7 +253,7 @@ def flaky(
     offset: int = Query(default=0, ge=0, le=10**9),
 ) -> HTMLResponse:
     with _session(request) as session:
-        page = api.flaky_page(
+        page = tests_api.flaky_page(
             session, days=days, repo=None, params=page_params(request, limit=50, offset=offset)
         )
     return render(
@@ -281,10 +284,10 @@ def downstreams(
                 what=f"at={at!r} is not an ISO date-time from 1970 to 9000",
             )
     with _session(request) as session:
-        health = api.health(session, at=now)
+        health = tests_api.health(session, at=now)
         plots = {}
         for h in health:
-            days = health_rows.daily_series(session, repo=h.repo, now=api.aware(now), days=14)
+            days = health_rows.daily_series(session, repo=h.repo, now=tests_api.aware(now), days=14)
             plots[h.repo] = (
                 charts.series(
                     [
