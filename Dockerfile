@@ -20,6 +20,7 @@ COPY wire wire
 COPY testspecs testspecs
 COPY spyre_stack spyre_stack
 COPY plugins plugins
+COPY config config
 # torch==2.13.0 CPU build: take it from PyTorch's CPU index, not the default CUDA wheel.
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu .
 ENV RELAY_VAR_DIR=/var/lib/relay

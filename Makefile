@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTHON ?= python3
 # our packages, top layer first (the layers are the import-linter contract in pyproject.toml)
 PACKAGES := cli relay workers planner evaluation fanout inventory selector upstream backends \
-	migrations store wire testspecs spyre_stack plugins
+	migrations store wire testspecs spyre_stack plugins config
 
 .PHONY: run test test-fast test-slow test-long test-clone lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec
 

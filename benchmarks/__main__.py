@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import Report
-from store.settings import get_settings
+from config.settings import get_settings
 
 
 def main(argv: list[str]) -> int:

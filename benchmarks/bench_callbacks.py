@@ -45,12 +45,17 @@ async def _callbacks(url: str, token: str, client_payload: dict[str, Any]) -> di
 
     def body(run: int, status: str) -> bytes:
         workflow = {
-            "schema_version": "1", "status": status, "name": "bench", "url": "https://ci/run",
-            "run_id": f"run-{run}", "run_attempt": "1", "job_name": "test",
+            "schema_version": "1",
+            "status": status,
+            "name": "bench",
+            "url": "https://ci/run",
+            "run_id": f"run-{run}",
+            "run_attempt": "1",
+            "job_name": "test",
             "check_run_id": f"run-{run}-1",
             "conclusion": "success" if status == "completed" else None,
             f"{'completed' if status == 'completed' else 'started'}_at": "2026-12-01T00:00:00Z",
-        }  # fmt: skip
+        }
         echoed = {k: v for k, v in client_payload.items() if k != "crcr_relay"}
         return json.dumps({**echoed, "workflow": workflow}).encode()
 
@@ -82,9 +87,18 @@ async def _callbacks(url: str, token: str, client_payload: dict[str, Any]) -> di
 
 def _healthz(url: str) -> dict[str, Any]:
     cmd = [
-        sys.executable, "-m", "benchmarks.loadgen", "--url", f"{url}/healthz",
-        "--count", str(2 * RUNS), "--concurrency", str(CONCURRENCY), "--max-seconds", "120",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "benchmarks.loadgen",
+        "--url",
+        f"{url}/healthz",
+        "--count",
+        str(2 * RUNS),
+        "--concurrency",
+        str(CONCURRENCY),
+        "--max-seconds",
+        "120",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=200)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -103,9 +117,12 @@ def _measure(backend: str, tmp: Path, database_url: str, broker_url: str, table:
             "RELAY_CALLBACK_RATE_PER_MINUTE": "100000",
         }
         stack = start_stack(
-            tmp=tmp, database_url=database_url, broker_url=broker_url, port=free_port(),
+            tmp=tmp,
+            database_url=database_url,
+            broker_url=broker_url,
+            port=free_port(),
             extra_env=env,
-        )  # fmt: skip
+        )
         try:
             fixture = (
                 Path(__file__).resolve().parents[1] / "examples/events/pull_request.opened.json"
@@ -122,30 +139,47 @@ def _measure(backend: str, tmp: Path, database_url: str, broker_url: str, table:
             )
         finally:
             stack.stop()
-    table.rows.append([
-        backend, str(rate["count"]), f"{rate['rps']:.0f}", f"{rate['p50_ms']:.1f}",
-        f"{rate['p99_ms']:.1f}", f"{floor['rps']:.0f}", f"{rate['rps'] / floor['rps']:.2f}",
-        json.dumps(rate["statuses"]),
-    ])  # fmt: skip
+    table.rows.append(
+        [
+            backend,
+            str(rate["count"]),
+            f"{rate['rps']:.0f}",
+            f"{rate['p50_ms']:.1f}",
+            f"{rate['p99_ms']:.1f}",
+            f"{floor['rps']:.0f}",
+            f"{rate['rps'] / floor['rps']:.2f}",
+            json.dumps(rate["statuses"]),
+        ]
+    )
 
 
 def run(report: Report) -> None:
     table = report.table(
         "Callback handling rate (relay up, loopback, 8 concurrent connections)",
-        ["backend", "callbacks", "callbacks/s", "p50 ms", "p99 ms", "healthz req/s (baseline)",
-         "callbacks / baseline", "answers"],
+        [
+            "backend",
+            "callbacks",
+            "callbacks/s",
+            "p50 ms",
+            "p99 ms",
+            "healthz req/s (baseline)",
+            "callbacks / baseline",
+            "answers",
+        ],
         note=f"{RUNS} jobs, each an in_progress then a completed callback with an RS256 OIDC "
         "token (JWKS of a local issuer, cached), no dispatch token (L2: matched by delivery). "
         "Baseline: GET /healthz on the same server, same run, same concurrency.",
-    )  # fmt: skip
+    )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         (tmp / "sqlite").mkdir()
         _measure(
-            "SQLite + embedded broker", tmp / "sqlite",
+            "SQLite + embedded broker",
+            tmp / "sqlite",
             f"sqlite:///{tmp / 'sqlite' / 'relay.sqlite'}",
-            f"sqla+sqlite:///{tmp / 'sqlite' / 'broker.sqlite'}", table,
-        )  # fmt: skip
+            f"sqla+sqlite:///{tmp / 'sqlite' / 'broker.sqlite'}",
+            table,
+        )
         if os.environ.get("RELAY_TEST_POSTGRES_URL") and os.environ.get("RELAY_TEST_REDIS_URL"):
             from tests.support.services import fresh_postgres_database, fresh_redis_url
 

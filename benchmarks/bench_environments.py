@@ -25,10 +25,10 @@ from sqlalchemy import func, select
 
 from backends import get_backend
 from benchmarks.report import Report
+from config.settings import get_settings
 from inventory.build import universe_from_inventory
 from store.db import session_scope
 from store.models import Shard, TestResult
-from store.settings import get_settings
 from tests.support.overlay_repo import OverlayUpstream, overlay_upstream
 from tests.support.services import free_port
 from tests.support.stack import Stack, pull_request_opened, start_stack
@@ -58,9 +58,11 @@ def _first_result_seconds(stack: Stack, delivery_id: str, start: float) -> float
         if job is None:
             return False
         with session_scope(stack.database_url) as s:
-            return bool(s.scalar(
-                select(func.count()).select_from(TestResult).where(TestResult.job_pk == job.id)
-            ))  # fmt: skip
+            return bool(
+                s.scalar(
+                    select(func.count()).select_from(TestResult).where(TestResult.job_pk == job.id)
+                )
+            )
 
     stack.wait_for(first, timeout=1800, what="the first result")
     return time.perf_counter() - start
@@ -85,16 +87,21 @@ def _pull_requests(repo: OverlayUpstream) -> tuple[float, list[float], int]:
     for name in ("relay.sqlite", "broker.sqlite"):
         (stack_dir / name).unlink(missing_ok=True)
     stack = start_stack(
-        tmp=stack_dir, database_url=f"sqlite:///{stack_dir / 'relay.sqlite'}",
-        broker_url=f"sqla+sqlite:///{stack_dir / 'broker.sqlite'}", port=free_port(),
+        tmp=stack_dir,
+        database_url=f"sqlite:///{stack_dir / 'relay.sqlite'}",
+        broker_url=f"sqla+sqlite:///{stack_dir / 'broker.sqlite'}",
+        port=free_port(),
         extra_env={
             # the inventory and the environments of this checkout's RELAY_VAR_DIR, made once
             "RELAY_VAR_DIR": str(var),
-            "RELAY_RUNNER_ENABLED": "true", "RELAY_EVENT_HANDLERS": "[]",
-            "RELAY_UPSTREAM_PATH": str(repo.repo.path), "RELAY_PER_TEST_TIMEOUT": "300",
-            "RELAY_RUNNER_BUDGET_SECONDS": "40", "RELAY_RUNNER_SHARD_SECONDS": "8",
+            "RELAY_RUNNER_ENABLED": "true",
+            "RELAY_EVENT_HANDLERS": "[]",
+            "RELAY_UPSTREAM_PATH": str(repo.repo.path),
+            "RELAY_PER_TEST_TIMEOUT": "300",
+            "RELAY_RUNNER_BUDGET_SECONDS": "40",
+            "RELAY_RUNNER_SHARD_SECONDS": "8",
         },
-    )  # fmt: skip
+    )
     try:
         warm = stack.submit(pull_request_opened(repo.base, repo.head, login="bench"))
         stack.wait_job(warm, timeout=3600)
@@ -122,8 +129,13 @@ def _variants() -> list[str]:
 def _shard_seconds(ids: list[str], environment: RunEnvironment, key: str, workdir: Path) -> float:
     launcher = launcher_for(RUNNER, warm=True, environment=environment, environment_key=key)
     start = time.perf_counter()
-    run = run_shard(ids, launcher=launcher, pytest_args=RUNNER.pytest_args,
-                    per_test_timeout=300, workdir=workdir)  # fmt: skip
+    run = run_shard(
+        ids,
+        launcher=launcher,
+        pytest_args=RUNNER.pytest_args,
+        per_test_timeout=300,
+        workdir=workdir,
+    )
     seconds = time.perf_counter() - start
     if len(run.results) != len(ids):
         raise RuntimeError(f"{key}: {len(run.results)} of {len(ids)} results")
@@ -164,7 +176,7 @@ def run(report: Report) -> None:
         "one's start in that job (its environment warm). The overlay's cost: the median wall "
         f"time of one shard of {N} bundled spyre variants in the head's overlay against the "
         f"same shard on the installed torch, {REPEATS} runs each, alternating, warm pools.",
-    )  # fmt: skip
+    )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         repo = overlay_upstream(tmp)
@@ -174,11 +186,20 @@ def run(report: Report) -> None:
     ratio = laid / installed
     table.rows += [
         ["new head SHA: webhook to first result", f"{first:.1f} s", "60 s", f"{first / 60:.2f}"],
-        [f"next shard start after the previous one's end (worst of {len(gaps)} gaps, "
-         f"{shards} shards)", f"{worst:.2f} s", "2 s", f"{worst / 2:.2f}"],
-        [f"shard in the overlay / on the installed torch ({laid:.1f} s / {installed:.1f} s)",
-         f"{ratio:.3f}x", "1.05x", f"{ratio / 1.05:.2f}"],
-    ]  # fmt: skip
+        [
+            f"next shard start after the previous one's end (worst of {len(gaps)} gaps, "
+            f"{shards} shards)",
+            f"{worst:.2f} s",
+            "2 s",
+            f"{worst / 2:.2f}",
+        ],
+        [
+            f"shard in the overlay / on the installed torch ({laid:.1f} s / {installed:.1f} s)",
+            f"{ratio:.3f}x",
+            "1.05x",
+            f"{ratio / 1.05:.2f}",
+        ],
+    ]
     table.note += (
         f" Machine: {os.cpu_count()} cores, load average {load_before:.1f} before and "
         f"{os.getloadavg()[0]:.1f} after (shared: ratios are of the same run)."

@@ -32,10 +32,23 @@ DRAIN_SECONDS = 60.0
 
 def _load(url: str, body: Path) -> dict[str, object]:
     cmd = [
-        sys.executable, "-m", "benchmarks.loadgen", "--url", url, "--count", str(COUNT),
-        "--concurrency", str(CONCURRENCY), "--max-seconds", "300", "--webhook",
-        "--body", str(body), "--secret", SECRETS[0],
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "benchmarks.loadgen",
+        "--url",
+        url,
+        "--count",
+        str(COUNT),
+        "--concurrency",
+        str(CONCURRENCY),
+        "--max-seconds",
+        "300",
+        "--webhook",
+        "--body",
+        str(body),
+        "--secret",
+        SECRETS[0],
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
     if out.returncode != 0:
         raise RuntimeError(f"loadgen failed on {url}: {out.stderr.strip()[-2000:]}")
@@ -47,11 +60,24 @@ def _baseline(fake: FakeGitHub, repos: int, body: Path) -> dict[str, object]:
     fake.tokens["baseline-token"] = (1, time.time() + 3600)
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.fanout_baseline", "--port", str(port),
-         "--github", fake.url, "--repos", str(repos), "--secret", SECRETS[0],
-         "--token", "baseline-token"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.fanout_baseline",
+            "--port",
+            str(port),
+            "--github",
+            fake.url,
+            "--repos",
+            str(repos),
+            "--secret",
+            SECRETS[0],
+            "--token",
+            "baseline-token",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -102,12 +128,18 @@ def _measure(
             except RuntimeError as exc:  # reported in the table, the other rows still run
                 table.rows.append([backend, str(n), f"failed: {str(exc)[-200:]}"] + [""] * 5)
                 continue
-            table.rows.append([
-                backend, str(n), f"{relay['p50_ms']:.1f}", f"{relay['p99_ms']:.1f}",
-                f"{base['p50_ms']:.1f}", f"{base['p99_ms']:.1f}",
-                f"{float(base['p99_ms']) / float(relay['p99_ms']):.1f}x",  # type: ignore[arg-type]
-                f"{sent} of {n * COUNT}",
-            ])  # fmt: skip
+            table.rows.append(
+                [
+                    backend,
+                    str(n),
+                    f"{relay['p50_ms']:.1f}",
+                    f"{relay['p99_ms']:.1f}",
+                    f"{base['p50_ms']:.1f}",
+                    f"{base['p99_ms']:.1f}",
+                    f"{float(base['p99_ms']) / float(relay['p99_ms']):.1f}x",  # type: ignore[arg-type]
+                    f"{sent} of {n * COUNT}",
+                ]
+            )
     finally:
         stack.stop()
 
@@ -115,23 +147,33 @@ def _measure(
 def run(report: Report) -> None:
     table = report.table(
         f"Fan-out: webhook latency by number of downstreams (GitHub answers in {GITHUB_MS:.0f} ms)",
-        ["relay backend", "downstreams", "relay p50 ms", "relay p99 ms", "baseline p50 ms",
-         "baseline p99 ms", "baseline p99 / relay p99",
-         f"relay dispatches sent (within {DRAIN_SECONDS:.0f} s of the last webhook)"],
+        [
+            "relay backend",
+            "downstreams",
+            "relay p50 ms",
+            "relay p99 ms",
+            "baseline p50 ms",
+            "baseline p99 ms",
+            "baseline p99 / relay p99",
+            f"relay dispatches sent (within {DRAIN_SECONDS:.0f} s of the last webhook)",
+        ],
         note=f"{COUNT} signed pull_request webhooks per row, {CONCURRENCY} connections, load from "
         "a second process. Relay: `relay up` (the request stores the delivery with one outbox "
         "row per downstream; workers send, 16 at a time per delivery). Baseline: dispatches "
         "inside the request on up to 32 threads, as the deployed CRCR relay does.",
-    )  # fmt: skip
+    )
     with tempfile.TemporaryDirectory() as d, serve(FakeGitHub()) as fake:
         tmp = Path(d)
         fake.dispatch_delay = GITHUB_MS / 1000
         (tmp / "sqlite").mkdir()
         _measure(
-            "SQLite + embedded broker", tmp / "sqlite",
+            "SQLite + embedded broker",
+            tmp / "sqlite",
             f"sqlite:///{tmp / 'sqlite' / 'relay.sqlite'}",
-            f"sqla+sqlite:///{tmp / 'sqlite' / 'broker.sqlite'}", fake, table,
-        )  # fmt: skip
+            f"sqla+sqlite:///{tmp / 'sqlite' / 'broker.sqlite'}",
+            fake,
+            table,
+        )
         if os.environ.get("RELAY_TEST_POSTGRES_URL") and os.environ.get("RELAY_TEST_REDIS_URL"):
             from tests.support.services import fresh_postgres_database, fresh_redis_url
 
@@ -139,5 +181,15 @@ def run(report: Report) -> None:
             with fresh_postgres_database() as url:
                 _measure("PostgreSQL + Redis", tmp / "pg", url, fresh_redis_url(), fake, table)
         else:
-            table.rows.append(["PostgreSQL + Redis", "not run: set RELAY_TEST_POSTGRES_URL and "
-                               "RELAY_TEST_REDIS_URL", "", "", "", "", "", ""])  # fmt: skip
+            table.rows.append(
+                [
+                    "PostgreSQL + Redis",
+                    "not run: set RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
+            )

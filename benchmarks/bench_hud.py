@@ -26,7 +26,8 @@ import httpx
 
 from benchmarks.report import Report
 from store.models import utcnow
-from tests.support.hud_seed import seed_big_run, seed_runs
+from tests.support.hud_seed import seed_runs
+from tests.support.hud_seed_live import seed_big_run
 from tests.support.stack import start_local_stack, start_stack
 
 ROUNDS = int(os.environ.get("BENCH_HUD_ROUNDS", "9"))
@@ -85,10 +86,12 @@ def _measure(kind: str, size: tuple[int, int], tmp: Path, browser: Any) -> dict[
     stack = _stack(kind, tmp, exits)
     try:
         now = utcnow()
-        seed_runs(stack.database_url, now=now, var_dir=tmp, commits=commits, results_per_job=10,
-                  prs=0)  # fmt: skip
-        job = seed_big_run(stack.database_url, now=now, results=results, key="bench-run",
-                           var_dir=tmp)  # fmt: skip
+        seed_runs(
+            stack.database_url, now=now, var_dir=tmp, commits=commits, results_per_job=10, prs=0
+        )
+        job = seed_big_run(
+            stack.database_url, now=now, results=results, key="bench-run", var_dir=tmp
+        )
         urls = {
             f"grid page, {commits} commits": f"/grid?limit={commits}",
             f"grid API, {commits} commits": f"/api/v1/hud/grid?limit={commits}",
@@ -133,9 +136,18 @@ def run(report: Report) -> None:
         note += " PostgreSQL not run: set RELAY_TEST_POSTGRES_URL and RELAY_TEST_REDIS_URL."
     if chromium is None:
         note += " Browser times not measured: chromium is not installed (apt-get install chromium)."
-    headers = ["database", "view", "small: server ms", "small: KB", "small: browser ms",
-               "large: server ms", "large: KB", "large: browser ms", "server x",
-               "browser x"]  # fmt: skip
+    headers = [
+        "database",
+        "view",
+        "small: server ms",
+        "small: KB",
+        "small: browser ms",
+        "large: server ms",
+        "large: KB",
+        "large: browser ms",
+        "server x",
+        "browser x",
+    ]
     table = report.table("HUD pages: 10x the rows", headers, note=note)
     with tempfile.TemporaryDirectory(prefix="bench-hud-") as d, ExitStack() as stack:
         browser = None
@@ -153,10 +165,20 @@ def run(report: Report) -> None:
             for (name, s), (_, big) in zip(small.items(), large.items(), strict=True):
                 browser_x = (
                     f"{big.browser_ms / s.browser_ms:.1f}"
-                    if big.browser_ms and s.browser_ms else "-"
-                )  # fmt: skip
-                table.rows.append([
-                    kind, name.split(",")[0], _ms(s.server_ms), f"{s.kbytes:.0f}",
-                    _ms(s.browser_ms), _ms(big.server_ms), f"{big.kbytes:.0f}",
-                    _ms(big.browser_ms), f"{big.server_ms / s.server_ms:.1f}", browser_x,
-                ])  # fmt: skip
+                    if big.browser_ms and s.browser_ms
+                    else "-"
+                )
+                table.rows.append(
+                    [
+                        kind,
+                        name.split(",")[0],
+                        _ms(s.server_ms),
+                        f"{s.kbytes:.0f}",
+                        _ms(s.browser_ms),
+                        _ms(big.server_ms),
+                        f"{big.kbytes:.0f}",
+                        _ms(big.browser_ms),
+                        f"{big.server_ms / s.server_ms:.1f}",
+                        browser_x,
+                    ]
+                )

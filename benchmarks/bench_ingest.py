@@ -31,9 +31,18 @@ DRAIN_SECONDS = 180.0
 
 def _load(url: str, *, webhook: bool, body: Path) -> dict[str, Any]:
     cmd = [
-        sys.executable, "-m", "benchmarks.loadgen", "--url", url, "--count", str(COUNT),
-        "--concurrency", str(CONCURRENCY), "--max-seconds", str(MAX_SECONDS),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "benchmarks.loadgen",
+        "--url",
+        url,
+        "--count",
+        str(COUNT),
+        "--concurrency",
+        str(CONCURRENCY),
+        "--max-seconds",
+        str(MAX_SECONDS),
+    ]
     if webhook:
         cmd += ["--webhook", "--body", str(body), "--secret", SECRETS[0]]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=MAX_SECONDS + 60)
@@ -172,9 +181,15 @@ def _measure(name: str, tmp: Path, database_url: str, broker_url: str, table: An
         ingest = _timed_load(stack, stack.webhook, webhook=True, body=body)
         time.sleep(5)  # the publisher catches up with the last requests
         lag_p50, lag_p99, unpublished = _publish_lag(database_url, last_pk)
-        _row(table, name, "relay up (workers running)", floor, ingest,
-             f"stored -> published p50 {lag_p50:.0f} / p99 {lag_p99:.0f} ms"
-             + (f" ({unpublished} left)" if unpublished else ""))  # fmt: skip
+        _row(
+            table,
+            name,
+            "relay up (workers running)",
+            floor,
+            ingest,
+            f"stored -> published p50 {lag_p50:.0f} / p99 {lag_p99:.0f} ms"
+            + (f" ({unpublished} left)" if unpublished else ""),
+        )
     finally:
         _signal_workers(stack, signal.SIGCONT)
         stack.stop()

@@ -31,11 +31,11 @@ from sqlalchemy import func, select
 
 from backends import get_backend
 from benchmarks.report import Report
+from config.settings import get_settings
 from inventory.build import universe_from_inventory
 from planner.sharding import shard_by_time
 from store.db import session_scope
 from store.models import Job, TestResult
-from store.settings import get_settings
 from tests.support.hosts import Host, clone_host, make_host, namespaces_allowed
 from tests.support.planners import LABELLED
 from tests.support.runs import pr_body
@@ -68,8 +68,9 @@ def _wait(what: str, check: Callable[[], Any], hosts: list[Host], timeout: float
         time.sleep(0.2)
     tails = "\n".join(
         f"--- {h.name} {p.name}: {p.read_text(errors='replace')[-1500:]}"
-        for h in hosts for p in sorted(h.var.glob("*.log"))
-    )  # fmt: skip
+        for h in hosts
+        for p in sorted(h.var.glob("*.log"))
+    )
     raise BenchFailed(f"no {what} after {timeout:.0f} s\n{tails}")
 
 
@@ -82,14 +83,23 @@ def _shared_env(tmp: Path, database_url: str, broker: str, ids: list[str]) -> di
     plans.write_text(json.dumps({"bench": {"shards": shards, **runner.model_dump()}}))
     base = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "PYTHONPATH"))}
     return {
-        **base, "RELAY_ENV": "development", "RELAY_DATABASE_URL": database_url,
-        "RELAY_BROKER_URL": broker, "RELAY_UPSTREAM_REPO": UPSTREAM,
-        "RELAY_WEBHOOK_SECRETS": json.dumps(SECRETS), "RELAY_LOG_JSON": "true",
-        "RELAY_DEMO_REPLAY": "", "RELAY_NIGHTLY_CRON": "", "RELAY_CALLBACK_URL": "",
-        "RELAY_EVENT_HANDLERS": "[]", "RELAY_RUNNER_ENABLED": "true", "RELAY_PLANNER": LABELLED,
-        "RELAY_TEST_PLANS": str(plans), "RELAY_PER_TEST_TIMEOUT": "300",
+        **base,
+        "RELAY_ENV": "development",
+        "RELAY_DATABASE_URL": database_url,
+        "RELAY_BROKER_URL": broker,
+        "RELAY_UPSTREAM_REPO": UPSTREAM,
+        "RELAY_WEBHOOK_SECRETS": json.dumps(SECRETS),
+        "RELAY_LOG_JSON": "true",
+        "RELAY_DEMO_REPLAY": "",
+        "RELAY_NIGHTLY_CRON": "",
+        "RELAY_CALLBACK_URL": "",
+        "RELAY_EVENT_HANDLERS": "[]",
+        "RELAY_RUNNER_ENABLED": "true",
+        "RELAY_PLANNER": LABELLED,
+        "RELAY_TEST_PLANS": str(plans),
+        "RELAY_PER_TEST_TIMEOUT": "300",
         "RELAY_RUNNER_PARALLEL": "2",
-    }  # fmt: skip
+    }
 
 
 def _seed(tmp: Path) -> Path:
@@ -132,17 +142,26 @@ def _run_job(api: str, database_url: str, hosts: list[Host], tests: int) -> floa
     body, delivery_id = pr_body("bench"), str(uuid.uuid4())
     start = time.perf_counter()
     answer = httpx.post(
-        f"{api}/github/webhook", content=body, timeout=30,
-        headers={"Content-Type": "application/json", "X-GitHub-Event": "pull_request",
-                 "X-GitHub-Delivery": delivery_id, "X-Hub-Signature-256": sign(SECRETS[0], body)},
-    )  # fmt: skip
+        f"{api}/github/webhook",
+        content=body,
+        timeout=30,
+        headers={
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "pull_request",
+            "X-GitHub-Delivery": delivery_id,
+            "X-Hub-Signature-256": sign(SECRETS[0], body),
+        },
+    )
     if answer.status_code != 202:
         raise BenchFailed(f"webhook answered {answer.status_code}: {answer.text}")
     job = _wait(
         "job completed",
-        lambda: (j := _job(database_url, delivery_id)) is not None and j.status == "completed" and j,
-        hosts, timeout=7200,
-    )  # fmt: skip
+        lambda: (
+            (j := _job(database_url, delivery_id)) is not None and j.status == "completed" and j
+        ),
+        hosts,
+        timeout=7200,
+    )
     wall = time.perf_counter() - start
     with session_scope(database_url) as s:
         stored = s.scalar(
@@ -169,10 +188,14 @@ def _shard_seconds(workers: Workers) -> list[float]:
 
 def _shard_workers(workers: Workers) -> list[tuple[Host, Any]]:
     started = [
-        (h, h.start(name, "-m", "cli", "worker", "--queues", "shards",
-                    "--concurrency", str(concurrency)))
+        (
+            h,
+            h.start(
+                name, "-m", "cli", "worker", "--queues", "shards", "--concurrency", str(concurrency)
+            ),
+        )
         for h, name, concurrency in workers
-    ]  # fmt: skip
+    ]
 
     def warm() -> bool:
         return all(
@@ -190,20 +213,29 @@ def run(report: Report) -> None:
     table = report.table(
         f"{len(ids)} bundled spyre variants in {SHARDS} shards: 2 shard hosts x 1 worker against "
         "1 host x 2 workers",
-        ["shard workers", "jobs", "tests", "wall s", "tests/s", "throughput vs 1 host",
-         "mean shard s"],
+        [
+            "shard workers",
+            "jobs",
+            "tests",
+            "wall s",
+            "tests/s",
+            "throughput vs 1 host",
+            "mean shard s",
+        ],
         note="Goal: two hosts >= 0.95x the throughput of one host with two workers (spreading "
         "the shard workers over hosts that share no disk costs nothing measurable). Same jobs "
         "(one fixed plan, a signed pull request each), PostgreSQL and Redis, host A's API, "
         "control and planner workers and beat throughout; the clock runs from the webhook to the "
         "job completed with every result stored, after every shard worker logged its warm pool "
         "ready.",
-    )  # fmt: skip
+    )
     walls: dict[str, list[float]] = {"one": [], "two": []}
     walls["one, 2 processes"] = []
     shard_s: dict[str, list[float]] = {name: [] for name in walls}
-    with tempfile.TemporaryDirectory(prefix="bench-multihost-") as d, \
-            fresh_postgres_database() as database_url:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-multihost-") as d,
+        fresh_postgres_database() as database_url,
+    ):
         tmp = Path(d)
         shared = _shared_env(tmp, database_url, fresh_redis_url(), ids)
         a = make_host("A", REPO_ROOT, tmp, shared)
@@ -237,13 +269,23 @@ def run(report: Report) -> None:
             for h in [a, *shard_hosts]:
                 h.stop()
     one = len(walls["one"]) * len(ids) / sum(walls["one"])
-    for name, label in (("one", "1 host x 2 workers (one process, --concurrency 2)"),
-                        ("two", "2 shard hosts x 1 worker"),
-                        ("one, 2 processes", "1 host x 2 workers (two processes, --concurrency 1)")):
+    for name, label in (
+        ("one", "1 host x 2 workers (one process, --concurrency 2)"),
+        ("two", "2 shard hosts x 1 worker"),
+        ("one, 2 processes", "1 host x 2 workers (two processes, --concurrency 1)"),
+    ):
         rate = len(walls[name]) * len(ids) / sum(walls[name])
-        table.rows.append([label, str(len(walls[name])), str(len(walls[name]) * len(ids)),
-                           f"{sum(walls[name]):.1f}", f"{rate:.2f}", f"{rate / one:.2f}",
-                           f"{sum(shard_s[name]) / max(1, len(shard_s[name])):.1f}"])  # fmt: skip
+        table.rows.append(
+            [
+                label,
+                str(len(walls[name])),
+                str(len(walls[name]) * len(ids)),
+                f"{sum(walls[name]):.1f}",
+                f"{rate:.2f}",
+                f"{rate / one:.2f}",
+                f"{sum(shard_s[name]) / max(1, len(shard_s[name])):.1f}",
+            ]
+        )
     table.note += (
         f" Mount namespaces: {'yes' if namespaces_allowed() else 'no (different paths only)'}."
         f" Machine: {os.cpu_count()} cores, load average {load_before:.1f} before and "

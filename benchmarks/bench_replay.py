@@ -45,8 +45,19 @@ def _events(tmp: Path) -> tuple[Path, Path]:
 
 
 def _loadgen(url: str, body: Path | None) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.loadgen", "--url", url, "--count", str(COUNT),
-           "--concurrency", "1", "--max-seconds", "120"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.loadgen",
+        "--url",
+        url,
+        "--count",
+        str(COUNT),
+        "--concurrency",
+        "1",
+        "--max-seconds",
+        "120",
+    ]
     if body is not None:
         cmd += ["--webhook", "--body", str(body), "--secret", SECRETS[0]]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300, cwd=ROOT)
@@ -55,10 +66,23 @@ def _loadgen(url: str, body: Path | None) -> dict[str, Any]:
 
 def _replay(url: str, events: Path, *extra: str) -> dict[str, Any]:
     env = {**os.environ, "RELAY_WEBHOOK_SECRETS": json.dumps(SECRETS)}
-    cmd = [sys.executable, "-m", "cli", "replay", "--events", str(events), "--url", url,
-           "--wait", "0", "--json", *extra]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600, env=env,
-                         cwd=ROOT)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "cli",
+        "replay",
+        "--events",
+        str(events),
+        "--url",
+        url,
+        "--wait",
+        "0",
+        "--json",
+        *extra,
+    ]
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, check=True, timeout=600, env=env, cwd=ROOT
+    )
     return dict(json.loads(out.stdout)["totals"])
 
 
@@ -94,16 +118,29 @@ def run(report: Report) -> None:
 
     def loadgen_row(name: str, r: dict[str, Any]) -> list[str]:
         answers = ", ".join(f"{v} x {k}" for k, v in sorted(r["statuses"].items()))
-        return [name, str(r["count"]), f"{r['rps']:.0f}", f"{r['p50_ms']:.1f}",
-                f"{r['p99_ms']:.1f}", answers, f"{r['rps'] / rps:.2f}"]  # fmt: skip
+        return [
+            name,
+            str(r["count"]),
+            f"{r['rps']:.0f}",
+            f"{r['p50_ms']:.1f}",
+            f"{r['p99_ms']:.1f}",
+            answers,
+            f"{r['rps'] / rps:.2f}",
+        ]
 
     def replay_row(name: str, t: dict[str, Any]) -> list[str]:
         answers = ", ".join(
             f"{t[k]} {k}" for k in ("accepted", "duplicate", "ignored", "rejected") if t[k]
         )
-        return [name, str(t["events"]), f"{t['events_per_second']:.0f}",
-                f"{t['accept_ms_p50']:.1f}", f"{t['accept_ms_p99']:.1f}", answers,
-                f"{t['events_per_second'] / rps:.2f}"]  # fmt: skip
+        return [
+            name,
+            str(t["events"]),
+            f"{t['events_per_second']:.0f}",
+            f"{t['accept_ms_p50']:.1f}",
+            f"{t['accept_ms_p99']:.1f}",
+            answers,
+            f"{t['events_per_second'] / rps:.2f}",
+        ]
 
     table.rows += [
         loadgen_row("loadgen GET /healthz (HTTP floor)", floor),

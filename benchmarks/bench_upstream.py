@@ -74,13 +74,15 @@ def run(report: Report) -> None:
     table = report.table(
         f"Change facts, torch {base.resolved} -> {head.resolved} (wheels)",
         ["step", "seconds", "x baseline"],
-        note=(f"Every row is the fastest of {RUNS} runs, the baseline too. "
-              f"Baseline: list the zip members of both wheels ({members} members), "
-              f"{baseline * 1000:.0f} ms. Facts: {c['files']} files, {c['symbols']} symbols, "
-              f"{c['native_functions']} native_functions and {c['derivatives']} derivatives "
-              f"entries, {c['opinfos']} OpInfo and {c['moduleinfos']} ModuleInfo entries. "
-              f"Cold / warm = {t_cold / t_warm:.0f}x."),
-    )  # fmt: skip
+        note=(
+            f"Every row is the fastest of {RUNS} runs, the baseline too. "
+            f"Baseline: list the zip members of both wheels ({members} members), "
+            f"{baseline * 1000:.0f} ms. Facts: {c['files']} files, {c['symbols']} symbols, "
+            f"{c['native_functions']} native_functions and {c['derivatives']} derivatives "
+            f"entries, {c['opinfos']} OpInfo and {c['moduleinfos']} ModuleInfo entries. "
+            f"Cold / warm = {t_cold / t_warm:.0f}x."
+        ),
+    )
     for step, seconds in (
         ("list zip members (baseline)", baseline),
         ("resolve 2.13 and 2.14 through pip (cached wheels)", t_resolve),

@@ -25,11 +25,11 @@ from sqlalchemy import func, select
 from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest
 from benchmarks.report import Report
+from config.settings import Settings
 from inventory.build import universe_from_inventory
 from planner.sharding import shard_by_time
 from store.db import session_scope
 from store.models import TestResult
-from store.settings import Settings
 from tests.support.planners import LABELLED
 from tests.support.runs import pr_body
 from tests.support.services import free_port
@@ -82,9 +82,12 @@ def _plain_pytest(ids: list[str], tmp: Path) -> tuple[float, dict[str, int]]:
     start = time.perf_counter()
     done = subprocess.run(
         fresh_pytest([*RUNNER.pytest_args, f"@{argsfile}", f"--junitxml={junit}"]),
-        cwd=PROJECT_ROOT, env={**os.environ, **RUNNER.env, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=7200,
-    )  # fmt: skip
+        cwd=PROJECT_ROOT,
+        env={**os.environ, **RUNNER.env, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=7200,
+    )
     wall = time.perf_counter() - start
     tail = done.stdout.decode(errors="replace").strip().splitlines()[-5:]
     if done.returncode not in (0, 1) or not junit.exists():
@@ -99,9 +102,12 @@ def _plain_pytest(ids: list[str], tmp: Path) -> tuple[float, dict[str, int]]:
 
 def _shards(ids: list[str], workers: int, history: dict[str, float]) -> list[list[str]]:
     shards, _ = shard_by_time(
-        ids, history, target_seconds=SETTINGS.runner_shard_seconds,
-        max_shards=SETTINGS.runner_shards, parallel=workers,
-    )  # fmt: skip
+        ids,
+        history,
+        target_seconds=SETTINGS.runner_shard_seconds,
+        max_shards=SETTINGS.runner_shards,
+        parallel=workers,
+    )
     return shards
 
 
@@ -129,14 +135,19 @@ def _through_workers(
     plans = tmp / "plans.json"
     plans.write_text(json.dumps({"bench": {"shards": shards, **RUNNER.model_dump()}}))
     stack = start_stack(
-        tmp=tmp, database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
-        broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}", port=free_port(), workers=workers,
+        tmp=tmp,
+        database_url=f"sqlite:///{tmp / 'relay.sqlite'}",
+        broker_url=f"sqla+sqlite:///{tmp / 'broker.sqlite'}",
+        port=free_port(),
+        workers=workers,
         extra_env={
-            "RELAY_RUNNER_ENABLED": "true", "RELAY_EVENT_HANDLERS": "[]",
-            "RELAY_PLANNER": LABELLED, "RELAY_TEST_PLANS": str(plans),
+            "RELAY_RUNNER_ENABLED": "true",
+            "RELAY_EVENT_HANDLERS": "[]",
+            "RELAY_PLANNER": LABELLED,
+            "RELAY_TEST_PLANS": str(plans),
             "RELAY_PER_TEST_TIMEOUT": "300",
         },
-    )  # fmt: skip
+    )
     try:
         delivery_id = str(uuid.uuid4())
         start = time.perf_counter()
@@ -167,9 +178,11 @@ def _through_workers(
                 or 0.0
             )
             stored = int(
-                s.scalar(select(func.count()).select_from(TestResult)
-                         .where(TestResult.job_pk == job.id)) or 0
-            )  # fmt: skip
+                s.scalar(
+                    select(func.count()).select_from(TestResult).where(TestResult.job_pk == job.id)
+                )
+                or 0
+            )
         if job.status != "completed" or stored != len(ids):
             raise BaselineFailed(
                 f"the workers' job ended {job.status} with {stored} of {len(ids)} results"
@@ -184,8 +197,14 @@ def run(report: Report) -> None:
     load_before = os.getloadavg()[0]
     table = report.table(
         f"Running {len(ids)} bundled spyre variants: plain pytest vs the workers",
-        ["runner", "wall s", "wall vs plain", "throughput vs plain", "first result s",
-         "overhead per test ms"],
+        [
+            "runner",
+            "wall s",
+            "wall vs plain",
+            "throughput vs plain",
+            "first result s",
+            "overhead per test ms",
+        ],
         note="Goals: wall <= 1.05x plain pytest's with one shard worker, throughput >= 1.8x with "
         "two. Overhead per test: (wall x workers - sum of test durations) / tests. First result: "
         "from the webhook to the first stored result (planning here is a fixed plan, cut into "
@@ -196,7 +215,7 @@ def run(report: Report) -> None:
         "which waits until every shard worker process has logged its warm pool ready (torch, "
         "the test databases and pytest imported at boot); plain pytest's time includes its "
         "imports.",
-    )  # fmt: skip
+    )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         plain, counts = _plain_pytest(ids, tmp)
@@ -211,9 +230,15 @@ def run(report: Report) -> None:
         two = _shards(ids, 2, history)
         ceiling = _plain_parallel(two, tmp)
         table.rows.append(
-            [f"plain pytest, {len(two)} processes at once (the runner's {len(two)} shards)",
-             f"{ceiling:.1f}", f"{ceiling / plain:.2f}", f"{plain / ceiling:.2f}", "-", "-"]
-        )  # fmt: skip
+            [
+                f"plain pytest, {len(two)} processes at once (the runner's {len(two)} shards)",
+                f"{ceiling:.1f}",
+                f"{ceiling / plain:.2f}",
+                f"{plain / ceiling:.2f}",
+                "-",
+                "-",
+            ]
+        )
         table.note += (
             " The second row is the machine's own ceiling for two shards: the same two shards "
             "as two plain pytest processes at once, no relay (two vCPUs of a virtual machine "

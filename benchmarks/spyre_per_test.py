@@ -47,8 +47,15 @@ def _cpu_id(nodeid: str) -> str:
     return f"{path}::{rest}"
 
 
-def _run(ids: list[str], files: list[str], args: list[str], env: dict[str, str], tmp: Path,
-         name: str, cpu: dict[str, float] | None = None) -> dict[str, float]:  # fmt: skip
+def _run(
+    ids: list[str],
+    files: list[str],
+    args: list[str],
+    env: dict[str, str],
+    tmp: Path,
+    name: str,
+    cpu: dict[str, float] | None = None,
+) -> dict[str, float]:
     """{neutral id: seconds} of the tests pytest ran (not skipped); ``cpu`` gets their CPU
     seconds (the process's, for the same setup + call + teardown)."""
     listing = tmp / f"{name}.ids"
@@ -60,10 +67,18 @@ def _run(ids: list[str], files: list[str], args: list[str], env: dict[str, str],
     subprocess.run(
         fresh_pytest([*args, *SELECT, f"--junitxml={junit}", *files]),
         cwd=PROJECT_ROOT,
-        env={**env, "BENCH_SELECT_IDS": str(listing), "PYTHONPATH": str(PROJECT_ROOT),
-             "OMP_NUM_THREADS": "1", "BENCH_CPU_TIMES": str(cpu_times)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600, check=False,
-    )  # fmt: skip
+        env={
+            **env,
+            "BENCH_SELECT_IDS": str(listing),
+            "PYTHONPATH": str(PROJECT_ROOT),
+            "OMP_NUM_THREADS": "1",
+            "BENCH_CPU_TIMES": str(cpu_times),
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=3600,
+        check=False,
+    )
     if cpu is not None and cpu_times.exists():
         cpu.update({_neutral(k): v for k, v in json.loads(cpu_times.read_text()).items()})
     out: dict[str, float] = {}
@@ -100,8 +115,10 @@ def run(report: Report) -> None:
         if v.decision != "skip" and not v.via:
             by_suite[v.node_id.split("::", 1)[0]].append(v.node_id)
     rng = random.Random(1234)
-    chosen = {s: sorted(rng.sample(sorted(ids), min(PER_SUITE, len(ids))))
-              for s, ids in sorted(by_suite.items())}  # fmt: skip
+    chosen = {
+        s: sorted(rng.sample(sorted(ids), min(PER_SUITE, len(ids))))
+        for s, ids in sorted(by_suite.items())
+    }
     spyre_ids = [t for ids in chosen.values() for t in ids] + [UNARY]
     cpu_ids = [_cpu_id(t) for ids in chosen.values() for t in ids] + [UNARY]
     files = [*chosen, UNARY]
@@ -116,10 +133,18 @@ def run(report: Report) -> None:
         tmp = Path(d)
         for r in range(ROUNDS):
             sides = [
-                lambda: _fastest(dev, dev_cpu, spyre_ids, files, runner.pytest_args,
-                                 {**os.environ, **runner.env}, tmp, "spyre"),
+                lambda: _fastest(
+                    dev,
+                    dev_cpu,
+                    spyre_ids,
+                    files,
+                    runner.pytest_args,
+                    {**os.environ, **runner.env},
+                    tmp,
+                    "spyre",
+                ),
                 lambda: _fastest(host, host_cpu, cpu_ids, files, cpu_args, cpu_env, tmp, "cpu"),
-            ]  # fmt: skip
+            ]
             for side in sides if r % 2 == 0 else sides[::-1]:
                 side()
     table = report.table(

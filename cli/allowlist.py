@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from store.settings import get_settings
+from config.settings import get_settings
 from wire.crcr import allowlist
 
 app = typer.Typer(

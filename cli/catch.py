@@ -41,10 +41,10 @@ from typing import Any
 
 import httpx
 
+from config.settings import get_settings
 from evaluation.localrepo import LocalUpstream, commit_file
 from evaluation.mutants import Mutant
 from evaluation.observability import Probe
-from store.settings import get_settings
 
 GATING = frozenset({"mandatory_success", "xfail_strict"})
 PROJECT = Path(__file__).resolve().parents[1]
@@ -120,9 +120,13 @@ class LocalRelay:
     ``RELAY_UPSTREAM_PATH`` at ``upstream``."""
 
     def __init__(
-        self, var_dir: Path, *, upstream: Path, budget: float | None = None,
+        self,
+        var_dir: Path,
+        *,
+        upstream: Path,
+        budget: float | None = None,
         per_test_timeout: float = 300,
-    ) -> None:  # fmt: skip
+    ) -> None:
         var_dir = var_dir.resolve()  # relay up runs in the project folder
         self.var_dir = var_dir
         var_dir.mkdir(parents=True, exist_ok=True)
@@ -150,9 +154,12 @@ class LocalRelay:
         self.log = open(var_dir / "relay-up.log", "wb")  # noqa: SIM115 - the subprocess's
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cli", "up", "--port", str(self.port), "--workers", "1"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=PROJECT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=PROJECT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self._wait(lambda: self._get("/readyz", ok_only=False) == 200, 120, "relay up ready")
 
     def _get(self, path: str, *, ok_only: bool = True, **params: Any) -> Any:
@@ -217,10 +224,14 @@ class LocalRelay:
         self._planned_modes(job["id"], failing)
         first = min((_when(r["created_at"]) for r in failing), default=None)
         return EventRun(
-            head, job["conclusion"], job["planned"], failing, seconds,
+            head,
+            job["conclusion"],
+            job["planned"],
+            failing,
+            seconds,
             (first - sent).total_seconds() if first else None,
             under_test=detail.get("upstream_under_test") or {},
-        )  # fmt: skip
+        )
 
     def _planned_modes(self, job_id: int, failing: list[dict[str, Any]]) -> None:
         """A test that never ran (its file did not collect) has no spec mode of its own: the
@@ -282,9 +293,14 @@ def commit_mutant(repo: LocalUpstream, mutant: Mutant, *, seed: int) -> Branches
     what = f"{mutant.symbol}: {mutant.operator} ({mutant.description}, line {mutant.line})"
     return Branches(
         commit_file(repo, branch=name, path=mutant.path, content=mutant.source, message=what),
-        commit_file(repo, branch=f"{name}-twin", path=mutant.path, content=mutant.twin,
-                    message=f"{mutant.symbol}: a comment (clean twin of {mutant.id})"),
-    )  # fmt: skip
+        commit_file(
+            repo,
+            branch=f"{name}-twin",
+            path=mutant.path,
+            content=mutant.twin,
+            message=f"{mutant.symbol}: a comment (clean twin of {mutant.id})",
+        ),
+    )
 
 
 Prober = Callable[[Mutant, Branches], Probe]
@@ -317,8 +333,10 @@ def run_catch(
             planted = relay.pull_request(repo.base, branches.mutant, timeout=timeout)
             clean = relay.pull_request(repo.base, branches.twin, timeout=timeout)
             runs.append((mutant, branches, planted, clean))
-            log(f"{mutant.id}: {planted.conclusion} ({len(gating_failures(planted))} gating "
-                f"failures), twin {clean.conclusion}")  # fmt: skip
+            log(
+                f"{mutant.id}: {planted.conclusion} ({len(gating_failures(planted))} gating "
+                f"failures), twin {clean.conclusion}"
+            )
     finally:
         relay.stop()
     catches: list[Catch] = []
@@ -377,9 +395,13 @@ def catch_table(catches: Sequence[Catch], *, sampled: int) -> str:
 
 
 def make_prober(
-    repo: LocalUpstream, *, suites: Sequence[str], envs: Path, cache_dir: Path,
+    repo: LocalUpstream,
+    *,
+    suites: Sequence[str],
+    envs: Path,
+    cache_dir: Path,
     log: Callable[[str], None],
-) -> Prober:  # fmt: skip
+) -> Prober:
     """The observability probe over the bundled universe (``suites``) under the backend's
     specs, in the overlays under ``envs`` (the relay's: the jobs made them)."""
     from backends import get_backend
@@ -400,23 +422,36 @@ def make_prober(
                 raise RuntimeError("no traced import map for this universe")
             learned.append(found)
         mutant_env, twin_env = (
-            resolve_environment(UpstreamUnderTest(kind="overlay", head_sha=sha), envs=envs,
-                                checkout=repo.path)
+            resolve_environment(
+                UpstreamUnderTest(kind="overlay", head_sha=sha), envs=envs, checkout=repo.path
+            )
             for sha in (branches.mutant, branches.twin)
-        )  # fmt: skip
+        )
         return probe(
-            universe, mutant.symbol, import_map=learned[0], mutant_env=mutant_env,
-            twin_env=twin_env, cache_dir=cache_dir, log=log, specs=specs,
+            universe,
+            mutant.symbol,
+            import_map=learned[0],
+            mutant_env=mutant_env,
+            twin_env=twin_env,
+            cache_dir=cache_dir,
+            log=log,
+            specs=specs,
             labels={"mutant": branches.mutant[:12], "twin": branches.twin[:12]},
-        )  # fmt: skip
+        )
 
     return prober
 
 
 def catch_command(
-    *, sample: int, seed: int, suites: Sequence[str], budget: float | None, var_root: Path,
-    minutes: float | None, log: Callable[[str], None],
-) -> tuple[list[Catch], str]:  # fmt: skip
+    *,
+    sample: int,
+    seed: int,
+    suites: Sequence[str],
+    budget: float | None,
+    var_root: Path,
+    minutes: float | None,
+    log: Callable[[str], None],
+) -> tuple[list[Catch], str]:
     """The whole evaluation: the repository, the sample, the relay, the probes; the table."""
     from backends.base import package_dir, torch_build
     from evaluation.localrepo import local_upstream
@@ -426,18 +461,27 @@ def catch_command(
     if torch_dir is None:
         raise RuntimeError("torch is not installed")
     repo = local_upstream(
-        var_root / "eval", torch_dir=torch_dir, torch_build=torch_build(),
+        var_root / "eval",
+        torch_dir=torch_dir,
+        torch_build=torch_build(),
         torchgen_dir=package_dir("torchgen"),
-    )  # fmt: skip
+    )
     log(f"local upstream repository {repo.path} (base {repo.base[:12]}, torch {repo.torch_build})")
     mutants = sample_mutants(repo.path, count=sample, seed=seed)
     var_dir = var_root / "eval" / "catch" / time.strftime("%Y%m%d-%H%M%S")
     log(f"{len(mutants)} mutant(s) sampled (seed {seed}); relay up in {var_dir}")
     deadline = time.monotonic() + 60 * minutes if minutes else None
-    prober = make_prober(repo, suites=suites, envs=var_dir.resolve() / "envs",
-                         cache_dir=var_dir / "probes", log=log)  # fmt: skip
+    prober = make_prober(
+        repo, suites=suites, envs=var_dir.resolve() / "envs", cache_dir=var_dir / "probes", log=log
+    )
     catches = run_catch(
-        repo, mutants, var_dir=var_dir, seed=seed, prober=prober, budget=budget,
-        deadline=deadline, log=log,
-    )  # fmt: skip
+        repo,
+        mutants,
+        var_dir=var_dir,
+        seed=seed,
+        prober=prober,
+        budget=budget,
+        deadline=deadline,
+        log=log,
+    )
     return catches, catch_table(catches, sampled=len(mutants))

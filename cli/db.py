@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from config.settings import get_settings
 from store import migrate
 from store.db import redacted
-from store.settings import get_settings
 
 app = typer.Typer(
     help="Database migrations (Alembic) against RELAY_DATABASE_URL.", no_args_is_help=True

@@ -20,8 +20,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cli.recorded import event_record
+from config.settings import get_settings
 from store.models import Delivery
-from store.settings import get_settings
 from wire.github.events import body_json
 
 app = typer.Typer(help="Stored webhook deliveries.", no_args_is_help=True)

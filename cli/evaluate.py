@@ -155,9 +155,9 @@ def evaluate(
 def store_report(report: Path | None, kind: str, text: str, scores: Any = None) -> None:
     """Store the report in the database (migrated first), where the replay pages of every API
     host read it: named like its ``--report`` file, else ``report-KIND.md``."""
+    from config.settings import get_settings
     from store import evalreports, migrate
     from store.db import session_scope
-    from store.settings import get_settings
 
     settings = get_settings()
     settings.var_dir.mkdir(parents=True, exist_ok=True)
@@ -172,7 +172,7 @@ def _catch(suites, *, sample, seed, budget, minutes, report) -> None:
     """``--kind catch``: sampled mutants of upstream files as pull requests through a real
     ``relay up`` (cli.catch)."""
     from cli.catch import catch_command
-    from store.settings import get_settings
+    from config.settings import get_settings
 
     start = time.perf_counter()
     catches, text = catch_command(

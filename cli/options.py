@@ -16,7 +16,7 @@ from upstream.changes import ChangeFacts
 
 def plan_dir() -> Path:
     """Where plans are written unless told: ``RELAY_VAR_DIR/plans``."""
-    from store.settings import get_settings
+    from config.settings import get_settings
 
     return get_settings().var_dir / "plans"
 

@@ -1,7 +1,7 @@
 """A running relay seen from outside: its webhook and /api/v1 over HTTP, and the broker.
 
 Used by `relay replay --events` (post recorded events, follow their jobs) and `relay replay
---run` (send the `workers.replay` task with store.queue's producer, follow its job).
+--run` (send the `workers.replay` task with config.broker's producer, follow its job).
 """
 
 from __future__ import annotations
@@ -123,48 +123,8 @@ def run_release_replay(
     relay = Relay(url)
     try:
         relay.check_reachable()
-        delivery_id = release_delivery_id(base, head)
-        delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
-        result: dict[str, Any] = {"delivery_id": delivery_id, "url": relay.url}
-        if delivery is not None:
-            result["already_requested"] = True
-            echo(
-                f"upstream {base} -> {head} was already sent to the workers "
-                f"(delivery {delivery_id}, received {delivery['received_at']}); the relay runs "
-                "a release replay once per version pair: following that run"
-            )
-        else:
-            result["task_id"] = send(base, head)
-            echo(
-                f"sent the release replay {base} -> {head} to the workers "
-                f"(task {result['task_id']}, delivery {delivery_id})"
-            )
-        plan_deadline = time.monotonic() + max(wait, PLAN_WAIT_SECONDS)
-        job = None
-        # the job shows while its tests are selected ("planning"): wait for its plan
-        while job is None or (job["status"] == "planning" and time.monotonic() < plan_deadline):
-            if job is not None:
-                time.sleep(poll)
-                job = relay.get(f"/api/v1/jobs/{job['id']}") or job
-                continue
-            delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
-            if delivery is not None and delivery.get("state") == "failed":
-                raise ReplayError(
-                    [f"the relay failed to process {delivery_id}: {delivery.get('last_error')}"]
-                )
-            if delivery is not None:
-                job = find_release_job(relay, delivery)
-            if job is None:
-                if time.monotonic() >= plan_deadline:
-                    state = delivery.get("state") if delivery else "not stored yet"
-                    raise ReplayError(
-                        [
-                            f"no job for {delivery_id} after {max(wait, PLAN_WAIT_SECONDS):.0f} s "
-                            f"(delivery: {state}); the workers may still be planning: "
-                            f"follow {relay.url}/api/v1/jobs"
-                        ]
-                    )
-                time.sleep(poll)
+        result = _request(relay, base, head, send=send, echo=echo)
+        job = _planned_job(relay, result["delivery_id"], wait=wait, poll=poll)
         result["job_id"] = job["id"]
         result["planned"] = job.get("planned")
         echo(
@@ -183,24 +143,86 @@ def run_release_replay(
         result["conclusion"] = job.get("conclusion")
         result["test_results"] = job.get("test_results")
         if wait > 0:
-            counts = job.get("test_results") or {}
-            if job["status"] == "completed":
-                echo(
-                    f"job {job['id']} completed: {job.get('conclusion')}; tests passed "
-                    f"{counts.get('passed')}, failed {counts.get('failed')}, skipped "
-                    f"{counts.get('skipped')}, total {counts.get('total')}"
-                )
-                _report_changes(relay, job, result, echo)
-            else:
-                echo(
-                    f"job {job['id']} still {job['status']} after {wait:.0f} s "
-                    f"({counts.get('total')} of {job.get('planned')} tests done so far)"
-                )
+            _say_how_it_ended(relay, job, result, wait=wait, echo=echo)
         return result
     except httpx.HTTPError as exc:
         raise ReplayError([f"the relay's API at {relay.url} failed: {exc}"]) from exc
     finally:
         relay.close()
+
+
+def _request(
+    relay: Relay, base: str, head: str, *, send: Callable[[str, str], str], echo: Echo
+) -> dict[str, Any]:
+    """Send the release step unless the relay already has it (once per version pair)."""
+    delivery_id = release_delivery_id(base, head)
+    delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
+    result: dict[str, Any] = {"delivery_id": delivery_id, "url": relay.url}
+    if delivery is not None:
+        result["already_requested"] = True
+        echo(
+            f"upstream {base} -> {head} was already sent to the workers "
+            f"(delivery {delivery_id}, received {delivery['received_at']}); the relay runs "
+            "a release replay once per version pair: following that run"
+        )
+    else:
+        result["task_id"] = send(base, head)
+        echo(
+            f"sent the release replay {base} -> {head} to the workers "
+            f"(task {result['task_id']}, delivery {delivery_id})"
+        )
+    return result
+
+
+def _planned_job(relay: Relay, delivery_id: str, *, wait: float, poll: float) -> dict[str, Any]:
+    """The delivery's job once planned (or still planning at the deadline); ReplayError when
+    the delivery failed or no job appeared in time."""
+    plan_deadline = time.monotonic() + max(wait, PLAN_WAIT_SECONDS)
+    job = None
+    # the job shows while its tests are selected ("planning"): wait for its plan
+    while job is None or (job["status"] == "planning" and time.monotonic() < plan_deadline):
+        if job is not None:
+            time.sleep(poll)
+            job = relay.get(f"/api/v1/jobs/{job['id']}") or job
+            continue
+        delivery = relay.get(f"/api/v1/deliveries/{delivery_id}")
+        if delivery is not None and delivery.get("state") == "failed":
+            raise ReplayError(
+                [f"the relay failed to process {delivery_id}: {delivery.get('last_error')}"]
+            )
+        if delivery is not None:
+            job = find_release_job(relay, delivery)
+        if job is None:
+            if time.monotonic() >= plan_deadline:
+                state = delivery.get("state") if delivery else "not stored yet"
+                raise ReplayError(
+                    [
+                        f"no job for {delivery_id} after {max(wait, PLAN_WAIT_SECONDS):.0f} s "
+                        f"(delivery: {state}); the workers may still be planning: "
+                        f"follow {relay.url}/api/v1/jobs"
+                    ]
+                )
+            time.sleep(poll)
+    return job
+
+
+def _say_how_it_ended(
+    relay: Relay, job: dict[str, Any], result: dict[str, Any], *, wait: float, echo: Echo
+) -> None:
+    """The job's conclusion and counts with its changed outcomes, or how far it got."""
+    counts = job.get("test_results") or {}
+    if job["status"] == "completed":
+        echo(
+            f"job {job['id']} completed: {job.get('conclusion')}; tests passed "
+            f"{counts.get('passed')}, failed {counts.get('failed')}, skipped "
+            f"{counts.get('skipped')}, total {counts.get('total')}"
+        )
+        _report_changes(relay, job, result, echo)
+    else:
+        echo(
+            f"job {job['id']} still {job['status']} after {wait:.0f} s "
+            f"({counts.get('total')} of {job.get('planned')} tests done so far)"
+        )
 
 
 def _report_changes(relay: Relay, job: dict[str, Any], result: dict[str, Any], echo: Echo) -> None:
@@ -216,11 +238,11 @@ def _report_changes(relay: Relay, job: dict[str, Any], result: dict[str, Any], e
 
 
 def broker_send(settings: Any) -> Callable[[str, str], str]:
-    """Send `workers.replay` through the broker with store.queue's producer (the same way
+    """Send `workers.replay` through the broker with config.broker's producer (the same way
     `relay up` requests its first-start replay)."""
 
     def send(base: str, head: str) -> str:
-        from store.queue import TASK_REPLAY, broker_reachable, make_producer
+        from config.broker import TASK_REPLAY, broker_reachable, make_producer
 
         producer = make_producer(settings)
         ok, detail = broker_reachable(producer)

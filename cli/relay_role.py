@@ -8,10 +8,10 @@ from pathlib import Path
 
 import typer
 
+from config.settings import get_settings
 from fanout import policy as policies
 from fanout.registry import Registry, RegistryError
 from fanout.role import subject_of
-from store.settings import get_settings
 from wire.github.events import EventError, normalize_envelope, open_envelope
 
 

@@ -10,7 +10,7 @@ import typer
 
 from cli import options as opt
 from cli.select import print_plan
-from planner.release import head_env_for, plan_release
+from planner.release import ReleasePlan, head_env_for, plan_release
 from selector import History
 from upstream import UpstreamError
 from upstream.changes import ChangeFacts
@@ -70,25 +70,55 @@ def replay(
     With --run also runs it on the workers; with --events replays recorded webhook events."""
     from cli.replay_events import events_command, run_command
 
+    _refuse_mixed(events, from_, to, run)
     if events is not None:
-        if from_ or to or run:
-            typer.echo(
-                "error: --events replays recorded events: without --from/--to/--run", err=True
-            )
-            raise typer.Exit(2)
         events_command(
             events, url=url, rate=rate, wait=wait, as_json=as_json, as_upstream=as_upstream
         )
         return
-    if from_ is None or to is None:
-        typer.echo(
-            "error: give --from and --to (a release step, e.g. --from 2.13 --to 2.14), "
-            "or --events FILE (recorded webhook events)",
-            err=True,
-        )
-        raise typer.Exit(2)
+    assert from_ is not None and to is not None
+    release = _plan_step(
+        from_,
+        to,
+        specs=specs,
+        upstream=upstream,
+        cache_dir=cache_dir,
+        offline=offline,
+        head_env=head_env,
+        budget=budget,
+        budget_share=budget_share,
+        history=history,
+        profiling_map=profiling_map,
+        no_import_map=no_import_map,
+        focus=focus,
+        quiet=as_json,
+    )
+    _write_and_print(release, out or opt.plan_dir() / f"replay-{from_}-{to}.json", as_json, workers)
+    if run:
+        run_command(from_, to, url=url, wait=wait, err=as_json)
+
+
+def _plan_step(
+    from_: str,
+    to: str,
+    *,
+    specs: list[Path],
+    upstream: Path | None,
+    cache_dir: Path | None,
+    offline: bool,
+    head_env: bool | None,
+    budget: float | None,
+    budget_share: float,
+    history: Path | None,
+    profiling_map: Path | None,
+    no_import_map: bool,
+    focus: float,
+    quiet: bool,
+) -> ReleasePlan:
+    """The release step's plan (:func:`planner.release.plan_release`) with the seconds it took;
+    exit 2 with the reason when an upstream or its head environment cannot be read."""
     start = time.perf_counter()
-    progress = opt.Progress(quiet=as_json)
+    progress = opt.Progress(quiet=quiet)
     try:
         release = plan_release(
             from_,
@@ -109,9 +139,27 @@ def replay(
     except (UpstreamError, HeadEnvError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    release.plan.decision_seconds = round(time.perf_counter() - start, 4)
+    return release
+
+
+def _refuse_mixed(events: Path | None, from_: str | None, to: str | None, run: bool) -> None:
+    """Exit 2 unless the command is a release step (--from and --to) or recorded events alone."""
+    if events is not None and (from_ or to or run):
+        typer.echo("error: --events replays recorded events: without --from/--to/--run", err=True)
+        raise typer.Exit(2)
+    if events is None and (from_ is None or to is None):
+        typer.echo(
+            "error: give --from and --to (a release step, e.g. --from 2.13 --to 2.14), "
+            "or --events FILE (recorded webhook events)",
+            err=True,
+        )
+        raise typer.Exit(2)
+
+
+def _write_and_print(release: ReleasePlan, path: Path, as_json: bool, workers: int) -> None:
+    """Write the step's plan to ``path``; print it (its JSON, or the funnel and notes)."""
     plan = release.plan
-    plan.decision_seconds = round(time.perf_counter() - start, 4)
-    path = out or opt.plan_dir() / f"replay-{from_}-{to}.json"
     plan.write(path)
     if as_json:
         typer.echo(plan.to_json())
@@ -120,8 +168,6 @@ def replay(
         for note in release.notes:
             typer.echo(f"note: {note}")
         typer.echo(f"plan written to {path} (fingerprint {plan.fingerprint()})")
-    if run:
-        run_command(from_, to, url=url, wait=wait, err=as_json)
 
 
 def make_head_env(facts: ChangeFacts, offline: bool) -> HeadEnv:

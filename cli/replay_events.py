@@ -41,7 +41,7 @@ from cli.relay_client import (
 
 
 @dataclass
-class Row:
+class ReplayedEvent:
     """One replayed event as the relay saw it."""
 
     n: int
@@ -118,20 +118,23 @@ def send_all(
     *,
     secret: bytes,
     rate: float | None = None,
-) -> tuple[list[Row], float]:
+) -> tuple[list[ReplayedEvent], float]:
     """Post every event in order, one after the other (paced to ``rate`` per second when
     given); returns the rows and the wall time of the sending."""
-    rows: list[Row] = []
+    rows: list[ReplayedEvent] = []
     start = time.perf_counter()
     for i, item in enumerate(events):
         if rate is not None:
             delay = start + i / rate - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-        row = Row(
-            n=item.n, origin=item.origin, event=item.event, action=item.action,
+        row = ReplayedEvent(
+            n=item.n,
+            origin=item.origin,
+            event=item.event,
+            action=item.action,
             delivery_id=item.delivery_id,
-        )  # fmt: skip
+        )
         sent = time.perf_counter()
         try:
             response = relay.post(
@@ -176,7 +179,7 @@ def _no_run_reason(delivery: dict[str, Any]) -> str | None:
     return None
 
 
-def _apply_job(row: Row, job: dict[str, Any], detail: dict[str, Any] | None) -> None:
+def _apply_job(row: ReplayedEvent, job: dict[str, Any], detail: dict[str, Any] | None) -> None:
     row.job_id = int(job["id"])
     row.job_status = job.get("status")
     row.conclusion = job.get("conclusion")
@@ -198,7 +201,7 @@ def _apply_job(row: Row, job: dict[str, Any], detail: dict[str, Any] | None) -> 
 
 def follow(
     relay: Relay,
-    rows: list[Row],
+    rows: list[ReplayedEvent],
     events: list[RecordedEvent],
     *,
     wait: float,
@@ -251,7 +254,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
-def totals(rows: list[Row], seconds: float, waited: float = 0.0) -> dict[str, Any]:
+def totals(rows: list[ReplayedEvent], seconds: float, waited: float = 0.0) -> dict[str, Any]:
     outcomes = Counter(r.outcome for r in rows)
     latencies = [r.accept_ms for r in rows]
     with_job = [r for r in rows if r.job_id is not None]
@@ -288,7 +291,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def rows_json(rows: list[Row]) -> list[dict[str, Any]]:
+def rows_json(rows: list[ReplayedEvent]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         data = asdict(r)
@@ -298,9 +301,18 @@ def rows_json(rows: list[Row]) -> list[dict[str, Any]]:
     return out
 
 
-def render_table(rows: list[Row], summary: dict[str, Any]) -> str:
-    header = ("n", "event", "delivery", "http", "accept ms", "job", "selected/universe",
-              "fallback", "state")  # fmt: skip
+def render_table(rows: list[ReplayedEvent], summary: dict[str, Any]) -> str:
+    header = (
+        "n",
+        "event",
+        "delivery",
+        "http",
+        "accept ms",
+        "job",
+        "selected/universe",
+        "fallback",
+        "state",
+    )
     lines = [header]
     for r in rows:
         selected = "-" if r.planned is None else str(r.planned)
@@ -320,8 +332,10 @@ def render_table(rows: list[Row], summary: dict[str, Any]) -> str:
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-            for line in lines]  # fmt: skip
+    text = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    ]
     s, sel = summary, summary["selection"]
     text += [
         "",
@@ -411,7 +425,7 @@ def events_command(
     """`relay replay --events FILE`: typer-facing (prints, exits)."""
     import typer
 
-    from store.settings import get_settings
+    from config.settings import get_settings
 
     settings = get_settings()
     try:
@@ -442,7 +456,7 @@ def run_command(base: str, head: str, *, url: str | None, wait: float | None, er
     """`relay replay --from A --to B --run`: typer-facing (prints, exits)."""
     import typer
 
-    from store.settings import get_settings
+    from config.settings import get_settings
 
     settings = get_settings()
 

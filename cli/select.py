@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from cli import options as opt
+from config.settings import get_settings
 from inventory.build import universe_from_inventory
 from inventory.importmap import import_map_for
 from planner import ShardPolicy, source_reader, split_summary
@@ -16,7 +17,6 @@ from planner.durations import costs_for
 from planner.release import backend_specs
 from selector import History, SelectionPlan, SelectionRequest, SignalConfig
 from selector import select as run_select
-from store.settings import get_settings
 
 
 def print_plan(plan: SelectionPlan, *, show: int = 20, workers: int = 1) -> None:

@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import typer
 
+from config.broker import CONTROL_QUEUE, PLAN_QUEUE, SHARD_QUEUE
+from config.settings import Settings, get_settings
 from store import caches
 from store.db import redacted
-from store.queue import CONTROL_QUEUE, PLAN_QUEUE, SHARD_QUEUE
-from store.settings import Settings, get_settings
 from workers.harness.procs import die_with_parent
 
 #: the Celery worker processes ``relay up`` starts, by name, and the queues each consumes
@@ -30,11 +30,22 @@ def worker_command(
     *, concurrency: int = 1, beat: bool = True, var_dir: Path, queues: str, name: str = "worker"
 ) -> list[str]:
     cmd = [
-        sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-        f"--concurrency={concurrency}", "--loglevel=INFO", "--queues", queues,
-        "--hostname", f"{name}@%h",
-        "--without-gossip", "--without-mingle", "--without-heartbeat",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "worker",
+        f"--concurrency={concurrency}",
+        "--loglevel=INFO",
+        "--queues",
+        queues,
+        "--hostname",
+        f"{name}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
     if beat:
         cmd += ["--beat", "--schedule", str(var_dir / "celerybeat-schedule")]
     return cmd
@@ -47,16 +58,23 @@ def beat_command(*, var_dir: Path) -> list[str]:
     inside SQLite can leave the beat holding a lock nobody releases, hung at its first publish
     (the sweeper then never runs: seen in CI)."""
     return [
-        sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat",
-        "--loglevel=INFO", "--schedule", str(var_dir / "celerybeat-schedule"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "beat",
+        "--loglevel=INFO",
+        "--schedule",
+        str(var_dir / "celerybeat-schedule"),
+    ]
 
 
 def host_caches(settings: Settings) -> Path:
     """Make this host's var dir and point the workers' test processes at its torch_extensions
     (``SPYRE_EXTENSIONS_DIR``, unless the operator set it: the spyre_stack leaf reads no RELAY_
     variable), seeded from ``RELAY_CACHE_SEED``; the folder the spyre C++ core is built in."""
-    from store import logs
+    from config import logs
 
     logs.configure(settings.log_level, settings.log_json)
     settings.var_dir.mkdir(parents=True, exist_ok=True)
@@ -96,46 +114,13 @@ def up(
     host = host or settings.host
     # the planners cut a short job into one shard per shard worker (planner.sharding)
     os.environ.setdefault("RELAY_RUNNER_PARALLEL", str(workers))
-    workers_up = [
-        _Supervised(
-            name,
-            worker_command(
-                concurrency=concurrency,
-                beat=False,
-                var_dir=settings.var_dir,
-                queues=queues,
-                name=name,
-            ),
-            nice=settings.worker_nice,
-        )
-        for name, queues in WORKER_QUEUES
-        for concurrency in [{"control": 1, "planner": planners, "shards": workers}[name]]
-    ]
-    workers_up.append(
-        _Supervised("beat", beat_command(var_dir=settings.var_dir), nice=settings.worker_nice)
-    )
-    control, planner, runner, beat = (w.proc for w in workers_up)
+    workers_up = _start_workers(settings, workers=workers, planners=planners)
     halt = threading.Event()
     watcher = threading.Thread(target=_supervise, args=(workers_up, halt), daemon=True)
     watcher.start()
     demo = _request_demo_replay(settings)
-    base = f"http://{host}:{port}"
     typer.echo(
-        "\n".join(
-            [
-                "relay up",
-                f"  API        {base}  (docs {base}/docs, health {base}/healthz, ready {base}/readyz)",
-                f"  deliveries {base}/api/v1/deliveries",
-                f"  webhook    POST {base}/github/webhook  (try: relay submit --example pull_request.opened)",
-                f"  database   {redacted(settings.database_url)}",
-                f"  broker     {redacted(settings.broker_url)}",
-                f"  workers    control pid {control.pid}, planner pid {planner.pid} "
-                f"(concurrency {planners}), shards pid {runner.pid} (concurrency {workers}), "
-                f"beat pid {beat.pid}",
-                f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
-            ]
-        ),
-        err=True,
+        _banner(settings, f"http://{host}:{port}", workers_up, demo, workers, planners), err=True
     )
     stopped = False
 
@@ -159,6 +144,55 @@ def up(
         uvicorn.run("relay.app:app", host=host, port=port, log_level="warning")
     finally:
         stop_workers()
+
+
+def _start_workers(settings: Settings, *, workers: int, planners: int) -> list[_Supervised]:
+    """The control, planner and shard workers and the beat schedule, started (in that order)."""
+    workers_up = [
+        _Supervised(
+            name,
+            worker_command(
+                concurrency=concurrency,
+                beat=False,
+                var_dir=settings.var_dir,
+                queues=queues,
+                name=name,
+            ),
+            nice=settings.worker_nice,
+        )
+        for name, queues in WORKER_QUEUES
+        for concurrency in [{"control": 1, "planner": planners, "shards": workers}[name]]
+    ]
+    workers_up.append(
+        _Supervised("beat", beat_command(var_dir=settings.var_dir), nice=settings.worker_nice)
+    )
+    return workers_up
+
+
+def _banner(
+    settings: Settings,
+    base: str,
+    workers_up: list[_Supervised],
+    demo: str,
+    workers: int,
+    planners: int,
+) -> str:
+    """What ``relay up`` serves where, and its worker processes."""
+    control, planner, runner, beat = (w.proc for w in workers_up)
+    return "\n".join(
+        [
+            "relay up",
+            f"  API        {base}  (docs {base}/docs, health {base}/healthz, ready {base}/readyz)",
+            f"  deliveries {base}/api/v1/deliveries",
+            f"  webhook    POST {base}/github/webhook  (try: relay submit --example pull_request.opened)",
+            f"  database   {redacted(settings.database_url)}",
+            f"  broker     {redacted(settings.broker_url)}",
+            f"  workers    control pid {control.pid}, planner pid {planner.pid} "
+            f"(concurrency {planners}), shards pid {runner.pid} (concurrency {workers}), "
+            f"beat pid {beat.pid}",
+            f"  jobs       {base}/api/v1/jobs" + (f"  ({demo})" if demo else ""),
+        ]
+    )
 
 
 class _Supervised:
@@ -201,9 +235,9 @@ def _request_demo_replay(settings: Settings) -> str:
         return ""
     from sqlalchemy import func, select
 
+    from config.broker import TASK_REPLAY, make_producer
     from store.db import session_scope
     from store.models import Delivery, Job
-    from store.queue import TASK_REPLAY, make_producer
 
     base_version, _, head_version = settings.demo_replay.partition(":")
     with session_scope(settings.database_url) as session:

@@ -37,10 +37,13 @@ YAML_FILES = {
 }
 #: commits are reproducible: the same build gives the same SHAs on every host
 IDENTITY = {
-    "GIT_AUTHOR_NAME": "relay", "GIT_AUTHOR_EMAIL": "relay@localhost",
-    "GIT_COMMITTER_NAME": "relay", "GIT_COMMITTER_EMAIL": "relay@localhost",
-    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
-}  # fmt: skip
+    "GIT_AUTHOR_NAME": "relay",
+    "GIT_AUTHOR_EMAIL": "relay@localhost",
+    "GIT_COMMITTER_NAME": "relay",
+    "GIT_COMMITTER_EMAIL": "relay@localhost",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
+}
 
 
 class LocalRepoError(Exception):

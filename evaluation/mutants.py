@@ -44,8 +44,15 @@ _COMPARE_TEXT = {
     ast.Eq: "==",
     ast.NotEq: "!=",
 }
-_ARITH = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "/"), ast.Div: ("/", "*"),
-          ast.FloorDiv: ("//", "*"), ast.Mod: ("%", "//"), ast.Pow: ("**", "*")}  # fmt: skip
+_ARITH = {
+    ast.Add: ("+", "-"),
+    ast.Sub: ("-", "+"),
+    ast.Mult: ("*", "/"),
+    ast.Div: ("/", "*"),
+    ast.FloorDiv: ("//", "*"),
+    ast.Mod: ("%", "//"),
+    ast.Pow: ("**", "*"),
+}
 
 
 @dataclass(frozen=True)
@@ -246,9 +253,13 @@ class _File:
 
 
 def _mutate(
-    path: str, name: str, file: _File, rng: random.Random, operators: Sequence[str],
+    path: str,
+    name: str,
+    file: _File,
+    rng: random.Random,
+    operators: Sequence[str],
     mutant_id: str,
-) -> Mutant | None:  # fmt: skip
+) -> Mutant | None:
     text, fn, offsets = file.text, file.functions[name], file.offsets
     sites = _sites(text, fn, offsets)
     usable = [op for op in operators if sites.get(op)]

@@ -105,9 +105,17 @@ def probe(
     outcomes = {}
     for which, env in (("twin", twin_env), ("mutant", mutant_env)):
         outcomes[which] = run_outcomes(
-            universe, mutant=None, tests=ids, processes=1, python=env.python, extra_env=env.env,
-            cache_dir=cache_dir / labels[which], log=log, specs=specs, label=f"probe {labels[which]}",
-        )  # fmt: skip
+            universe,
+            mutant=None,
+            tests=ids,
+            processes=1,
+            python=env.python,
+            extra_env=env.env,
+            cache_dir=cache_dir / labels[which],
+            log=log,
+            specs=specs,
+            label=f"probe {labels[which]}",
+        )
     for test_id in ids:
         before, after = outcomes["twin"].get(test_id, "?"), outcomes["mutant"].get(test_id, "?")
         if after in FAILURES and before not in FAILURES:

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from config.settings import Settings
 from fanout.github import GitHubApi, GitHubError
 from fanout.role import policy_from_json
 from store import check_updates, outbox
 from store.db import session_scope
 from store.models import CheckState, CheckUpdateState, Dispatch, Job, utcnow
-from store.settings import Settings
 from upstream.undertest import UpstreamUnderTest
 from wire.crcr.allowlist import Level
 from wire.github.events import CIFLOW_LABEL_PREFIX, UpstreamEvent, load_event
@@ -215,13 +215,18 @@ def update_for_dispatch(
         failed = failure(settings, exc, attempts=claimed.attempts, rng=rng)
         if failed.dead:
             state = finish(CheckUpdateState.DEAD, error=failed.error)
-            log.warning("check run %s of dispatch %s not updated: %s", claimed.check_run_id, pk,
-                        failed.error)  # fmt: skip
+            log.warning(
+                "check run %s of dispatch %s not updated: %s",
+                claimed.check_run_id,
+                pk,
+                failed.error,
+            )
             return CheckResult(state, str(exc))
         state = finish(
             CheckUpdateState.PENDING, error=failed.error, next_attempt_at=failed.next_attempt_at
         )
-        log.info("check run update of dispatch %s will be retried in %.1f s: %s", pk,
-                 failed.wait, exc)  # fmt: skip
+        log.info(
+            "check run update of dispatch %s will be retried in %.1f s: %s", pk, failed.wait, exc
+        )
         return CheckResult(state, str(exc), retry_in=failed.wait)
     return CheckResult(finish(CheckUpdateState.DONE))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
+from config.settings import Settings
 from fanout.github import GitHubApi, GitHubError
 from store import outbox
 from store.db import session_scope
-from store.settings import Settings
 from wire.crcr.allowlist import Level
 
 log = logging.getLogger("fanout.demotion")
@@ -43,6 +43,11 @@ def reconcile(settings: Settings, api: GitHubApi) -> dict[str, int]:
         with session_scope(settings.database_url) as session:
             if outbox.set_demoted(session, pk=pk, demoted=demoted):
                 counts["demoted" if demoted else "restored"] += 1
-                log.info("%s: %s", repo, "demotion PR open, check runs held back" if demoted
-                         else "demotion PR closed, check runs again")  # fmt: skip
+                log.info(
+                    "%s: %s",
+                    repo,
+                    "demotion PR open, check runs held back"
+                    if demoted
+                    else "demotion PR closed, check runs again",
+                )
     return counts

@@ -138,9 +138,11 @@ class GitHubApi:
             installation = self._installations.get(owner)
         if installation is None:
             response = self._request(
-                "GET", f"/repos/{repo}/installation", f"installation of {repo}",
+                "GET",
+                f"/repos/{repo}/installation",
+                f"installation of {repo}",
                 f"Bearer {self.app_jwt()}",
-            )  # fmt: skip
+            )
             installation = int(response.json()["id"])
             with self._lock:
                 self._installations[owner] = installation
@@ -149,9 +151,11 @@ class GitHubApi:
             if cached is not None and cached.expires_at - TOKEN_MARGIN_SECONDS > time.time():
                 return f"Bearer {cached.value}"
         response = self._request(
-            "POST", f"/app/installations/{installation}/access_tokens",
-            f"token of installation {installation}", f"Bearer {self.app_jwt()}",
-        )  # fmt: skip
+            "POST",
+            f"/app/installations/{installation}/access_tokens",
+            f"token of installation {installation}",
+            f"Bearer {self.app_jwt()}",
+        )
         body = response.json()
         expires = datetime.fromisoformat(str(body["expires_at"]).replace("Z", "+00:00"))
         with self._lock:
@@ -173,9 +177,12 @@ class GitHubApi:
         auth = self.auth_for(repo)
         try:
             response = self._request(
-                "POST", f"/repos/{repo}/dispatches", f"repository_dispatch to {repo}", auth,
+                "POST",
+                f"/repos/{repo}/dispatches",
+                f"repository_dispatch to {repo}",
+                auth,
                 json={"event_type": event_type, "client_payload": client_payload},
-            )  # fmt: skip
+            )
         except GitHubError as exc:
             if exc.status == 401:
                 self.forget_token(repo)
@@ -188,9 +195,12 @@ class GitHubApi:
         page = 1
         while len(files) < MAX_PR_FILES:
             response = self._request(
-                "GET", f"/repos/{repo}/pulls/{number}/files", f"files of {repo}#{number}", auth,
+                "GET",
+                f"/repos/{repo}/pulls/{number}/files",
+                f"files of {repo}#{number}",
+                auth,
                 params={"per_page": 100, "page": page},
-            )  # fmt: skip
+            )
             batch = response.json()
             files += [str(f["filename"]) for f in batch if isinstance(f, dict)]
             if len(batch) < 100:
@@ -209,17 +219,23 @@ class GitHubApi:
     def update_check_run(self, repo: str, check_run_id: int, body: dict[str, Any]) -> None:
         auth = self.auth_for(repo)
         self._request(
-            "PATCH", f"/repos/{repo}/check-runs/{check_run_id}", f"check run {check_run_id}",
-            auth, json=body,
-        )  # fmt: skip
+            "PATCH",
+            f"/repos/{repo}/check-runs/{check_run_id}",
+            f"check run {check_run_id}",
+            auth,
+            json=body,
+        )
 
     def has_open_pull(self, repo: str, *, head: str) -> bool:
         """Whether ``repo`` has an open pull request from ``head`` (``owner:branch``)."""
         auth = self.auth_for(repo)
         response = self._request(
-            "GET", f"/repos/{repo}/pulls", f"pull requests of {repo} from {head}", auth,
+            "GET",
+            f"/repos/{repo}/pulls",
+            f"pull requests of {repo} from {head}",
+            auth,
             params={"head": head, "state": "open", "per_page": 1},
-        )  # fmt: skip
+        )
         pulls = response.json()
         return isinstance(pulls, list) and len(pulls) > 0
 

@@ -47,7 +47,7 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Downstream:
+class AllowlistedDownstream:
     """One allowlisted repository with its policy."""
 
     entry: AllowlistEntry
@@ -74,7 +74,7 @@ class Subject:
 
 
 @dataclass(frozen=True)
-class Decision:
+class Admission:
     """Whether a downstream gets an event, and why (shown by the API and `relay downstreams`)."""
 
     repo: str

@@ -20,13 +20,13 @@ from typing import Any
 from celery.schedules import crontab
 from sqlalchemy.orm import Session
 
+from config.settings import Settings
 from fanout.dispatch_token import new_nonce
 from fanout.github import GitHubApi, GitHubError
-from fanout.model import Downstream
+from fanout.model import AllowlistedDownstream
 from store import deliveries, outbox
 from store.db import session_scope
-from store.deliveries import DeliveryCreate, StoreOutcome
-from store.settings import Settings
+from store.deliveries import DeliveryCreate, Stored
 from wire.github.events import Envelope, normalize_envelope
 
 log = logging.getLogger("fanout.nightly")
@@ -99,13 +99,13 @@ def _store(
             ),
             outbox=write,
         )
-    return pk if outcome is StoreOutcome.NEW else None
+    return pk if outcome is Stored.NEW else None
 
 
 def request_due(
     settings: Settings,
     api: GitHubApi,
-    downstreams: list[Downstream],
+    downstreams: list[AllowlistedDownstream],
     pks: dict[str, int],
     *,
     now: datetime | None = None,
@@ -139,9 +139,12 @@ def request_due(
         delivery_id = delivery_id_of(d.repo, slot)
         payload = {"repository": {"full_name": settings.upstream_repo}, "head_sha": sha}
         pk = _store(
-            settings, delivery_id=delivery_id, payload=payload, downstream_pk=pks[d.repo],
+            settings,
+            delivery_id=delivery_id,
+            payload=payload,
+            downstream_pk=pks[d.repo],
             target=d.policy.target,
-        )  # fmt: skip
+        )
         if pk is not None:
             stored.append(delivery_id)
             log.info("nightly of %s for %s stored", d.repo, slot.isoformat())

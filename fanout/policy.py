@@ -34,7 +34,14 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from fanout.model import TRUSTED_ASSOCIATIONS, Decision, Downstream, Policy, Subject, Target
+from fanout.model import (
+    TRUSTED_ASSOCIATIONS,
+    Admission,
+    AllowlistedDownstream,
+    Policy,
+    Subject,
+    Target,
+)
 from wire.crcr.allowlist import KNOWN_EVENTS, AllowlistEntry, AllowlistError, Level, compose
 from wire.github.events import PR_ACTIONS
 
@@ -109,7 +116,9 @@ def cron_problem(text: str) -> str | None:
     return None
 
 
-def parse(text: str, *, entries: list[AllowlistEntry], path: str = "<policy>") -> list[Downstream]:
+def parse(
+    text: str, *, entries: list[AllowlistEntry], path: str = "<policy>"
+) -> list[AllowlistedDownstream]:
     """The allowlist's entries with their policies (defaults, then the repository's keys)."""
     problems: list[str] = []
     root = compose(text, path, PolicyError)
@@ -150,12 +159,14 @@ def parse(text: str, *, entries: list[AllowlistEntry], path: str = "<policy>") -
     out = []
     for entry in entries:
         line, own = per_repo.get(entry.repo, (0, {}))
-        out.append(Downstream(entry=entry, policy=Policy(**{**defaults, **own}, line=line)))
+        out.append(
+            AllowlistedDownstream(entry=entry, policy=Policy(**{**defaults, **own}, line=line))
+        )
     return out
 
 
-def with_defaults(entries: list[AllowlistEntry]) -> list[Downstream]:
-    return [Downstream(entry=e) for e in entries]
+def with_defaults(entries: list[AllowlistEntry]) -> list[AllowlistedDownstream]:
+    return [AllowlistedDownstream(entry=e) for e in entries]
 
 
 def _branch(subject: Subject) -> str | None:
@@ -197,13 +208,13 @@ def _matches(path: str, globs: tuple[str, ...]) -> bool:
     return any(glob_regex(g).match(path) for g in globs)
 
 
-def admit(downstream: Downstream, subject: Subject) -> Decision:
+def admit(downstream: AllowlistedDownstream, subject: Subject) -> Admission:
     """Whether ``downstream`` gets this upstream event, and why. Changed paths are checked only
     when ``subject.changed_files`` is known; otherwise the decision is ``deferred``."""
     event, policy, repo = subject.event, downstream.policy, downstream.repo
 
-    def no(reason: str) -> Decision:
-        return Decision(repo=repo, admitted=False, reason=reason)
+    def no(reason: str) -> Admission:
+        return Admission(repo=repo, admitted=False, reason=reason)
 
     if not event.actionable:
         return no(event.reason or "the event is not forwarded")
@@ -212,7 +223,7 @@ def admit(downstream: Downstream, subject: Subject) -> Decision:
         # a re-run of one downstream's crcr/<repo>[/<workflow>] check goes to that one only
         check = event.check_name or ""
         if check == f"crcr/{repo}" or check.startswith(f"crcr/{repo}/"):
-            return Decision(repo=repo, admitted=True, reason=f"re-run of {check}")
+            return Admission(repo=repo, admitted=True, reason=f"re-run of {check}")
         return no(f"the re-run of {check!r} is not for {repo}")
     if event.event == "pull_request" and event.action == "labeled":
         label = f"ciflow/crcr/{downstream.entry.device}"
@@ -248,7 +259,9 @@ def admit(downstream: Downstream, subject: Subject) -> Decision:
             return no(f"branch {branch!r} matches none of {', '.join(policy.branches)}")
     if policy.paths is not None and name in ("pull_request", "push"):
         if subject.changed_files is None:
-            return Decision(repo=repo, admitted=True, reason="paths checked at send", deferred=True)
+            return Admission(
+                repo=repo, admitted=True, reason="paths checked at send", deferred=True
+            )
         if not any(_matches(f, policy.paths) for f in subject.changed_files):
             return no(f"no changed file matches {', '.join(policy.paths)}")
-    return Decision(repo=repo, admitted=True, reason="admitted")
+    return Admission(repo=repo, admitted=True, reason="admitted")

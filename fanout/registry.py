@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from fanout import policy as policy_file
-from fanout.model import Downstream
+from fanout.model import AllowlistedDownstream
 from wire.crcr import allowlist
 
 log = logging.getLogger("fanout.registry")
@@ -36,13 +36,13 @@ class RegistryError(ValueError):
 
 @dataclass(frozen=True)
 class Snapshot:
-    downstreams: tuple[Downstream, ...] = ()
+    downstreams: tuple[AllowlistedDownstream, ...] = ()
     digest: str = ""  # of the allowlist and policy bytes: changes when either does
     loaded_at: float = 0.0
     error: str | None = None  # the last reload's problem (the set above is the last good one)
-    by_repo: dict[str, Downstream] = field(default_factory=dict, compare=False)
+    by_repo: dict[str, AllowlistedDownstream] = field(default_factory=dict, compare=False)
 
-    def get(self, repo: str) -> Downstream | None:
+    def get(self, repo: str) -> AllowlistedDownstream | None:
         return self.by_repo.get(repo)
 
 

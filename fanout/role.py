@@ -12,13 +12,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from config.settings import Settings
 from fanout import policy as policies
 from fanout.dispatch_token import new_nonce
-from fanout.model import Downstream, Policy, Subject
+from fanout.model import AllowlistedDownstream, Policy, Subject
 from fanout.registry import Registry
 from store import outbox
 from store.db import session_scope
-from store.settings import Settings
 from wire.github.events import UpstreamEvent
 
 log = logging.getLogger("fanout.role")
@@ -75,7 +75,7 @@ class RelayRole:
         )
         return cls(settings, registry)
 
-    def downstream_pks(self) -> tuple[list[Downstream], dict[str, int]]:
+    def downstream_pks(self) -> tuple[list[AllowlistedDownstream], dict[str, int]]:
         """The downstreams in force and their store rows (synced when the files changed)."""
         snapshot = self.registry.current()
         with self._lock:

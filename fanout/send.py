@@ -15,18 +15,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from config.logs import bind
+from config.settings import Settings
 from fanout import checks
 from fanout import dispatch_token as tokens
 from fanout import payload as payloads
 from fanout import policy as policies
 from fanout.github import GitHubApi, GitHubError
-from fanout.model import Downstream
+from fanout.model import AllowlistedDownstream
 from fanout.role import policy_from_json, subject_of
 from store import outbox
 from store.db import session_scope
-from store.logs import bind
 from store.models import DispatchState, utcnow
-from store.settings import Settings
 from wire.crcr.allowlist import AllowlistEntry, Level
 from wire.github.events import UpstreamEvent, load_event, load_payload
 
@@ -87,45 +89,149 @@ def send_one(
     pk: int, *, settings: Settings, api: GitHubApi, rng: random.Random | None = None
 ) -> SendResult:
     """One attempt at outbox row ``pk``."""
-    rng = rng or random.Random()
-    lease = settings.outbox_claim_seconds
     with session_scope(settings.database_url) as session:
-        if not outbox.claim(session, pk=pk, lease_seconds=lease):
+        if not outbox.claim(session, pk=pk, lease_seconds=settings.outbox_claim_seconds):
             return SendResult("not-due")
+        attempt = _Attempt.load(session, pk, settings, rng or random.Random())
+    with bind(delivery_id=attempt.event.delivery_id, dispatch_pk=pk, downstream=attempt.repo):
+        return attempt.send(api)
+
+
+@dataclass
+class _Attempt:
+    """One claimed outbox row on its way to GitHub, and how to record what became of it."""
+
+    pk: int
+    settings: Settings
+    rng: random.Random
+    attempts: int
+    nonce: str
+    downstream: AllowlistedDownstream
+    downstream_pk: int
+    event: UpstreamEvent  # the typed event ingress stored
+    payload: Any  # the upstream payload CRCR forwards verbatim
+
+    @classmethod
+    def load(cls, session: Session, pk: int, settings: Settings, rng: random.Random) -> _Attempt:
         loaded = outbox.load(session, pk=pk)
         assert loaded is not None
         dispatch, delivery, row = loaded
-        attempts, nonce, repo = dispatch.attempts, dispatch.nonce or tokens.new_nonce(), row.repo
-        level, device, downstream_pk = row.level, row.device, row.id
-        policy = policy_from_json(row.policy or {})
-        # the typed event ingress stored, and the upstream payload CRCR forwards verbatim
-        event = load_event(delivery.normalized)
-        payload = load_payload(delivery.upstream_payload)
-    downstream = Downstream(
-        entry=AllowlistEntry(repo=repo, level=Level(level), device=device), policy=policy
-    )
+        entry = AllowlistEntry(repo=row.repo, level=Level(row.level), device=row.device)
+        return cls(
+            pk=pk,
+            settings=settings,
+            rng=rng,
+            attempts=dispatch.attempts,
+            nonce=dispatch.nonce or tokens.new_nonce(),
+            downstream=AllowlistedDownstream(
+                entry=entry, policy=policy_from_json(row.policy or {})
+            ),
+            downstream_pk=row.id,
+            event=load_event(delivery.normalized),
+            payload=load_payload(delivery.upstream_payload),
+        )
 
-    def finish(state: DispatchState, **kw: Any) -> None:
-        with session_scope(settings.database_url) as session:
-            outbox.finish(session, pk=pk, state=state, **kw)
+    @property
+    def repo(self) -> str:
+        return self.downstream.repo
+
+    def send(self, api: GitHubApi) -> SendResult:
+        """The changed files, the policy's admission, the signed body, the dispatch."""
+        event = self.event
+        try:
+            files = changed_files(api, settings=self.settings, event=event)
+        except GitHubError as exc:
+            return self.retry_or_dead(str(exc), exc.status, exc.retryable, exc.retry_after)
+        held = self.held(files)
+        if held is not None:
+            return held
+        try:
+            body = self.body(files)
+        except payloads.PayloadTooLarge as exc:
+            return self.retry_or_dead(str(exc), None, False, None)
+        try:
+            status = api.repository_dispatch(self.repo, event_type=event.event, client_payload=body)
+        except GitHubError as exc:
+            return self.retry_or_dead(str(exc), exc.status, exc.retryable, exc.retry_after)
+        self.finish(DispatchState.SENT, http_status=status)
+        log.info("dispatched", extra={"attempts": self.attempts})
+        if checks.wants_check(self.downstream.level.value, self.downstream.entry.device, event):
+            # the dispatch stands whatever happens to its check run, retried on its own
+            with session_scope(self.settings.database_url) as session:
+                outbox.want_check(session, pk=self.pk)
+            check = checks.create_for_dispatch(self.settings, api, self.pk, rng=self.rng)
+            return SendResult(DispatchState.SENT.value, check_retry_in=check.retry_in)
+        return SendResult(DispatchState.SENT.value)
+
+    def held(self, files: list[str] | None) -> SendResult | None:
+        """SKIPPED when the policy's paths do not admit the change; a later attempt when the
+        downstream has its policy's max_in_flight jobs running; else None (send it)."""
+        policy = self.downstream.policy
+        if policy.paths is not None:
+            decision = policies.admit(self.downstream, subject_of(self.event, files or []))
+            if not decision.admitted:
+                self.finish(DispatchState.SKIPPED, error=decision.reason)
+                return SendResult(DispatchState.SKIPPED.value, decision.reason)
+        if policy.max_in_flight is None:
+            return None
+        with session_scope(self.settings.database_url) as session:
+            since = utcnow() - timedelta(seconds=policy.start_timeout + policy.run_timeout)
+            busy = outbox.in_flight(session, downstream_pk=self.downstream_pk, since=since)
+        if busy < policy.max_in_flight:
+            return None
+        wait = IN_FLIGHT_WAIT_SECONDS
+        self.finish(
+            DispatchState.PENDING,
+            error=f"{busy} jobs in flight (max {policy.max_in_flight})",
+            next_attempt_at=utcnow() + timedelta(seconds=wait),
+            refund_attempt=True,
+        )
+        return SendResult(DispatchState.PENDING.value, "in flight", retry_in=wait)
+
+    def body(self, files: list[str] | None) -> dict[str, Any]:
+        """CRCR's client_payload with our signed dispatch token (PayloadTooLarge past the cap)."""
+        event, policy = self.event, self.downstream.policy
+        claims = tokens.DispatchClaims(
+            delivery_id=event.upstream_delivery_id or event.delivery_id,
+            repo=self.repo,
+            upstream_repo=event.repo,
+            pr_number=event.pr_number,
+            head_sha=event.head_sha,
+            nonce=self.nonce,
+            expires_at=int(time.time()) + policy.start_timeout + policy.run_timeout + 3600,
+        )
+        secret = self.settings.dispatch_token_secret.get_secret_value()
+        return payloads.build(
+            event_type=event.event,
+            delivery_id=claims.delivery_id,
+            upstream_payload=self.payload,
+            dispatch_token=tokens.sign(claims, secret=secret),
+            changed_files=files,
+            merged=event.merged if event.event == "pull_request" else None,
+        )
+
+    def finish(self, state: DispatchState, **kw: Any) -> None:
+        with session_scope(self.settings.database_url) as session:
+            outbox.finish(session, pk=self.pk, state=state, **kw)
 
     def retry_or_dead(
-        error: str, status: int | None, retryable: bool, hint: float | None
+        self, error: str, status: int | None, retryable: bool, hint: float | None
     ) -> SendResult:
+        settings, attempts = self.settings, self.attempts
         if not retryable or attempts >= settings.dispatch_max_attempts:
             why = "refused" if not retryable else f"{attempts} attempts spent"
-            finish(DispatchState.DEAD, error=f"{why}: {error}", http_status=status)
+            self.finish(DispatchState.DEAD, error=f"{why}: {error}", http_status=status)
             log.warning("dispatch dead-lettered: %s", error)
             return SendResult(DispatchState.DEAD.value, error)
         wait = checks.backoff(
             attempts,
             base=settings.dispatch_backoff_seconds,
             cap=settings.dispatch_backoff_max_seconds,
-            rng=rng,
+            rng=self.rng,
         )
         if hint is not None:
-            wait = hint + rng.random() * min(1.0, hint / 10 + 0.1)
-        finish(
+            wait = hint + self.rng.random() * min(1.0, hint / 10 + 0.1)
+        self.finish(
             DispatchState.PENDING,
             error=error,
             http_status=status,
@@ -133,61 +239,3 @@ def send_one(
         )
         log.info("dispatch will be retried in %.1f s: %s", wait, error)
         return SendResult(DispatchState.PENDING.value, error, retry_in=wait)
-
-    with bind(delivery_id=event.delivery_id, dispatch_pk=pk, downstream=repo):
-        try:
-            files = changed_files(api, settings=settings, event=event)
-        except GitHubError as exc:
-            return retry_or_dead(str(exc), exc.status, exc.retryable, exc.retry_after)
-        if policy.paths is not None:
-            decision = policies.admit(downstream, subject_of(event, files or []))
-            if not decision.admitted:
-                finish(DispatchState.SKIPPED, error=decision.reason)
-                return SendResult(DispatchState.SKIPPED.value, decision.reason)
-        if policy.max_in_flight is not None:
-            with session_scope(settings.database_url) as session:
-                since = utcnow() - timedelta(seconds=policy.start_timeout + policy.run_timeout)
-                busy = outbox.in_flight(session, downstream_pk=downstream_pk, since=since)
-            if busy >= policy.max_in_flight:
-                wait = IN_FLIGHT_WAIT_SECONDS
-                finish(
-                    DispatchState.PENDING,
-                    error=f"{busy} jobs in flight (max {policy.max_in_flight})",
-                    next_attempt_at=utcnow() + timedelta(seconds=wait),
-                    refund_attempt=True,
-                )
-                return SendResult(DispatchState.PENDING.value, "in flight", retry_in=wait)
-        claims = tokens.DispatchClaims(
-            delivery_id=event.upstream_delivery_id or event.delivery_id,
-            repo=repo,
-            upstream_repo=event.repo,
-            pr_number=event.pr_number,
-            head_sha=event.head_sha,
-            nonce=nonce,
-            expires_at=int(time.time()) + policy.start_timeout + policy.run_timeout + 3600,
-        )
-        signed = tokens.sign(claims, secret=settings.dispatch_token_secret.get_secret_value())
-        try:
-            body = payloads.build(
-                event_type=event.event,
-                delivery_id=claims.delivery_id,
-                upstream_payload=payload,
-                dispatch_token=signed,
-                changed_files=files,
-                merged=event.merged if event.event == "pull_request" else None,
-            )
-        except payloads.PayloadTooLarge as exc:
-            return retry_or_dead(str(exc), None, False, None)
-        try:
-            status = api.repository_dispatch(repo, event_type=event.event, client_payload=body)
-        except GitHubError as exc:
-            return retry_or_dead(str(exc), exc.status, exc.retryable, exc.retry_after)
-        finish(DispatchState.SENT, http_status=status)
-        log.info("dispatched", extra={"attempts": attempts})
-        if checks.wants_check(level, device, event):
-            # the dispatch stands whatever happens to its check run, retried on its own
-            with session_scope(settings.database_url) as session:
-                outbox.want_check(session, pk=pk)
-            check = checks.create_for_dispatch(settings, api, pk, rng=rng)
-            return SendResult(DispatchState.SENT.value, check_retry_in=check.retry_in)
-        return SendResult(DispatchState.SENT.value)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from config.settings import Settings
 from store import callbacks as machine
 from store.db import session_scope
 from store.models import utcnow
-from store.settings import Settings
 
 log = logging.getLogger("fanout.sweep")
 

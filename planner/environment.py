@@ -17,10 +17,19 @@ from wire.github.events import UpstreamEvent
 
 #: folders whose changes are compiled into torch's binaries (no Python overlay covers them)
 COMPILED_DIRS = ("aten/", "c10/", "torch/csrc/", "caffe2/", "third_party/", "cmake/", "torchgen/")
-COMPILED_NAMES = frozenset({
-    "native_functions.yaml", "derivatives.yaml", "CMakeLists.txt", "setup.py",
-    "build_variables.bzl", "BUILD.bazel", "BUCK.oss", "pyproject.toml", "requirements.txt",
-})  # fmt: skip
+COMPILED_NAMES = frozenset(
+    {
+        "native_functions.yaml",
+        "derivatives.yaml",
+        "CMakeLists.txt",
+        "setup.py",
+        "build_variables.bzl",
+        "BUILD.bazel",
+        "BUCK.oss",
+        "pyproject.toml",
+        "requirements.txt",
+    }
+)
 COMPILED_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh", ".mm", ".cmake", ".bzl")
 
 
@@ -95,9 +104,10 @@ def decide_environment(
                 reason=f"release {version} is the installed torch",
             )
         return UpstreamUnderTest(
-            kind="release", torch_version=version,
+            kind="release",
+            torch_version=version,
             reason=f"release step {event.base_ref} -> {event.head_ref}: torch {version} in its own environment",
-        )  # fmt: skip
+        )
     if event.event in ("nightly", "periodic"):
         return UpstreamUnderTest(
             torch_version=installed_version.split("+", 1)[0],
@@ -107,9 +117,11 @@ def decide_environment(
     head = event.head_sha or event.after_sha
     if head_wheel and head:
         return UpstreamUnderTest(
-            kind="head-wheel", head_sha=head, head_wheel=head_wheel,
+            kind="head-wheel",
+            head_sha=head,
+            head_wheel=head_wheel,
             reason="the head commit's wheel (configured: RELAY_HEAD_WHEEL)",
-        )  # fmt: skip
+        )
     if checkout and head:
         compiled = sorted(p for p in changed_paths if is_compiled(p))
         base = overlay_base or installed_version
@@ -119,9 +131,12 @@ def decide_environment(
         if compiled:
             why += f"; {len(compiled)} compiled file(s) changed that no overlay can test"
         return UpstreamUnderTest(
-            kind="overlay", torch_version=overlay_base, head_sha=head,
-            compiled_not_covered=compiled, reason=why,
-        )  # fmt: skip
+            kind="overlay",
+            torch_version=overlay_base,
+            head_sha=head,
+            compiled_not_covered=compiled,
+            reason=why,
+        )
     reason = (
         "no upstream checkout (RELAY_UPSTREAM_PATH) and no head wheel (RELAY_HEAD_WHEEL): "
         "the change cannot be tested here"
@@ -130,7 +145,9 @@ def decide_environment(
         reason = f"{checkout_note} and no head wheel (RELAY_HEAD_WHEEL): the change cannot be tested here"
     if smoke_untested:
         return UpstreamUnderTest(
-            torch_version=installed_version.split("+", 1)[0], torch_build=installed_version, smoke=True,
+            torch_version=installed_version.split("+", 1)[0],
+            torch_build=installed_version,
+            smoke=True,
             reason=reason + "; smoke run on the installed torch (RELAY_SMOKE_UNTESTED)",
-        )  # fmt: skip
+        )
     return UpstreamUnderTest(kind="none", reason=reason)

@@ -73,27 +73,23 @@ def plan_event(
     plan's tests are in rank order: the runner cuts them into shards
     (:func:`planner.sharding.cut_shards`)."""
     revs = revisions(event)
-    installed = torch_build()
-    head = event.head_sha or event.after_sha
-    note = _checkout_note(upstream, head) if event.event != "periodic" else ""
-    base_release, base_note = overlay_base, ""
-    if event.event != "periodic" and not note:
-        base_release, base_note = overlay_base_for(overlay_base, upstream, revs)
-    under_test = decide_environment(
+    under_test = _under_test(
         event,
-        installed_version=installed,
-        checkout=upstream is not None and not note,
-        checkout_note=note,
-        head_wheel=head_wheel_for(head_wheel, event),
-        overlay_base=base_release,
-        overlay_base_note=base_note,
-        changed_paths=_changed_paths(upstream, revs) if event.event != "periodic" else (),
+        revs,
+        upstream=upstream,
+        head_wheel=head_wheel,
+        overlay_base=overlay_base,
         smoke_untested=smoke_untested,
     )
     if not under_test.runs:
         log.info("nothing to run: %s", under_test.reason)
-        return RunPlan(shards=[], runner=backend.runner_config(specs), upstream=under_test,
-                       base_rev=revs[0] if revs else None, head_rev=revs[1] if revs else None)  # fmt: skip
+        return RunPlan(
+            shards=[],
+            runner=backend.runner_config(specs),
+            upstream=under_test,
+            base_rev=revs[0] if revs else None,
+            head_rev=revs[1] if revs else None,
+        )
     if event.event == "periodic" and revs is not None:
         step = _release_step(
             event,
@@ -126,6 +122,35 @@ def plan_event(
             unanalysed_budget_seconds=unanalysed_budget_seconds,
         )
     return _run_plan(plan, universe, backend, specs, under_test)
+
+
+def _under_test(
+    event: UpstreamEvent,
+    revs: tuple[str, str] | None,
+    *,
+    upstream: Path | None,
+    head_wheel: str | None,
+    overlay_base: str | None,
+    smoke_untested: bool,
+) -> UpstreamUnderTest:
+    """The PyTorch the event's tests run in (:func:`planner.environment.decide_environment`):
+    its head wheel, an overlay on a base release, or none (then nothing runs)."""
+    head = event.head_sha or event.after_sha
+    note = _checkout_note(upstream, head) if event.event != "periodic" else ""
+    base_release, base_note = overlay_base, ""
+    if event.event != "periodic" and not note:
+        base_release, base_note = overlay_base_for(overlay_base, upstream, revs)
+    return decide_environment(
+        event,
+        installed_version=torch_build(),
+        checkout=upstream is not None and not note,
+        checkout_note=note,
+        head_wheel=head_wheel_for(head_wheel, event),
+        overlay_base=base_release,
+        overlay_base_note=base_note,
+        changed_paths=_changed_paths(upstream, revs) if event.event != "periodic" else (),
+        smoke_untested=smoke_untested,
+    )
 
 
 def _whole_universe(

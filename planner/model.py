@@ -133,9 +133,19 @@ class RunPlan(BaseModel):
 #: the SelectionPlan fields kept as rows (SelectionTest), not in the plan's JSON
 PER_VARIANT = ("tests", "cut", "removed")
 VARIANT_COLUMNS = (
-    "kind", "test_id", "rank", "shard", "risk", "seconds", "seconds_source", "mode", "gating",
-    "flag", "signals", "reasons",
-)  # fmt: skip
+    "kind",
+    "test_id",
+    "rank",
+    "shard",
+    "risk",
+    "seconds",
+    "seconds_source",
+    "mode",
+    "gating",
+    "flag",
+    "signals",
+    "reasons",
+)
 
 
 def _variant_rows(plan: RunPlan, sel: SelectionPlan) -> list[dict[str, Any]]:
@@ -159,10 +169,17 @@ def _variant_rows(plan: RunPlan, sel: SelectionPlan) -> list[dict[str, Any]]:
         for t in sel.tests
     ]
     rows += [
-        {"kind": "cut", "test_id": c.test_id, "rank": c.rank, "risk": c.risk,
-         "seconds": c.seconds, "signals": [], "reasons": [c.reason]}
+        {
+            "kind": "cut",
+            "test_id": c.test_id,
+            "rank": c.rank,
+            "risk": c.risk,
+            "seconds": c.seconds,
+            "signals": [],
+            "reasons": [c.reason],
+        }
         for c in sel.cut
-    ]  # fmt: skip
+    ]
     rows += [
         {"kind": "removed", "test_id": r.test_id, "signals": [], "reasons": [r.reason]}
         for r in sel.removed

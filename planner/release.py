@@ -19,6 +19,7 @@ from pathlib import Path
 
 from backends import get_backend
 from backends.base import torch_build
+from config.settings import get_settings
 from inventory.build import universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
@@ -35,7 +36,6 @@ from selector import (
     select,
 )
 from store import caches
-from store.settings import get_settings
 from upstream import UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
 from upstream.changes.behaviour import FingerprintError, Side, diff_fingerprints, fingerprints

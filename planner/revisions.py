@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import PROJECT_ROOT
+from config.settings import ci_stats_dir
 from inventory.build import universe_from_inventory
 from planner.durations import costs_for
 from planner.filefacts import FileFactsStore
@@ -26,7 +27,6 @@ from selector import (
     select,
     unanalysed,
 )
-from store.settings import ci_stats_dir
 from upstream import UpstreamError, UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
 

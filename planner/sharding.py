@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from config.settings import Settings
 from planner.model import RunPlan, finish_seconds
 from selector import SelectionPlan
-from store.settings import Settings
 
 #: runner-seconds of a variant nothing is known about: plain pytest's mean over 2,000 bundled
 #: spyre variants (113.8 s for 2,000, README's workers benchmark)

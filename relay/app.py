@@ -11,19 +11,18 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
+from config import logs
+from config.broker import broker_reachable, make_producer
+from config.settings import Settings, get_settings
 from relay.api import router as api_router
 from relay.docs import add_docs
 from relay.github.ingress import close_writer
 from relay.github.ingress import install as install_ingress
 from relay.github.relay_role import install as install_relay_role
 from relay.web.routes import router as web_router
-from store import logs
-from store.db import get_engine
-from store.queue import broker_reachable, make_producer
-from store.settings import Settings, get_settings
+from store.db import database_reachable
 
 log = logging.getLogger("relay.app")
 
@@ -65,7 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/readyz", tags=["ops"], responses={503: {"description": "a dependency is down"}})
     async def readyz() -> JSONResponse:
         """The database and the broker are reachable."""
-        db_ok, db_detail = await run_in_threadpool(_database_reachable, settings.database_url)
+        db_ok, db_detail = await run_in_threadpool(database_reachable, settings.database_url)
         broker_ok, broker_detail = await run_in_threadpool(broker_reachable, producer)
         ok = db_ok and broker_ok
         return JSONResponse(
@@ -135,15 +134,6 @@ def one_line(errors: Sequence[Any]) -> str:
         where = ".".join(str(p) for p in e.get("loc", ()))
         parts.append(f"{where}: {e.get('msg', 'invalid')}" if where else str(e.get("msg")))
     return "; ".join(parts).replace("\n", " ")[:1000] or "invalid request"
-
-
-def _database_reachable(url: str) -> tuple[bool, str]:
-    try:
-        with get_engine(url).connect() as conn:
-            conn.execute(text("SELECT 1"))
-        return True, "ok"
-    except Exception as exc:
-        return False, f"{type(exc).__name__}: {exc}"
 
 
 def __getattr__(name: str) -> Any:

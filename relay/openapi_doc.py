@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from store.settings import Settings
+from config.settings import Settings
 
 
 def render() -> str:

@@ -1,5 +1,5 @@
-"""The ground floor: settings, the database (engine, sessions, models, data access), the broker's
-task names and configuration, structured logs, and the outcome vocabulary.
+"""The database: engine and sessions, models, data access by aggregate (deliveries, jobs, shards,
+results, outbox, HUD queries), the group-commit writer, and the outcome vocabulary.
 
-Every other package of ours may import it; it imports nothing of ours.
+Routes and workers call these modules; they do not build queries. It imports only ``config``.
 """

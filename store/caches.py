@@ -17,7 +17,7 @@ import shutil
 import time
 from pathlib import Path
 
-from store.settings import Settings, get_settings
+from config.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +70,20 @@ def seeded(path: Path, settings: Settings | None = None) -> bool:
             tmp.unlink(missing_ok=True)
     log.info(
         "cache entry copied from the seed",
-        extra={"cache": str(relative), "seed": str(s.cache_seed),
-               "seconds": round(time.perf_counter() - start, 3)},
-    )  # fmt: skip
+        extra={
+            "cache": str(relative),
+            "seed": str(s.cache_seed),
+            "seconds": round(time.perf_counter() - start, 3),
+        },
+    )
     return path.exists()
 
 
 def building(path: Path, what: str) -> None:
     """Say in the log that this host lacks cache entry ``path`` and builds it now."""
-    log.info("cache entry missing on this host: building it", extra={"cache": str(path), "what": what})
+    log.info(
+        "cache entry missing on this host: building it", extra={"cache": str(path), "what": what}
+    )
 
 
 def seed_folder(name: str, settings: Settings | None = None) -> list[str]:

@@ -36,7 +36,9 @@ from store.models import (
 )
 
 
-class Outcome(enum.StrEnum):
+class CallbackEffect(enum.StrEnum):
+    """What a callback did to its job (not a test's outcome: :class:`store.outcomes.Outcome`)."""
+
     IN_PROGRESS = "in_progress"  # the job started (this call made the transition)
     COMPLETED = "completed"  # the job finished (this call made the transition)
     DUPLICATE = "duplicate"  # the same transition was already made
@@ -98,12 +100,21 @@ def _completion(report: Report) -> dict[str, Any]:
 def _insert(session: Session, key: JobKey, report: Report) -> Job | None:
     """The job created in ``report.status``, or None when another caller created it first."""
     job = Job(
-        delivery_id=key.delivery_id, repo=key.repo, run_id=key.run_id,
-        run_attempt=key.run_attempt, job_name=key.job_name, dispatch_pk=report.dispatch_pk,
-        event_type=report.event_type, workflow_name=report.workflow_name[:200],
-        url=report.url[:500], check_run_id=report.check_run_id[:100], head_sha=report.head_sha,
-        pr_number=report.pr_number, status=JobStatus.IN_PROGRESS.value, started_at=report.at,
-    )  # fmt: skip
+        delivery_id=key.delivery_id,
+        repo=key.repo,
+        run_id=key.run_id,
+        run_attempt=key.run_attempt,
+        job_name=key.job_name,
+        dispatch_pk=report.dispatch_pk,
+        event_type=report.event_type,
+        workflow_name=report.workflow_name[:200],
+        url=report.url[:500],
+        check_run_id=report.check_run_id[:100],
+        head_sha=report.head_sha,
+        pr_number=report.pr_number,
+        status=JobStatus.IN_PROGRESS.value,
+        started_at=report.at,
+    )
     if report.status == JobStatus.COMPLETED.value:
         job.started_at = None
         for name, value in _completion(report).items():
@@ -116,32 +127,36 @@ def _insert(session: Session, key: JobKey, report: Report) -> Job | None:
         return None
     session.add(
         JobTransition(
-            job_pk=job.id, from_status=None, to_status=report.status,
-            conclusion=report.conclusion, source="callback", detail=report.detail,
+            job_pk=job.id,
+            from_status=None,
+            to_status=report.status,
+            conclusion=report.conclusion,
+            source="callback",
+            detail=report.detail,
         )
-    )  # fmt: skip
+    )
     if job.dispatch_pk is not None:  # its check run shows it (the same transaction)
         check_updates.want(session, dispatch_pk=job.dispatch_pk, job_pk=job.id)
     session.commit()
     return job
 
 
-def apply(session: Session, *, key: JobKey, report: Report) -> tuple[Outcome, int]:
+def apply(session: Session, *, key: JobKey, report: Report) -> tuple[CallbackEffect, int]:
     """Make the transition ``report`` asks for, or say why not (commits). Returns the job pk."""
     for _ in range(3):  # a lost race on insert re-reads the row the winner made
         job = session.scalar(select(Job).where(_where(key)))
         if job is None:
             created = _insert(session, key, report)
             if created is not None:
-                return Outcome(report.status), created.id
+                return CallbackEffect(report.status), created.id
             continue
         if report.status == JobStatus.IN_PROGRESS.value:
             if job.status == JobStatus.COMPLETED.value:
-                return Outcome.STALE, job.id
-            return Outcome.DUPLICATE, job.id
+                return CallbackEffect.STALE, job.id
+            return CallbackEffect.DUPLICATE, job.id
         if job.status == JobStatus.COMPLETED.value:
             same = job.conclusion == report.conclusion
-            return (Outcome.DUPLICATE if same else Outcome.CONFLICT), job.id
+            return (CallbackEffect.DUPLICATE if same else CallbackEffect.CONFLICT), job.id
         leaving = job.status
         result = session.execute(
             update(Job).where(_where(key), Job.status == leaving).values(**_completion(report))
@@ -151,14 +166,18 @@ def apply(session: Session, *, key: JobKey, report: Report) -> tuple[Outcome, in
             continue
         session.add(
             JobTransition(
-                job_pk=job.id, from_status=leaving, to_status=JobStatus.COMPLETED.value,
-                conclusion=report.conclusion, source="callback", detail=report.detail,
+                job_pk=job.id,
+                from_status=leaving,
+                to_status=JobStatus.COMPLETED.value,
+                conclusion=report.conclusion,
+                source="callback",
+                detail=report.detail,
             )
-        )  # fmt: skip
+        )
         if job.dispatch_pk is not None:
             check_updates.want(session, dispatch_pk=job.dispatch_pk, job_pk=job.id)
         session.commit()
-        return Outcome.COMPLETED, job.id
+        return CallbackEffect.COMPLETED, job.id
     raise RuntimeError(f"job {key} changed under three attempts in a row")
 
 
@@ -217,23 +236,39 @@ def overdue_candidates(session: Session) -> list[Overdue]:
     started = select(Job.dispatch_pk).where(Job.dispatch_pk.is_not(None)).scalar_subquery()
     out: list[Overdue] = []
     unstarted = session.execute(
-        select(Dispatch.id, Delivery.delivery_id, Delivery.upstream_delivery_id, Downstream.repo,
-               Downstream.policy, Dispatch.sent_at)
+        select(
+            Dispatch.id,
+            Delivery.delivery_id,
+            Delivery.upstream_delivery_id,
+            Downstream.repo,
+            Downstream.policy,
+            Dispatch.sent_at,
+        )
         .join(Delivery, Delivery.id == Dispatch.delivery_pk)
         .join(Downstream, Downstream.id == Dispatch.downstream_pk)
-        .where(Dispatch.state == DispatchState.SENT.value, Dispatch.target != "runner",
-               Dispatch.id.not_in(started))
-    ).all()  # fmt: skip
+        .where(
+            Dispatch.state == DispatchState.SENT.value,
+            Dispatch.target != "runner",
+            Dispatch.id.not_in(started),
+        )
+    ).all()
     for pk, delivery_id, upstream_id, repo, policy, sent_at in unstarted:
         if sent_at is not None:
             out.append(Overdue(pk, upstream_id or delivery_id, repo, policy or {}, None, sent_at))
     running = session.execute(
-        select(Job.id, Job.dispatch_pk, Job.delivery_id, Job.repo, Downstream.policy,
-               Job.started_at, Job.dispatched_at)
+        select(
+            Job.id,
+            Job.dispatch_pk,
+            Job.delivery_id,
+            Job.repo,
+            Downstream.policy,
+            Job.started_at,
+            Job.dispatched_at,
+        )
         .join(Dispatch, Dispatch.id == Job.dispatch_pk)
         .join(Downstream, Downstream.id == Dispatch.downstream_pk)
         .where(Job.status == JobStatus.IN_PROGRESS.value, Dispatch.target != "runner")
-    ).all()  # fmt: skip
+    ).all()
     for job_pk, dispatch_pk, delivery_id, repo, policy, started_at, dispatched_at in running:
         since = started_at or dispatched_at
         out.append(Overdue(dispatch_pk, delivery_id, repo, policy or {}, job_pk, since))
@@ -246,13 +281,20 @@ def time_out(session: Session, *, overdue: Overdue, now: datetime) -> int | None
     if overdue.job_pk is None:
         key = JobKey(overdue.delivery_id, overdue.repo, "", "0", "(never started)")
         report = Report(
-            status=JobStatus.COMPLETED.value, conclusion="timed_out", at=now,
-            event_type="", workflow_name="", url="", check_run_id="", head_sha=None,
-            pr_number=None, dispatch_pk=overdue.dispatch_pk,
+            status=JobStatus.COMPLETED.value,
+            conclusion="timed_out",
+            at=now,
+            event_type="",
+            workflow_name="",
+            url="",
+            check_run_id="",
+            head_sha=None,
+            pr_number=None,
+            dispatch_pk=overdue.dispatch_pk,
             detail={"reason": "dispatched, never started within the start timeout"},
-        )  # fmt: skip
+        )
         outcome, pk = apply(session, key=key, report=report)
-        return pk if outcome is Outcome.COMPLETED else None
+        return pk if outcome is CallbackEffect.COMPLETED else None
     result = session.execute(
         update(Job)
         .where(Job.id == overdue.job_pk, Job.status == JobStatus.IN_PROGRESS.value)
@@ -263,11 +305,14 @@ def time_out(session: Session, *, overdue: Overdue, now: datetime) -> int | None
         return None
     session.add(
         JobTransition(
-            job_pk=overdue.job_pk, from_status=JobStatus.IN_PROGRESS.value,
-            to_status=JobStatus.COMPLETED.value, conclusion="timed_out", source="sweeper",
+            job_pk=overdue.job_pk,
+            from_status=JobStatus.IN_PROGRESS.value,
+            to_status=JobStatus.COMPLETED.value,
+            conclusion="timed_out",
+            source="sweeper",
             detail={"reason": "in progress past the run timeout"},
         )
-    )  # fmt: skip
+    )
     check_updates.want(session, dispatch_pk=overdue.dispatch_pk, job_pk=overdue.job_pk)
     session.commit()
     return overdue.job_pk

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Integer, String, select, text, update
+from sqlalchemy import Integer, Select, String, select, text, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session, defer
 
@@ -38,7 +38,9 @@ _NOTIFY = f"NOTIFY {NOTIFY_CHANNEL}"
 WITHOUT_BODIES = (defer(Delivery.raw_body), defer(Delivery.upstream_payload))
 
 
-class StoreOutcome(enum.StrEnum):
+class Stored(enum.StrEnum):
+    """What storing a delivery did (not a test's outcome: :class:`store.outcomes.Outcome`)."""
+
     NEW = "new"
     DUPLICATE = "duplicate"
     REDELIVERY = "redelivery"  # a delivery whose processing failed, sent again: process again
@@ -125,10 +127,26 @@ def fit(data: DeliveryCreate) -> DeliveryCreate:
 
 #: the columns of a new delivery's row, in the order of :func:`row_values`
 COLUMNS = (
-    "delivery_id", "event", "action", "repo", "source", "upstream_delivery_id", "hook_id",
-    "head_sha", "base_sha", "pr_number", "raw_body", "body_sha256", "normalized",
-    "upstream_payload", "last_error", "state", "received_at", "processed_at", "attempts",
-)  # fmt: skip
+    "delivery_id",
+    "event",
+    "action",
+    "repo",
+    "source",
+    "upstream_delivery_id",
+    "hook_id",
+    "head_sha",
+    "base_sha",
+    "pr_number",
+    "raw_body",
+    "body_sha256",
+    "normalized",
+    "upstream_payload",
+    "last_error",
+    "state",
+    "received_at",
+    "processed_at",
+    "attempts",
+)
 
 
 def row_values(data: DeliveryCreate) -> tuple[Any, ...]:
@@ -242,7 +260,7 @@ def insert_new(cursor: Any, dialect: Dialect, batch: Sequence[DeliveryCreate]) -
     return stored
 
 
-def existing(session: Session, *, delivery_id: str) -> tuple[StoreOutcome, int]:
+def existing(session: Session, *, delivery_id: str) -> tuple[Stored, int]:
     """The answer to a delivery whose id is stored already (commits): a redelivery of a failed
     one is flipped back to RECEIVED atomically (exactly one of several concurrent redeliveries
     re-enqueues it), anything else is a duplicate."""
@@ -258,8 +276,8 @@ def existing(session: Session, *, delivery_id: str) -> tuple[StoreOutcome, int]:
         announce(session)
     session.commit()
     if result.rowcount == 1:  # type: ignore[attr-defined]
-        return StoreOutcome.REDELIVERY, pk
-    return StoreOutcome.DUPLICATE, pk
+        return Stored.REDELIVERY, pk
+    return Stored.DUPLICATE, pk
 
 
 def store(
@@ -267,7 +285,7 @@ def store(
     *,
     data: DeliveryCreate,
     outbox: Callable[[Session, int], object] | None = None,
-) -> tuple[StoreOutcome, int]:
+) -> tuple[Stored, int]:
     """Insert the delivery exactly once (commits). Concurrent duplicates are resolved by the
     unique constraint on delivery_id (:func:`insert_new`); a failed one is flipped back to
     RECEIVED atomically so exactly one of several concurrent redeliveries re-enqueues it
@@ -288,7 +306,7 @@ def store(
     if outbox is not None and data.error is None:
         outbox(session, pk)
     session.commit()
-    return StoreOutcome.NEW, pk
+    return Stored.NEW, pk
 
 
 def pk_of(session: Session, *, delivery_id: str) -> int | None:
@@ -395,3 +413,25 @@ def requeue_stuck(session: Session, *, pk: int) -> bool:
         announce(session)
     session.commit()
     return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def deliveries_query(
+    *, state: str | None = None, event: str | None = None, pr_number: int | None = None
+) -> Select[Any]:
+    """Deliveries without their bodies, optionally one state, one event, one upstream PR;
+    unordered (the caller pages it)."""
+    query = select(Delivery).options(*WITHOUT_BODIES)
+    if state is not None:
+        query = query.where(Delivery.state == state)
+    if event is not None:
+        query = query.where(Delivery.event == event)
+    if pr_number is not None:
+        query = query.where(Delivery.pr_number == pr_number)
+    return query
+
+
+def by_delivery_id(session: Session, *, delivery_id: str) -> Delivery | None:
+    """One delivery without its bodies, by its X-GitHub-Delivery id."""
+    return session.scalar(
+        select(Delivery).options(*WITHOUT_BODIES).where(Delivery.delivery_id == delivery_id)
+    )

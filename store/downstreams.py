@@ -64,13 +64,20 @@ def sync_allowlist(session: Session, *, entries: Iterable[DownstreamEntry]) -> d
             )
             counts["added"] += 1
         else:
-            changed = (row.level, row.device, row.oncalls, row.policy.get("events"), row.enabled) != (
-                str(entry.level), entry.device, list(entry.oncalls), policy.get("events"), True
-            )  # fmt: skip
+            changed = (
+                row.level,
+                row.device,
+                row.oncalls,
+                row.policy.get("events"),
+                row.enabled,
+            ) != (str(entry.level), entry.device, list(entry.oncalls), policy.get("events"), True)
             if changed:
                 row.level, row.device, row.oncalls, row.enabled = (
-                    str(entry.level), entry.device, list(entry.oncalls), True
-                )  # fmt: skip
+                    str(entry.level),
+                    entry.device,
+                    list(entry.oncalls),
+                    True,
+                )
                 row.policy = {**{k: v for k, v in row.policy.items() if k != "events"}, **policy}
                 counts["updated"] += 1
     for repo, row in existing.items():

@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 
 from store import deliveries
 from store.db import get_engine, session_scope
-from store.deliveries import DeliveryCreate, StoreOutcome
+from store.deliveries import DeliveryCreate, Stored
 
 log = logging.getLogger("store.group_commit")
 
@@ -48,8 +48,8 @@ OutboxWrite = Callable[[Session, int], object]
 
 
 #: a delivery's answer, or why it could not be stored
-_Result = tuple[StoreOutcome, int] | BaseException
-_Future = asyncio.Future[tuple[StoreOutcome, int]]
+_Result = tuple[Stored, int] | BaseException
+_Future = asyncio.Future[tuple[Stored, int]]
 
 
 @dataclass
@@ -78,7 +78,7 @@ class GroupCommit:
 
     async def store(
         self, data: DeliveryCreate, outbox: Callable[[], OutboxWrite | None] | None = None
-    ) -> tuple[StoreOutcome, int]:
+    ) -> tuple[Stored, int]:
         """Store ``data`` (and what ``outbox()``, called in the writer, gives) like
         :func:`store.deliveries.store`; returns once it is committed."""
         loop = asyncio.get_running_loop()
@@ -162,7 +162,7 @@ class GroupCommit:
         results: list[_Result] = []
         for item, pk in zip(batch, pks, strict=True):
             if pk is not None:
-                results.append((StoreOutcome.NEW, pk))
+                results.append((Stored.NEW, pk))
                 continue
             try:  # already stored: duplicate or redelivery
                 with session_scope(self.url) as session:

@@ -1,29 +1,25 @@
 """The HUD's queries: the commit x job grid, a job's results under filters, one test's history
-across upstream commits, flaky tests, and the job timings a downstream's health is computed from.
+across upstream commits, flaky tests, the overview's jobs (a downstream's health:
+:mod:`store.health`).
 
 Read only. Every query is served by an index of migration 0003 (the grid by ``dispatched_at`` and
-``head_sha``, a test's history by ``test_id``, a job's results by ``(job_pk, outcome)``, a
-downstream's window by ``(repo, dispatched_at)``); lists are cut to a page by the caller's limit
-and offset or key.
+``head_sha``, a test's history by ``test_id``, a job's results by ``(job_pk, outcome)``); lists
+are cut to a page by the caller's limit and offset or key.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, String, and_, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
-from store.jobs import live_counts, seconds_between
 from store.models import (
     Delivery,
     Dispatch,
-    Downstream,
     Job,
     JobStatus,
     SelectionTest,
@@ -31,6 +27,7 @@ from store.models import (
     utcnow,
 )
 from store.outcomes import FAILED, PASSED, Outcome
+from store.results import live_counts
 
 #: outcomes in which the test body passed / failed (a flaky test shows both on one commit)
 BODY_PASSED = sorted(o.value for o in PASSED)
@@ -90,7 +87,9 @@ class GridCell:
 
 
 @dataclass
-class GridRow:
+class CommitRow:
+    """One upstream commit's row of the grid: its jobs' cells, one per column."""
+
     head_sha: str
     last_at: datetime
     event_type: str | None
@@ -102,7 +101,7 @@ class GridRow:
 @dataclass
 class Grid:
     columns: list[tuple[str, str]]  # (downstream repo, job name)
-    rows: list[GridRow]
+    rows: list[CommitRow]
     total: int
     next_key: str | None  # "<last_at iso>|<sha>" of the last row when more follow
 
@@ -125,9 +124,11 @@ def grid(
     if after is not None:
         at, sha = after
         page = page.having(
-            or_(func.max(Job.dispatched_at) < at,
-                and_(func.max(Job.dispatched_at) == at, Job.head_sha < sha))
-        )  # fmt: skip
+            or_(
+                func.max(Job.dispatched_at) < at,
+                and_(func.max(Job.dispatched_at) == at, Job.head_sha < sha),
+            )
+        )
     else:
         page = page.offset(offset)
     found = session.execute(page.limit(limit + 1)).all()
@@ -146,21 +147,28 @@ def grid(
     live = live_counts(session, running)
     columns = sorted({(j.repo, j.job_name) for j, _ in jobs})
     index = {c: i for i, c in enumerate(columns)}
-    rows = {r.head_sha: GridRow(r.head_sha, r.last_at, None, None, None, [None] * len(columns))
-            for r in found}  # fmt: skip
+    rows = {
+        r.head_sha: CommitRow(r.head_sha, r.last_at, None, None, None, [None] * len(columns))
+        for r in found
+    }
     for job, branch in jobs:  # oldest first: the latest job of a cell wins
         row = rows[job.head_sha]
         col = index[(job.repo, job.job_name)]
         prev = row.cells[col]
         counts = live.get(job.id) or {
-            "passed": job.tests_passed, "failed": job.tests_failed,
+            "passed": job.tests_passed,
+            "failed": job.tests_failed,
             "skipped": job.tests_skipped,
             "total": job.tests_passed + job.tests_failed + job.tests_skipped,
-        }  # fmt: skip
+        }
         row.cells[col] = GridCell(
-            job.id, job.status, job.conclusion, (prev.runs if prev else 0) + 1, counts,
+            job.id,
+            job.status,
+            job.conclusion,
+            (prev.runs if prev else 0) + 1,
+            counts,
             job.dispatched_at,
-        )  # fmt: skip
+        )
         row.event_type, row.pr_number = job.event_type, job.pr_number
         row.branch = branch or row.branch
     ordered = [rows[s] for s in shas]
@@ -207,9 +215,11 @@ def results_query(job_pk: int, f: ResultFilters) -> Select:
     if f.suite is not None:
         name = _like_escape(f"test_{f.suite}.py::")
         query = query.where(
-            or_(TestResult.test_id.like(f"{name}%", escape="\\"),
-                TestResult.test_id.like(f"%/{name}%", escape="\\"))
-        )  # fmt: skip
+            or_(
+                TestResult.test_id.like(f"{name}%", escape="\\"),
+                TestResult.test_id.like(f"%/{name}%", escape="\\"),
+            )
+        )
     if f.op is not None:
         query = query.where(TestResult.op == f.op)
     if f.tag is not None:
@@ -248,11 +258,12 @@ def facets(session: Session, *, job_pk: int) -> Facets:
     )
     tags = cast(TestResult.tags, String)
     rows = session.execute(
-        select(test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags,
-               func.count())
+        select(
+            test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags, func.count()
+        )
         .where(TestResult.job_pk == job_pk)
         .group_by(test_file, TestResult.outcome, TestResult.op, TestResult.spec_mode, tags)
-    )  # fmt: skip
+    )
     for path, outcome, op, mode, tag_text, n in rows:
         n = int(n)
         out.outcome[outcome] = out.outcome.get(outcome, 0) + n
@@ -354,9 +365,14 @@ def flaky_query(*, since: datetime, repo: str | None = None, test_id: str | None
 
 
 def flaky(
-    session: Session, *, since: datetime, repo: str | None, limit: int, offset: int = 0,
+    session: Session,
+    *,
+    since: datetime,
+    repo: str | None,
+    limit: int,
+    offset: int = 0,
     after: str | None = None,
-) -> tuple[list[FlakyTest], int, str | None]:  # fmt: skip
+) -> tuple[list[FlakyTest], int, str | None]:
     """(flaky tests by test id, total, the key of the last one when more follow)."""
     query = flaky_query(since=since, repo=repo)
     total = int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)
@@ -382,132 +398,6 @@ def is_flaky(session: Session, *, test_id: str) -> FlakyTest | None:
     )
 
 
-# ----------------------------------------------------------------------------- health
-
-
-@dataclass(frozen=True)
-class JobTiming:
-    key: tuple[str, str, str]  # (delivery id, run id, job name): the attempts of one job
-    attempt: int
-    status: str
-    conclusion: str | None
-    dispatched_at: datetime
-    started_at: datetime | None
-    completed_at: datetime | None
-
-
-@dataclass
-class WindowMetrics:
-    """CRCR's health numbers of one downstream over ``days`` (jobs dispatched in the window)."""
-
-    days: int
-    jobs: int = 0
-    completed: int = 0
-    avg_queue_s: float | None = None  # dispatched -> started, over jobs that started
-    p50_e2e_s: float | None = None  # dispatched -> completed, over completed jobs
-    over_3h: int = 0  # completed after more than 3 h, or still open after 3 h
-    over_3h_share: float | None = None
-    timed_out: int = 0
-    timeout_rate: float | None = None
-    graded: int = 0  # latest attempts that concluded success or failure (or timed out)
-    passed: int = 0
-    pass_rate: float | None = None
-
-
-THREE_HOURS = 3 * 3600.0
-
-
-def window_metrics(timings: Sequence[JobTiming], *, days: int, now: datetime) -> WindowMetrics:
-    """The numbers from the jobs: average queue time, end-to-end P50, share over 3 h, timeout
-    rate, and the job pass rate over the latest attempt of each job (cancelled ones left out)."""
-    m = WindowMetrics(days=days, jobs=len(timings))
-    queues = [
-        q for t in timings if (q := seconds_between(t.dispatched_at, t.started_at)) is not None
-    ]
-    done = [t for t in timings if t.status == JobStatus.COMPLETED.value]
-    m.completed = len(done)
-    e2e = [s for t in done if (s := seconds_between(t.dispatched_at, t.completed_at)) is not None]
-    if queues:
-        m.avg_queue_s = sum(queues) / len(queues)
-    if e2e:
-        m.p50_e2e_s = float(statistics.median(e2e))
-    m.over_3h = sum(1 for s in e2e if s > THREE_HOURS) + sum(
-        1 for t in timings
-        if t.status != JobStatus.COMPLETED.value
-        and (seconds_between(t.dispatched_at, now) or 0) > THREE_HOURS
-    )  # fmt: skip
-    open_old = m.over_3h - sum(1 for s in e2e if s > THREE_HOURS)
-    if m.completed + open_old:
-        m.over_3h_share = m.over_3h / (m.completed + open_old)
-    m.timed_out = sum(1 for t in done if t.conclusion == "timed_out")
-    if m.completed:
-        m.timeout_rate = m.timed_out / m.completed
-    latest: dict[tuple[str, str, str], JobTiming] = {}
-    for t in done:
-        if t.key not in latest or t.attempt > latest[t.key].attempt:
-            latest[t.key] = t
-    graded = [t for t in latest.values() if t.conclusion in ("success", "failure", "timed_out")]
-    m.graded = len(graded)
-    m.passed = sum(1 for t in graded if t.conclusion == "success")
-    if graded:
-        m.pass_rate = m.passed / len(graded)
-    return m
-
-
-@dataclass
-class DownstreamTimings:
-    repo: str
-    level: str | None
-    device: str | None
-    listed_since: datetime | None  # the downstream row's creation (else its first job)
-    timings: list[JobTiming]
-
-
-def downstream_timings(
-    session: Session, *, now: datetime, days: int, repos: Iterable[str] | None = None
-) -> list[DownstreamTimings]:
-    """Each downstream (listed, or with jobs in the window) with its jobs of the last ``days``."""
-    since = now - timedelta(days=days)
-    listed = {d.repo: d for d in session.scalars(select(Downstream))}
-    query = select(
-        Job.repo, Job.delivery_id, Job.run_id, Job.job_name, Job.run_attempt, Job.status,
-        Job.conclusion, Job.dispatched_at, Job.started_at, Job.completed_at,
-    ).where(Job.dispatched_at >= since, Job.dispatched_at <= now)  # fmt: skip
-    wanted = set(repos) if repos is not None else None
-    if wanted is not None:
-        query = query.where(Job.repo.in_(sorted(wanted)))
-    by_repo: dict[str, list[JobTiming]] = {}
-    for r in session.execute(query):
-        attempt = int(r.run_attempt) if str(r.run_attempt).isdigit() else 1
-        by_repo.setdefault(r.repo, []).append(
-            JobTiming((r.delivery_id, r.run_id, r.job_name), attempt, r.status, r.conclusion,
-                      r.dispatched_at, r.started_at, r.completed_at)
-        )  # fmt: skip
-    names = set(by_repo) | {n for n, d in listed.items() if d.enabled}
-    if wanted is not None:
-        names &= wanted
-    first_jobs = dict(
-        session.execute(
-            select(Job.repo, func.min(Job.dispatched_at)).where(Job.repo.in_(sorted(names)))
-            .group_by(Job.repo)
-        ).all()
-    )  # fmt: skip
-    out = []
-    for name in sorted(names):
-        row = listed.get(name)
-        since_at = row.created_at if row is not None else first_jobs.get(name)
-        out.append(
-            DownstreamTimings(
-                repo=name,
-                level=row.level if row is not None else None,
-                device=row.device if row is not None else None,
-                listed_since=since_at,
-                timings=by_repo.get(name, []),
-            )
-        )
-    return out
-
-
 # ----------------------------------------------------------------------------- overview
 
 
@@ -527,33 +417,3 @@ def recent_jobs(session: Session, *, limit: int = 10, repo: str | None = None) -
     if repo is not None:
         query = query.where(Job.repo == repo)
     return list(session.scalars(query.order_by(Job.id.desc()).limit(limit)))
-
-
-def daily_series(session: Session, *, repo: str, now: datetime, days: int) -> list[dict[str, Any]]:
-    """Per UTC day of the window: jobs, pass rate over graded jobs, average queue seconds."""
-    since = now - timedelta(days=days)
-    rows = session.execute(
-        select(Job.dispatched_at, Job.started_at, Job.conclusion).where(
-            Job.repo == repo, Job.dispatched_at >= since, Job.dispatched_at <= now
-        )
-    ).all()
-    by_day: dict[str, list[Any]] = {}
-    for dispatched, started, conclusion in rows:
-        by_day.setdefault(dispatched.date().isoformat(), []).append(
-            (dispatched, started, conclusion)
-        )
-    out = []
-    for offset in range(days, -1, -1):
-        day = (now - timedelta(days=offset)).date().isoformat()
-        items = by_day.get(day, [])
-        graded = [c for _, _, c in items if c in ("success", "failure", "timed_out")]
-        queues = [q for d, s, _ in items if (q := seconds_between(d, s)) is not None]
-        out.append(
-            {
-                "day": day,
-                "jobs": len(items),
-                "pass_rate": (graded.count("success") / len(graded)) if graded else None,
-                "avg_queue_s": (sum(queues) / len(queues)) if queues else None,
-            }
-        )
-    return out

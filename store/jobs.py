@@ -1,4 +1,5 @@
-"""Data access for the runner: jobs, shards, results and per-test history.
+"""Data access for the runner: jobs, their shards and their lifecycle (results and the per-test
+history: :mod:`store.results`).
 
 Every write is idempotent so a task that runs twice writes once: a result is unique per
 (job, test id), state changes are conditional updates, counts are derived from result rows.
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import Select, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -22,15 +23,12 @@ from store.models import (
     JobStatus,
     JobTransition,
     Selection,
-    SelectionKind,
     SelectionTest,
     Shard,
     ShardState,
-    TestResult,
-    TestStat,
     utcnow,
 )
-from store.outcomes import FAILED, NON_GATING_MODES, Outcome, TestOutcome, tally, tally_apart
+from store.results import gating_failures, ran_count
 from store.selections import nothing_to_test
 
 
@@ -178,10 +176,18 @@ def create_job(
     )
     if not inserted(session, job):
         return create_job(
-            session, key=key, dispatch_pk=dispatch_pk, event_type=event_type,
-            workflow_name=workflow_name, url=url, head_sha=head_sha, pr_number=pr_number,
-            shards=shards, selection=selection, shard_seconds=shard_seconds,
-        )  # fmt: skip
+            session,
+            key=key,
+            dispatch_pk=dispatch_pk,
+            event_type=event_type,
+            workflow_name=workflow_name,
+            url=url,
+            head_sha=head_sha,
+            pr_number=pr_number,
+            shards=shards,
+            selection=selection,
+            shard_seconds=shard_seconds,
+        )
     session.add(
         JobTransition(
             job_pk=job.id, from_status=None, to_status=JobStatus.DISPATCHED.value, source="plan"
@@ -267,57 +273,6 @@ def renew_lease(
     session.commit()
 
 
-def finished_test_ids(session: Session, *, job_pk: int) -> set[str]:
-    return set(session.scalars(select(TestResult.test_id).where(TestResult.job_pk == job_pk)))
-
-
-def store_result(
-    session: Session, *, job_pk: int, shard_pk: int | None, outcome: TestOutcome
-) -> bool:
-    """Insert one result; False if it was already stored (a re-run writes nothing)."""
-    session.add(_result_row(job_pk, shard_pk, outcome))
-    try:
-        session.commit()
-        return True
-    except IntegrityError:
-        session.rollback()
-        return False
-
-
-def store_results(
-    session: Session, *, job_pk: int, shard_pk: int | None, outcomes: list[TestOutcome]
-) -> int:
-    """Insert several results in one transaction (one commit, not one per test); when one of
-    them was already stored, each is inserted alone. The number inserted."""
-    if not outcomes:
-        return 0
-    session.add_all([_result_row(job_pk, shard_pk, o) for o in outcomes])
-    try:
-        session.commit()
-        return len(outcomes)
-    except IntegrityError:
-        session.rollback()
-    return sum(store_result(session, job_pk=job_pk, shard_pk=shard_pk, outcome=o) for o in outcomes)
-
-
-def _result_row(job_pk: int, shard_pk: int | None, outcome: TestOutcome) -> TestResult:
-    return TestResult(
-        job_pk=job_pk,
-        shard_pk=shard_pk,
-        test_id=outcome.test_id,
-        outcome=outcome.outcome.value,
-        duration_s=outcome.duration_s,
-        device_time_us=outcome.device_time_us,
-        message=outcome.message,
-        artifact_path=outcome.artifact_path,
-        failure_text=outcome.failure_text,
-        spec_mode=outcome.spec_mode,
-        tags=outcome.tags,
-        op=outcome.properties.get("spec_op") or None,  # the HUD's op filter
-        dtype=outcome.properties.get("spec_dtype") or None,
-    )
-
-
 def finish_shard(
     session: Session, *, shard_pk: int, state: ShardState, error: str | None = None
 ) -> None:
@@ -343,64 +298,6 @@ def shards_open(session: Session, *, job_pk: int) -> int:
     )
 
 
-def counts(session: Session, *, job_pk: int) -> dict[str, int]:
-    """CRCR's test_results {passed, failed, skipped, total} from the stored results."""
-    return live_counts(session, [job_pk])[job_pk]
-
-
-def live_counts(
-    session: Session, job_pks: list[int], *, apart: bool = False
-) -> dict[int, dict[str, int]]:
-    """:func:`counts` of several jobs in one query (jobs without results count zero);
-    ``apart``: with xfailed and xpassed counted apart (:func:`store.outcomes.tally_apart`)."""
-    by_job: dict[int, list[tuple[str, int]]] = {pk: [] for pk in job_pks}
-    if job_pks:
-        rows = session.execute(
-            select(TestResult.job_pk, TestResult.outcome, func.count())
-            .where(TestResult.job_pk.in_(job_pks))
-            .group_by(TestResult.job_pk, TestResult.outcome)
-        ).all()
-        for pk, outcome, n in rows:
-            by_job[pk].append((outcome, int(n)))
-    fold = tally_apart if apart else tally
-    return {pk: fold(pairs) for pk, pairs in by_job.items()}
-
-
-def gating_failures(session: Session, *, job_pk: int) -> int:
-    """Failed tests whose spec mode gates: the mode the test reported, or, when it reported none
-    (its module failed to collect, so no spec plugin saw it), the mode its plan gave it. A test
-    with neither gates."""
-    plan = SelectionTest
-    mode = func.coalesce(TestResult.spec_mode, plan.mode)
-    planned = (plan.job_pk == job_pk) & (plan.kind == SelectionKind.SELECTED.value)
-    query = (
-        select(func.count())
-        .select_from(TestResult)
-        .outerjoin(plan, planned & (plan.test_id == TestResult.test_id))
-        .where(
-            TestResult.job_pk == job_pk,
-            TestResult.outcome.in_(sorted(o.value for o in FAILED)),
-            mode.is_(None) | mode.not_in(sorted(NON_GATING_MODES)),
-        )
-    )
-    return int(session.scalar(query) or 0)
-
-
-def ran_count(session: Session, *, job_pk: int) -> int:
-    """Tests that actually executed (not skipped, not left unrun)."""
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(TestResult)
-            .where(
-                TestResult.job_pk == job_pk,
-                TestResult.outcome.in_(sorted(o.value for o in Outcome if o.ran)),
-            )
-        )
-        or 0
-    )
-
-
 def conclude(session: Session, *, job: Job) -> Conclusion:
     """success: tests ran with no failed shard and no gating failure, or comments changed only."""
     if job.superseded_by_pk is not None or job.conclusion == Conclusion.CANCELLED.value:
@@ -413,14 +310,6 @@ def conclude(session: Session, *, job: Job) -> Conclusion:
     if ran_count(session, job_pk=job.id) == 0:  # nothing ran: red unless nothing was to be run
         return Conclusion.SUCCESS if nothing_to_test(session, job=job) else Conclusion.FAILURE
     return Conclusion.FAILURE if gating_failures(session, job_pk=job.id) else Conclusion.SUCCESS
-
-
-def store_counts(session: Session, *, job: Job) -> dict[str, int]:
-    c = counts(session, job_pk=job.id)
-    job.tests_passed, job.tests_failed, job.tests_skipped = c["passed"], c["failed"], c["skipped"]
-    job.tests_total = max(job.tests_total, c["total"])
-    session.commit()
-    return c
 
 
 def cancel_job_shards(session: Session, *, job_pk: int) -> int:
@@ -454,75 +343,21 @@ def superseded_jobs(
     return list(session.scalars(query))
 
 
-def update_stats(session: Session, *, job: Job) -> None:
-    """Fold this job's results into the per-test history (once per job, guarded by the caller)."""
-    results = list(session.scalars(select(TestResult).where(TestResult.job_pk == job.id)))
-    if not results:
-        return
-    existing = {
-        s.test_id: s
-        for s in session.scalars(
-            select(TestStat).where(
-                TestStat.downstream_repo == job.repo,
-                TestStat.test_id.in_([r.test_id for r in results]),
-            )
-        )
-    }
-    for r in results:
-        outcome = Outcome(r.outcome)
-        if not outcome.ran:
-            continue
-        stat = existing.get(r.test_id)
-        if stat is None:
-            stat = TestStat(
-                downstream_repo=job.repo, test_id=r.test_id, runs=0, passes=0, failures=0, flips=0
-            )
-            session.add(stat)
-        good = outcome.as_expected
-        if stat.last_outcome is not None and Outcome(stat.last_outcome).as_expected != good:
-            stat.flips += 1
-        stat.runs += 1
-        stat.passes += int(good)
-        stat.failures += int(not good)
-        stat.last_outcome = r.outcome
-        if r.duration_s is not None:
-            prev = stat.mean_duration_s
-            stat.mean_duration_s = (
-                r.duration_s if prev is None else prev + (r.duration_s - prev) / stat.runs
-            )
-        if r.device_time_us is not None:
-            prev = stat.mean_device_time_us
-            stat.mean_device_time_us = (
-                r.device_time_us if prev is None else prev + (r.device_time_us - prev) / stat.runs
-            )
-        stat.updated_at = utcnow()
-    session.commit()
-
-
-def test_history(session: Session, *, repo: str) -> dict[str, dict[str, Any]]:
-    """The per-test history of one downstream, as the selector's budget stage reads it:
-    ``{test id: {seconds, runs, failures, flaky}}`` (seconds: mean simulated device time when
-    recorded, else mean wall time)."""
-    rows = session.scalars(select(TestStat).where(TestStat.downstream_repo == repo))
-    return {
-        r.test_id: {
-            "seconds": (r.mean_device_time_us / 1e6)
-            if r.mean_device_time_us
-            else r.mean_duration_s,
-            "runs": r.runs,
-            "failures": r.failures,
-            "flaky": r.flips > 0,
-        }
-        for r in rows
-    }
-
-
 def seconds_between(a: datetime | None, b: datetime | None) -> float | None:
     if a is None or b is None:
         return None
     if (a.tzinfo is None) != (b.tzinfo is None):
         a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
     return (b - a).total_seconds()
+
+
+def pending_shards(session: Session, *, job_pk: int) -> list[int]:
+    """The ids of a job's shards still waiting for a worker."""
+    return list(
+        session.scalars(
+            select(Shard.id).where(Shard.job_pk == job_pk, Shard.state == ShardState.PENDING.value)
+        )
+    )
 
 
 def mark_enqueued(session: Session, *, shard_pks: list[int]) -> None:
@@ -560,3 +395,51 @@ def orphaned_jobs(session: Session) -> list[int]:
         )
     )
     return [pk for pk in open_jobs if shards_open(session, job_pk=pk) == 0]
+
+
+def jobs_query(
+    *, status: str | None = None, conclusion: str | None = None, pr_number: int | None = None
+) -> Select[Any]:
+    """Jobs, optionally one status, one conclusion, one upstream PR; unordered (the caller pages
+    it)."""
+    query = select(Job)
+    if status is not None:
+        query = query.where(Job.status == status)
+    if conclusion is not None:
+        query = query.where(Job.conclusion == conclusion)
+    if pr_number is not None:
+        query = query.where(Job.pr_number == pr_number)
+    return query
+
+
+def job_count(session: Session) -> int:
+    return int(session.scalar(select(func.count()).select_from(Job)) or 0)
+
+
+def shards_of(session: Session, *, job_pk: int) -> list[Shard]:
+    """The job's shards in index order."""
+    return list(session.scalars(select(Shard).where(Shard.job_pk == job_pk).order_by(Shard.index)))
+
+
+def shard_indexes(session: Session, *, job_pk: int) -> dict[int, int]:
+    """Each shard's index by its id, for the job's shards."""
+    rows = session.execute(select(Shard.id, Shard.index).where(Shard.job_pk == job_pk)).all()
+    return {shard_pk: index for shard_pk, index in rows}
+
+
+def transitions_of(session: Session, *, job_pk: int) -> list[JobTransition]:
+    """The job's status changes, oldest first."""
+    return list(
+        session.scalars(
+            select(JobTransition).where(JobTransition.job_pk == job_pk).order_by(JobTransition.id)
+        )
+    )
+
+
+def jobs_of_event_type(session: Session, *, event_type: str, limit: int = 50) -> list[Job]:
+    """The newest jobs of one event type (``periodic``: the release replays)."""
+    return list(
+        session.scalars(
+            select(Job).where(Job.event_type == event_type).order_by(Job.id.desc()).limit(limit)
+        )
+    )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import Select, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from store import check_updates
@@ -352,3 +352,51 @@ def sent_for(session: Session, *, delivery_id: str, repo: str) -> Dispatch | Non
         .join(Downstream, Downstream.id == Dispatch.downstream_pk)
         .where(Delivery.delivery_id == delivery_id, Downstream.repo == repo)
     )
+
+
+def dispatches_query(*, state: str | None = None, repo: str | None = None) -> Select[Any]:
+    """Dispatches, optionally one state and one downstream repo; unordered (the caller pages
+    it)."""
+    query = select(Dispatch)
+    if state is not None:
+        query = query.where(Dispatch.state == state)
+    if repo is not None:
+        query = query.where(
+            Dispatch.downstream_pk.in_(select(Downstream.id).where(Downstream.repo == repo))
+        )
+    return query
+
+
+def names_of(session: Session, *, pks: list[int]) -> dict[int, tuple[str, str]]:
+    """Each dispatch's downstream repo and delivery id, by the dispatch's id (one query)."""
+    found = session.execute(
+        select(Dispatch.id, Downstream.repo, Delivery.delivery_id)
+        .join(Downstream, Downstream.id == Dispatch.downstream_pk)
+        .join(Delivery, Delivery.id == Dispatch.delivery_pk)
+        .where(Dispatch.id.in_(pks))
+    )
+    return {pk: (repo, delivery_id) for pk, repo, delivery_id in found}
+
+
+def dispatches_of_deliveries(
+    session: Session, *, delivery_pks: list[int]
+) -> dict[int, list[tuple[str, str, str | None, int | None]]]:
+    """Each delivery's dispatches as (downstream repo, state, last error, job id), by the
+    delivery's id."""
+    out: dict[int, list[tuple[str, str, str | None, int | None]]] = {}
+    if not delivery_pks:
+        return out
+    found = session.execute(
+        select(Dispatch.delivery_pk, Downstream.repo, Dispatch.state, Dispatch.last_error, Job.id)
+        .join(Downstream, Downstream.id == Dispatch.downstream_pk)
+        .outerjoin(Job, Job.dispatch_pk == Dispatch.id)
+        .where(Dispatch.delivery_pk.in_(delivery_pks))
+    ).all()
+    for pk, repo, state, error, job_id in found:
+        out.setdefault(pk, []).append((repo, state, error, job_id))
+    return out
+
+
+def all_downstreams(session: Session) -> list[Downstream]:
+    """Every registered downstream, by repo."""
+    return list(session.scalars(select(Downstream).order_by(Downstream.repo)))

@@ -30,7 +30,7 @@ from store.jobs import (
     key_is,
     seconds_between,
     transition,
-)  # fmt: skip
+)
 from store.models import (
     Conclusion,
     Dispatch,
@@ -149,23 +149,40 @@ def begin_planning(
         return existing
     now = utcnow()
     job = Job(
-        delivery_id=key.delivery_id, repo=key.repo, run_id=key.run_id,
-        run_attempt=key.run_attempt, job_name=key.job_name, dispatch_pk=dispatch_pk,
-        event_type=event_type, workflow_name=workflow_name, url="", head_sha=head_sha,
-        pr_number=pr_number, status=JobStatus.PLANNING.value, planning_started_at=now,
+        delivery_id=key.delivery_id,
+        repo=key.repo,
+        run_id=key.run_id,
+        run_attempt=key.run_attempt,
+        job_name=key.job_name,
+        dispatch_pk=dispatch_pk,
+        event_type=event_type,
+        workflow_name=workflow_name,
+        url="",
+        head_sha=head_sha,
+        pr_number=pr_number,
+        status=JobStatus.PLANNING.value,
+        planning_started_at=now,
         dispatched_at=now,
-    )  # fmt: skip
+    )
     if not inserted(session, job):
         return begin_planning(
-            session, key=key, dispatch_pk=dispatch_pk, event_type=event_type,
-            workflow_name=workflow_name, head_sha=head_sha, pr_number=pr_number,
-        )  # fmt: skip
+            session,
+            key=key,
+            dispatch_pk=dispatch_pk,
+            event_type=event_type,
+            workflow_name=workflow_name,
+            head_sha=head_sha,
+            pr_number=pr_number,
+        )
     session.add(
         JobTransition(
-            job_pk=job.id, from_status=None, to_status=JobStatus.PLANNING.value, at=now,
+            job_pk=job.id,
+            from_status=None,
+            to_status=JobStatus.PLANNING.value,
+            at=now,
             source="plan",
         )
-    )  # fmt: skip
+    )
     session.commit()
     return job
 
@@ -177,9 +194,14 @@ def fail_planning(
     why on the job (``reason``, one line; default: the error's first line)."""
     set_failure(job, reason or f"planning failed: {first_line(error)}", error)
     return transition(
-        session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.PLANNING}, source=source,
-        conclusion=Conclusion.FAILURE, detail={"error": error[:2000]},
-    )  # fmt: skip
+        session,
+        job=job,
+        to=JobStatus.COMPLETED,
+        expect={JobStatus.PLANNING},
+        source=source,
+        conclusion=Conclusion.FAILURE,
+        detail={"error": error[:2000]},
+    )
 
 
 #: what a job keeps of a failure's reason (its column) and of the error's text
@@ -281,8 +303,10 @@ def give_up_planning(session: Session, *, dispatch_pk: int, reason: str) -> int 
     if dispatch is None or dispatch.state != DispatchState.PENDING.value:
         return None
     dispatch.state, dispatch.last_error, dispatch.lease_until = (
-        DispatchState.FAILED.value, reason, None,
-    )  # fmt: skip
+        DispatchState.FAILED.value,
+        reason,
+        None,
+    )
     session.commit()
     job = session.scalar(select(Job).where(Job.dispatch_pk == dispatch_pk))
     if job is not None and fail_planning(session, job=job, error=reason, source="sweeper"):

@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from store.jobs import finished_test_ids, store_results
 from store.models import Job, JobStatus, Shard, ShardState, utcnow
 from store.outcomes import Outcome, TestOutcome
+from store.results import finished_test_ids, store_results
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,13 @@ class LostShard:
 
     def log_entry(self) -> dict[str, object]:
         return {
-            "shard_pk": self.shard_pk, "job_pk": self.job_pk, "index": self.index,
-            "attempts": self.attempts, "owner": self.owner, "error": self.last_error,
-        }  # fmt: skip
+            "shard_pk": self.shard_pk,
+            "job_pk": self.job_pk,
+            "index": self.index,
+            "attempts": self.attempts,
+            "owner": self.owner,
+            "error": self.last_error,
+        }
 
 
 def _expired(now: datetime) -> ColumnElement[bool]:

@@ -209,7 +209,7 @@ def overlay_upstream(tmp_path: Path) -> OverlayUpstream:
 def fresh_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """This process as a host with nothing: RELAY_VAR_DIR is a new ``tmp/var``, no cache seed,
     settings built again (and again after the test). The var dir's path."""
-    from store.settings import reset_settings_cache
+    from config.settings import reset_settings_cache
 
     monkeypatch.setenv("RELAY_VAR_DIR", str(tmp_path / "var"))
     monkeypatch.delenv("RELAY_CACHE_SEED", raising=False)

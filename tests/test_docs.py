@@ -51,9 +51,14 @@ def test_relative_links_resolve() -> None:
 
 def test_readme_stays_a_newcomers_page() -> None:
     readme = (ROOT / "README.md").read_text()
-    for section in ("## Two commands", "## A five-minute tour", "## Architecture",
-                    "## Against Redis and PostgreSQL", "## Against a real PyTorch checkout",
-                    "## Benchmarks"):  # fmt: skip
+    for section in (
+        "## Two commands",
+        "## A five-minute tour",
+        "## Architecture",
+        "## Against Redis and PostgreSQL",
+        "## Against a real PyTorch checkout",
+        "## Benchmarks",
+    ):
         assert section in readme, section
     assert len(readme.splitlines()) < 250, "the README grows: move reference material to docs/"
 
@@ -107,6 +112,14 @@ def test_every_readme_benchmark_number_has_a_dated_entry_in_the_docs() -> None:
 
 def test_the_number_check_reads_numbers_as_written() -> None:
     assert numbers("0.013 s, 2,235.5 runner-s, 87.1 % (27/31), 1.44x, p99 15-17 ms") == {
-        "0.013", "2235.5", "87.1", "27", "31", "1.44", "15", "17"}  # fmt: skip
+        "0.013",
+        "2235.5",
+        "87.1",
+        "27",
+        "31",
+        "1.44",
+        "15",
+        "17",
+    }
     assert numbers("commit a8a025f, torch 2.13.0, 500,000 variants") == {"2.13.0", "500000"}
     assert "2.97" not in numbers("3.49 s (was 2.972 s)") and "2.97" in numbers("2.97x")

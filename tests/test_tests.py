@@ -27,9 +27,13 @@ SUPPORT = TESTS / "support"
 
 #: calls that import a module named by their argument (one named by a variable is refused too)
 DYNAMIC_IMPORTS = {
-    "import_module", "__import__", "spec_from_file_location", "SourceFileLoader", "find_spec",
+    "import_module",
+    "__import__",
+    "spec_from_file_location",
+    "SourceFileLoader",
+    "find_spec",
     "load_source",
-}  # fmt: skip
+}
 #: calls that run a module named by their argument (refused when it names one of tests)
 RUNS = {"run_module", "run_path"}
 IMPORT_IN_TEXT = re.compile(r"(?:^|[\s;])(?:from|import)\s+tests(?:\.|\s|$)", re.M)
@@ -38,9 +42,7 @@ IMPORT_IN_TEXT = re.compile(r"(?:^|[\s;])(?:from|import)\s+tests(?:\.|\s|$)", re
 def _names_tests(value: str) -> bool:
     """A module name or path inside the ``tests`` package."""
     return (
-        value == "tests"
-        or value.startswith(("tests.", "tests/", "tests:"))
-        or "/tests/" in value
+        value == "tests" or value.startswith(("tests.", "tests/", "tests:")) or "/tests/" in value
     )
 
 
@@ -255,9 +257,10 @@ def paths_outside(source: str, depth: int) -> list[str]:
 
 def test_nothing_under_tests_refers_to_a_path_outside_the_repository() -> None:
     modules = sorted(
-        p for p in TESTS.rglob("*.py")
+        p
+        for p in TESTS.rglob("*.py")
         if "__pycache__" not in p.parts and p != Path(__file__).resolve()
-    )  # fmt: skip
+    )
     assert {"conftest.py", "services.py", "stack.py"} <= {p.name for p in modules}
     offences = {
         str(path.relative_to(ROOT)): found

@@ -42,7 +42,7 @@ from importlib import metadata
 from pathlib import Path
 
 from backends.base import PROJECT_ROOT
-from store.settings import get_settings
+from config.settings import get_settings
 
 log = logging.getLogger(__name__)
 

@@ -80,11 +80,16 @@ def openapi_body(*headers: tuple[str, str], form: bool = False) -> dict[str, Any
     return {
         "requestBody": {"required": True, "content": content},
         "parameters": [
-            {"name": name, "in": "header", "required": False, "description": what,
-             "schema": {"type": "string"}}
+            {
+                "name": name,
+                "in": "header",
+                "required": False,
+                "description": what,
+                "schema": {"type": "string"},
+            }
             for name, what in headers
         ],
-    }  # fmt: skip
+    }
 
 
 def json_problem(value: Any, *, max_int: int = MAX_ID) -> str | None:

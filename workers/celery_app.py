@@ -17,9 +17,9 @@ from typing import Any
 from celery import Celery
 from celery.signals import beat_init, setup_logging, worker_process_init, worker_process_shutdown
 
-from store import logs
-from store.queue import SHARD_QUEUE
-from store.settings import get_settings
+from config import logs
+from config.broker import SHARD_QUEUE
+from config.settings import get_settings
 from workers.harness.pools import boot_pool, close_pools, warm_and_log
 from workers.harness.procs import die_with_parent
 

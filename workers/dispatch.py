@@ -12,6 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
+from config.broker import (
+    TASK_CHECK_RUN,
+    TASK_CREATE_CHECK_RUN,
+    TASK_SEND_DISPATCH,
+    TASK_SEND_OUTBOX,
+)
+from config.settings import Settings, get_settings
 from fanout.checks import create_for_dispatch, update_for_dispatch
 from fanout.demotion import reconcile
 from fanout.github import GitHubApi
@@ -20,8 +27,6 @@ from fanout.sweep import sweep_timeouts
 from store import check_updates, outbox
 from store.db import session_scope
 from store.models import utcnow
-from store.queue import TASK_CHECK_RUN, TASK_CREATE_CHECK_RUN, TASK_SEND_DISPATCH, TASK_SEND_OUTBOX
-from store.settings import Settings, get_settings
 from workers.celery_app import app
 
 log = logging.getLogger("workers.dispatch")

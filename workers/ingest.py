@@ -13,14 +13,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 import plugins
+from config.broker import TASK_PROCESS_DELIVERY
+from config.logs import bind
+from config.settings import Settings, get_settings
 from fanout.nightly import SOURCE as NIGHTLY_SOURCE
 from store import deliveries
 from store.db import session_scope
 from store.downstreams import ensure_downstream
-from store.logs import bind
 from store.models import Delivery, Dispatch, DispatchState
-from store.queue import TASK_PROCESS_DELIVERY
-from store.settings import Settings, get_settings
 from wire.crcr.allowlist import Level
 from wire.github.events import UpstreamEvent, load_event
 from workers.celery_app import app

@@ -16,26 +16,22 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from celery import Task
-from sqlalchemy import select
 
 import plugins
+from config.broker import TASK_PLAN
+from config.logs import bind
+from config.settings import Settings, get_settings
 from planner import RunPlan, ShardPolicy, cut_shards, plan_event
 from planner.durations import history_for
-from store import jobs, scheduling
+from store import jobs, results, scheduling
 from store.db import session_scope
-from store.logs import bind
 from store.models import (
     Conclusion,
     Dispatch,
     DispatchState,
     Job,
     JobStatus,
-    Shard,
-    ShardState,
-    TestStat,
 )
-from store.queue import TASK_PLAN
-from store.settings import Settings, get_settings
 from upstream.headenv import HeadEnvError
 from wire.github.events import UpstreamEvent, load_event
 from workers.celery_app import app
@@ -55,20 +51,7 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     seconds, failures, flakiness; simulated device time beside)."""
     backend, specs = runner_backend(settings)
     with session_scope(settings.database_url) as session:
-        rows = session.scalars(
-            select(TestStat).where(TestStat.downstream_repo == settings.runner_repo)
-        )
-        history = history_for(
-            {
-                "test_id": r.test_id,
-                "runs": r.runs,
-                "failures": r.failures,
-                "flips": r.flips,
-                "mean_duration_s": r.mean_duration_s,
-                "mean_device_time_us": r.mean_device_time_us,
-            }
-            for r in rows
-        )
+        history = history_for(results.history_rows(session, repo=settings.runner_repo))
     return plan_event(
         event,
         backend=backend,
@@ -231,13 +214,7 @@ def _begin_planning(
 
 def _enqueue_job(settings: Settings, job_pk: int) -> None:
     with session_scope(settings.database_url) as session:
-        ids = list(
-            session.scalars(
-                select(Shard.id).where(
-                    Shard.job_pk == job_pk, Shard.state == ShardState.PENDING.value
-                )
-            )
-        )
+        ids = jobs.pending_shards(session, job_pk=job_pk)
         jobs.mark_enqueued(session, shard_pks=ids)
     if not ids:
         report.apply_async(args=[job_pk])

@@ -30,10 +30,10 @@ from typing import Any
 
 from celery import Celery, bootsteps
 
+from config.broker import CONTROL_QUEUE, TASK_CHECK_RUN, TASK_PROCESS_DELIVERY
+from config.settings import Settings, get_settings
 from store import check_updates, deliveries
 from store.db import session_scope
-from store.queue import CONTROL_QUEUE, TASK_CHECK_RUN, TASK_PROCESS_DELIVERY
-from store.settings import Settings, get_settings
 from workers.celery_app import app
 
 log = logging.getLogger("workers.publish")

@@ -11,12 +11,12 @@ from typing import Any
 
 from celery import Task
 
-from store import jobs, scheduling
+from config.broker import TASK_REPORT
+from config.logs import bind
+from config.settings import Settings, get_settings
+from store import jobs, results, scheduling
 from store.db import session_scope
-from store.logs import bind
 from store.models import Conclusion, Delivery, Dispatch, Job, JobStatus
-from store.queue import TASK_REPORT
-from store.settings import Settings, get_settings
 from upstream.undertest import UpstreamUnderTest
 from wire.crcr import callback as crcr_callback
 from wire.crcr.client import CallbackError, send
@@ -130,7 +130,7 @@ def report(self: Task, job_pk: int) -> str | None:
             return None
         delivery = delivery_of(session, job)
         with bind(delivery_id=job.delivery_id, job_pk=job_pk):
-            jobs.store_counts(session, job=job)
+            results.store_counts(session, job=job)
             if job.status == JobStatus.DISPATCHED.value and jobs.transition(
                 session,
                 job=job,
@@ -143,7 +143,7 @@ def report(self: Task, job_pk: int) -> str | None:
             if (
                 conclusion is Conclusion.FAILURE
                 and job.failure_reason is None
-                and not (jobs.ran_count(session, job_pk=job_pk))
+                and not (results.ran_count(session, job_pk=job_pk))
             ):
                 scheduling.set_failure(job, _no_test_reason(job))
             if not jobs.transition(
@@ -155,7 +155,7 @@ def report(self: Task, job_pk: int) -> str | None:
                 conclusion=conclusion,
             ):
                 return None  # another report finished it
-            jobs.update_stats(session, job=job)
+            results.update_stats(session, job=job)
             log.info("job reported", extra={"conclusion": conclusion.value})
             send_callback(settings, job, delivery, "completed")
             return conclusion.value

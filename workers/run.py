@@ -23,16 +23,18 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from celery import Task
-from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from backends.base import RunnerConfig
+from config.broker import TASK_RUN_SHARD
+from config.logs import bind
+from config.settings import Settings, get_settings
 from planner import StoredPlan
-from store import jobs, scheduling, shards
+from store import jobs, scheduling, selections, shards
+from store import results as result_rows
 from store.db import session_scope
-from store.logs import bind
-from store.models import Job, JobStatus, Selection, ShardState
+from store.models import Job, JobStatus, Shard, ShardState
 from store.outcomes import Outcome, TestOutcome, capped_text
-from store.queue import TASK_RUN_SHARD
-from store.settings import Settings, get_settings
 from upstream import UpstreamError
 from upstream.headenv import HeadEnvError
 from upstream.overlay import OverlayError
@@ -67,143 +69,198 @@ def run_shard_task(self: Task, shard_pk: int) -> str:
             if claim.busy_for:
                 raise self.retry(countdown=claim.busy_for)
             return "nothing to do"
-        shard = claim.shard
-        shard_pk = shard.id
-        job = session.get(Job, shard.job_pk)
-        assert job is not None
-        selection = session.scalar(select(Selection).where(Selection.job_pk == job.id))
-        assert selection is not None  # stored with the job, in the same transaction
-        stored = StoredPlan.model_validate(selection.plan)
-        under_test = stored.upstream_under_test
-        runner = stored.runner.resolved(spec_dir=settings.var_dir.resolve() / "specs")
-        delivery = delivery_of(session, job)
-        delivery_id = job.delivery_id
-        if job.status == JobStatus.COMPLETED.value or job.superseded_by_pk is not None:
-            jobs.finish_shard(session, shard_pk=shard_pk, state=ShardState.CANCELLED)
-            open_left = jobs.shards_open(session, job_pk=job.id)
-            if open_left == 0:
-                report.apply_async(args=[job.id])
-            return "cancelled"
-        if shard.attempts > settings.shard_attempts:  # a redelivery past the cap: not again
-            reason = shards.attempts_spent(
-                shard.attempts - 1, settings.shard_attempts, shard.last_error
-            )
-            shards.end_lost(
-                session, shard_pk=shard_pk, state=ShardState.FAILED, reason=reason, owner=owner
-            )
-            if jobs.shards_open(session, job_pk=job.id) == 0:
-                report.apply_async(args=[job.id])
-            return "failed"
-        started = jobs.transition(
-            session,
-            job=job,
-            to=JobStatus.IN_PROGRESS,
-            expect={JobStatus.DISPATCHED},
-            source="worker",
-        )
-        if started:
-            send_callback(settings, job, delivery, "in_progress")
-        job_pk, index, attempt = job.id, shard.index, shard.attempts
-        runs = settings.var_dir / "runs" / f"job-{job_pk}"
-        if attempt > 1:  # results an earlier attempt finished but had not stored yet
-            earlier = [runs / f"shard-{index}-attempt-{n}" for n in range(1, attempt)]
-            jobs.store_results(
-                session, job_pk=job_pk, shard_pk=shard_pk,
-                outcomes=[
-                    with_failure_text(o, settings.failure_text_max_bytes)
-                    for o in finished_in(earlier) if o.test_id in set(shard.test_ids)
-                ],
-            )  # fmt: skip
-        done = jobs.finished_test_ids(session, job_pk=job_pk)
-        todo = [t for t in shard.test_ids if t not in done]
-    with bind(delivery_id=delivery_id, job_pk=job_pk, shard=index):
+        work = _start(session, settings, claim.shard, owner)
+    if isinstance(work, str):
+        return work
+    with bind(delivery_id=work.delivery_id, job_pk=work.job_pk, shard=work.index):
         log.info(
             "shard starting",
-            extra={"tests": len(todo), "already_done": len(shard.test_ids) - len(todo)},
+            extra={"tests": len(work.todo), "already_done": work.planned - len(work.todo)},
         )
-        workdir = runs / f"shard-{index}-attempt-{attempt}"
+        return _run(settings, work, owner)
 
-        results = _ResultBatch(
-            settings.database_url, job_pk=job_pk, shard_pk=shard_pk,
-            text_bytes=settings.failure_text_max_bytes,
-        )  # fmt: skip
-        try:
-            with _lease_kept(settings, shard_pk, owner):  # making one can take minutes
-                environment = _environment(settings, job_pk, under_test)
-        except (HeadEnvError, OverlayError, UpstreamError, ValueError, OSError) as exc:
-            log.exception("upstream environment not made")
-            message = f"the upstream environment ({under_test.key()}) was not made: {exc}"
-            for test_id in todo:
-                results.add(TestOutcome(test_id, Outcome.NOT_RUN, message=message))
-            results.flush()
-            environment = None
 
-        def heartbeat() -> None:
-            results.flush()
-            with session_scope(settings.database_url) as s:
-                jobs.renew_lease(
-                    s, shard_pk=shard_pk, owner=owner, lease=settings.shard_lease_seconds
-                )
+@dataclasses.dataclass(frozen=True)
+class _Work:
+    """A claimed shard of a running job: what its plan says and which of its tests are left."""
 
-        def cancelled() -> bool:
-            with session_scope(settings.database_url) as s:
-                j = s.get(Job, job_pk)
-                return (
-                    j is None
-                    or j.superseded_by_pk is not None
-                    or j.status == JobStatus.COMPLETED.value
-                )
+    shard_pk: int
+    job_pk: int
+    index: int
+    attempt: int
+    delivery_id: str
+    runner: RunnerConfig
+    under_test: UpstreamUnderTest
+    planned: int  # the shard's tests
+    todo: list[str]  # those without a stored result
+    workdir: Path
 
-        try:
-            run = (
-                ShardRun([], 0, 0.0)
-                if environment is None
-                else run_shard(
-                    todo,
-                    launcher=launcher_for(
-                        runner,
-                        warm=settings.warm_pool,
-                        module_servers=settings.module_servers,
-                        environment=environment,
-                        environment_key=under_test.key(),
-                        keep_environments=settings.warm_pool_envs,
-                    ),
-                    pytest_args=runner.pytest_args,
-                    per_test_timeout=settings.per_test_timeout,
-                    device_time_property=runner.device_time_property,
-                    workdir=workdir,
-                    on_result=results.add,
-                    heartbeat=heartbeat,
-                    should_stop=cancelled,
-                )
+
+def _start(session: Session, settings: Settings, shard: Shard, owner: str) -> _Work | str:
+    """The claimed shard's work, after its job learns it is in progress; or why there is none
+    ("cancelled": its job is over; "failed": redelivered past RELAY_SHARD_ATTEMPTS)."""
+    job = session.get(Job, shard.job_pk)
+    assert job is not None
+    selection = selections.selection_of(session, job_pk=job.id)
+    assert selection is not None  # stored with the job, in the same transaction
+    stored = StoredPlan.model_validate(selection.plan)
+    delivery = delivery_of(session, job)
+    ended = _ended(session, settings, job, shard, owner)
+    if ended is not None:
+        return ended
+    started = jobs.transition(
+        session, job=job, to=JobStatus.IN_PROGRESS, expect={JobStatus.DISPATCHED}, source="worker"
+    )
+    if started:
+        send_callback(settings, job, delivery, "in_progress")
+    runs = settings.var_dir / "runs" / f"job-{job.id}"
+    if shard.attempts > 1:  # results an earlier attempt finished but had not stored yet
+        earlier = [runs / f"shard-{shard.index}-attempt-{n}" for n in range(1, shard.attempts)]
+        wanted = set(shard.test_ids)
+        result_rows.store_results(
+            session,
+            job_pk=job.id,
+            shard_pk=shard.id,
+            outcomes=[
+                with_failure_text(o, settings.failure_text_max_bytes)
+                for o in finished_in(earlier)
+                if o.test_id in wanted
+            ],
+        )
+    done = result_rows.finished_test_ids(session, job_pk=job.id)
+    return _Work(
+        shard_pk=shard.id,
+        job_pk=job.id,
+        index=shard.index,
+        attempt=shard.attempts,
+        delivery_id=job.delivery_id,
+        runner=stored.runner.resolved(spec_dir=settings.var_dir.resolve() / "specs"),
+        under_test=stored.upstream_under_test,
+        planned=len(shard.test_ids),
+        todo=[t for t in shard.test_ids if t not in done],
+        workdir=runs / f"shard-{shard.index}-attempt-{shard.attempts}",
+    )
+
+
+def _ended(session: Session, settings: Settings, job: Job, shard: Shard, owner: str) -> str | None:
+    """End a shard that must not run: its job is over ("cancelled"), or it was redelivered past
+    the cap ("failed"); the job's report is enqueued when it was its last open shard."""
+    if job.status == JobStatus.COMPLETED.value or job.superseded_by_pk is not None:
+        jobs.finish_shard(session, shard_pk=shard.id, state=ShardState.CANCELLED)
+        outcome = "cancelled"
+    elif shard.attempts > settings.shard_attempts:  # a redelivery past the cap: not again
+        reason = shards.attempts_spent(
+            shard.attempts - 1, settings.shard_attempts, shard.last_error
+        )
+        shards.end_lost(
+            session, shard_pk=shard.id, state=ShardState.FAILED, reason=reason, owner=owner
+        )
+        outcome = "failed"
+    else:
+        return None
+    if jobs.shards_open(session, job_pk=job.id) == 0:
+        report.apply_async(args=[job.id])
+    return outcome
+
+
+def _run(settings: Settings, work: _Work, owner: str) -> str:
+    """Run the shard's tests left in its job's upstream environment, storing each result as it
+    finishes and renewing the lease meanwhile; then end the shard (the shard's state)."""
+    results = _ResultBatch(
+        settings.database_url,
+        job_pk=work.job_pk,
+        shard_pk=work.shard_pk,
+        text_bytes=settings.failure_text_max_bytes,
+    )
+    environment = _environment_or_not_run(settings, work, owner, results)
+
+    def heartbeat() -> None:
+        results.flush()
+        with session_scope(settings.database_url) as s:
+            jobs.renew_lease(
+                s, shard_pk=work.shard_pk, owner=owner, lease=settings.shard_lease_seconds
             )
-        except Exception as exc:  # the sweeper hands the shard on at its next pass
-            results.flush()
-            error = "".join(traceback.format_exception_only(exc)).strip()
-            with session_scope(settings.database_url) as s:
-                shards.give_up_lease(s, shard_pk=shard_pk, owner=owner, error=error)
-            log.exception("shard raised; its lease is given up", extra={"error": error})
-            raise
-        finally:
-            results.flush()  # what finished is stored, whatever happened
-        with session_scope(settings.database_url) as session:
-            state = ShardState.CANCELLED if cancelled() else ShardState.DONE
-            jobs.finish_shard(session, shard_pk=shard_pk, state=state)
-            open_left = jobs.shards_open(session, job_pk=job_pk)
-        log.info(
-            "shard finished",
-            extra={
-                "tests": len(run.results),
-                "children": run.children,
-                "seconds": round(run.seconds, 2),
-            },
+
+    try:
+        run = (
+            ShardRun([], 0, 0.0)
+            if environment is None
+            else run_shard(
+                work.todo,
+                launcher=launcher_for(
+                    work.runner,
+                    warm=settings.warm_pool,
+                    module_servers=settings.module_servers,
+                    environment=environment,
+                    environment_key=work.under_test.key(),
+                    keep_environments=settings.warm_pool_envs,
+                ),
+                pytest_args=work.runner.pytest_args,
+                per_test_timeout=settings.per_test_timeout,
+                device_time_property=work.runner.device_time_property,
+                workdir=work.workdir,
+                on_result=results.add,
+                heartbeat=heartbeat,
+                should_stop=lambda: _job_cancelled(settings, work.job_pk),
+            )
         )
-        removed = prune_scratch(settings)
-        if removed:
-            log.info("scratch removed", extra={"folders": removed})
-        if open_left == 0:
-            report.apply_async(args=[job_pk])
-        return state.value
+    except Exception as exc:  # the sweeper hands the shard on at its next pass
+        results.flush()
+        error = "".join(traceback.format_exception_only(exc)).strip()
+        with session_scope(settings.database_url) as s:
+            shards.give_up_lease(s, shard_pk=work.shard_pk, owner=owner, error=error)
+        log.exception("shard raised; its lease is given up", extra={"error": error})
+        raise
+    finally:
+        results.flush()  # what finished is stored, whatever happened
+    return _finish(settings, work, run)
+
+
+def _environment_or_not_run(
+    settings: Settings, work: _Work, owner: str, results: _ResultBatch
+) -> RunEnvironment | None:
+    """The job's upstream environment on this host (the lease kept while it is made); when it
+    cannot be made, every test left is stored ``not_run`` with the reason, and None."""
+    try:
+        with _lease_kept(settings, work.shard_pk, owner):  # making one can take minutes
+            return _environment(settings, work.job_pk, work.under_test)
+    except (HeadEnvError, OverlayError, UpstreamError, ValueError, OSError) as exc:
+        log.exception("upstream environment not made")
+        message = f"the upstream environment ({work.under_test.key()}) was not made: {exc}"
+        for test_id in work.todo:
+            results.add(TestOutcome(test_id, Outcome.NOT_RUN, message=message))
+        results.flush()
+        return None
+
+
+def _job_cancelled(settings: Settings, job_pk: int) -> bool:
+    """Whether the job is gone, superseded or completed (a running shard stops)."""
+    with session_scope(settings.database_url) as s:
+        j = s.get(Job, job_pk)
+        return j is None or j.superseded_by_pk is not None or j.status == JobStatus.COMPLETED.value
+
+
+def _finish(settings: Settings, work: _Work, run: ShardRun) -> str:
+    """End the shard (done, or cancelled when its job is), remove old scratch, and enqueue the
+    job's report when it was its last open shard."""
+    with session_scope(settings.database_url) as session:
+        state = ShardState.CANCELLED if _job_cancelled(settings, work.job_pk) else ShardState.DONE
+        jobs.finish_shard(session, shard_pk=work.shard_pk, state=state)
+        open_left = jobs.shards_open(session, job_pk=work.job_pk)
+    log.info(
+        "shard finished",
+        extra={
+            "tests": len(run.results),
+            "children": run.children,
+            "seconds": round(run.seconds, 2),
+        },
+    )
+    removed = prune_scratch(settings)
+    if removed:
+        log.info("scratch removed", extra={"folders": removed})
+    if open_left == 0:
+        report.apply_async(args=[work.job_pk])
+    return state.value
 
 
 def _lease_kept(settings: Settings, shard_pk: int, owner: str) -> AbstractContextManager[None]:
@@ -288,8 +345,11 @@ class _ResultBatch:
         self, database_url: str, *, job_pk: int, shard_pk: int, text_bytes: int, size: int = 50
     ) -> None:
         self.database_url, self.job_pk, self.shard_pk, self.size = (
-            database_url, job_pk, shard_pk, size,
-        )  # fmt: skip
+            database_url,
+            job_pk,
+            shard_pk,
+            size,
+        )
         self.text_bytes = text_bytes
         self.pending: list[TestOutcome] = []
         self.stored = 0
@@ -303,6 +363,8 @@ class _ResultBatch:
         if not self.pending:
             return
         with session_scope(self.database_url) as s:
-            jobs.store_results(s, job_pk=self.job_pk, shard_pk=self.shard_pk, outcomes=self.pending)
+            result_rows.store_results(
+                s, job_pk=self.job_pk, shard_pk=self.shard_pk, outcomes=self.pending
+            )
         self.stored += len(self.pending)
         self.pending = []

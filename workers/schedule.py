@@ -11,13 +11,13 @@ import logging
 import threading
 from typing import Any
 
+from config.broker import TASK_DOWNSTREAM_NIGHTLIES, TASK_NIGHTLY, TASK_REPLAY
+from config.settings import Settings, get_settings
 from fanout.nightly import request_due
 from fanout.role import RelayRole
 from store.db import session_scope
-from store.deliveries import DeliveryCreate, StoreOutcome, store
+from store.deliveries import DeliveryCreate, Stored, store
 from store.models import utcnow
-from store.queue import TASK_DOWNSTREAM_NIGHTLIES, TASK_NIGHTLY, TASK_REPLAY
-from store.settings import Settings, get_settings
 from wire.github.events import Envelope, normalize_envelope
 from workers.celery_app import app
 from workers.dispatch import github_api
@@ -61,7 +61,7 @@ def _self_report(
                 upstream_payload=body.decode(),
             ),
         )
-    if outcome is StoreOutcome.DUPLICATE:
+    if outcome is Stored.DUPLICATE:
         return None
     # stored in the outbox: the publisher (workers.publish) hands it to workers.ingest
     log.info("%s run requested", source, extra={"delivery_pk": pk, **payload})

@@ -16,10 +16,7 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from store import deliveries, jobs, scheduling, shards
-from store.db import session_scope
-from store.models import Conclusion, Job, JobStatus, ShardState, utcnow
-from store.queue import (
+from config.broker import (
     CONTROL_QUEUE,
     PLAN_QUEUE,
     SHARD_QUEUE,
@@ -27,7 +24,10 @@ from store.queue import (
     TASK_SWEEP_JOBS,
     queue_depth,
 )
-from store.settings import Settings, get_settings
+from config.settings import Settings, get_settings
+from store import deliveries, jobs, results, scheduling, shards
+from store.db import session_scope
+from store.models import Conclusion, Job, JobStatus, ShardState, utcnow
 from upstream.overlay import remove_overlays
 from workers.celery_app import app
 from workers.dispatch import sweep_outbox
@@ -45,7 +45,7 @@ def sweep_deliveries() -> int:
     again. A delivery the broker never took is still in the outbox: nothing to do here."""
     settings = get_settings()
     if queue_depth(app, CONTROL_QUEUE) != 0:
-        return 0  # messages are waiting: nothing was lost (see store.queue.queue_depth)
+        return 0  # messages are waiting: nothing was lost (see config.broker.queue_depth)
     with session_scope(settings.database_url) as session:
         stale = deliveries.stale_received(
             session, older_than=timedelta(seconds=settings.sweep_after_seconds)
@@ -86,8 +86,9 @@ def sweep_plans() -> dict[str, int]:
                 )
             if reason is not None:
                 scheduling.give_up_planning(session, dispatch_pk=s.dispatch_pk, reason=reason)
-                log.warning("planning given up", extra={"dispatch_pk": s.dispatch_pk,
-                                                        "reason": reason})  # fmt: skip
+                log.warning(
+                    "planning given up", extra={"dispatch_pk": s.dispatch_pk, "reason": reason}
+                )
                 given_up += 1
             elif scheduling.requeue_planning(session, dispatch_pk=s.dispatch_pk):
                 requeued.append(s.dispatch_pk)
@@ -139,9 +140,9 @@ def sweep_shards() -> dict[str, int]:
             if shards.end_lost(session, shard_pk=lost.shard_pk, state=state, reason=reason):
                 ended[state] += 1
                 log.warning(
-                    "lost shard ended", extra={**lost.log_entry(), "state": state.value,
-                                               "reason": reason},
-                )  # fmt: skip
+                    "lost shard ended",
+                    extra={**lost.log_entry(), "state": state.value, "reason": reason},
+                )
     for lost in requeued:
         run_shard_task.apply_async(args=[lost.shard_pk])
     if requeued:
@@ -190,11 +191,15 @@ def sweep_jobs() -> dict[str, int]:
                     expect={JobStatus.DISPATCHED},
                     source="sweeper",
                 )
-            jobs.store_counts(session, job=job)
+            results.store_counts(session, job=job)
             if jobs.transition(
-                session, job=job, to=JobStatus.COMPLETED, expect={JobStatus.IN_PROGRESS},
-                source="sweeper", conclusion=Conclusion.TIMED_OUT,
-            ):  # fmt: skip
+                session,
+                job=job,
+                to=JobStatus.COMPLETED,
+                expect={JobStatus.IN_PROGRESS},
+                source="sweeper",
+                conclusion=Conclusion.TIMED_OUT,
+            ):
                 timed_out.append(job)
                 send_callback(settings, job, delivery_of(session, job), "completed")
         orphans = jobs.orphaned_jobs(session)

@@ -12,11 +12,17 @@ from backends.base import VariantLike
 
 # kernels a template launches per sample input (forward, backward, out=, variants, ...)
 TEMPLATE_KERNELS = {
-    "test_compare_cpu": 1, "test_noncontiguous_matches_contiguous": 2, "test_dtype_coverage": 6,
-    "test_out_argument": 2, "test_out_resizes_empty": 2, "test_variant_consistency": 3,
-    "test_backward_compare_cpu": 3, "test_error_inputs_match_cpu": 1,
-    "test_module_forward_compare_cpu": 5, "test_module_backward_compare_cpu": 15,
-}  # fmt: skip
+    "test_compare_cpu": 1,
+    "test_noncontiguous_matches_contiguous": 2,
+    "test_dtype_coverage": 6,
+    "test_out_argument": 2,
+    "test_out_resizes_empty": 2,
+    "test_variant_consistency": 3,
+    "test_backward_compare_cpu": 3,
+    "test_error_inputs_match_cpu": 1,
+    "test_module_forward_compare_cpu": 5,
+    "test_module_backward_compare_cpu": 15,
+}
 SAMPLES_PER_TEST = 4
 SAMPLE_SHAPE = (10, 10)
 HOST_DTYPES = {"float64", "complex64", "complex128", "complex32"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from relay.api import deliveries, hud, jobs
+from relay.api import deliveries, hud, hud_tests, jobs
 from relay.api.pagination import reject_unknown_params
 
 # every endpoint refuses query parameters it does not declare (422 naming them)
@@ -12,3 +12,4 @@ router = APIRouter(prefix="/api/v1", dependencies=[Depends(reject_unknown_params
 router.include_router(deliveries.router)
 router.include_router(jobs.router)
 router.include_router(hud.router)
+router.include_router(hud_tests.router)

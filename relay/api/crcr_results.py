@@ -159,9 +159,10 @@ async def crcr_results_ingest(request: Request) -> JSONResponse:
         return refusal
     try:  # at most the limit is read, streaming
         body = await read_limited(
-            request, MAX_ENVELOPE_BYTES,
+            request,
+            MAX_ENVELOPE_BYTES,
             budget=request.app.state.settings.max_bodies_in_flight_bytes,
-        )  # fmt: skip
+        )
     except TooLarge:
         return _error(413, f"body exceeds {MAX_ENVELOPE_BYTES} bytes")
     except Busy as exc:

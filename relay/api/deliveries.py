@@ -10,7 +10,6 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from pydantic import BaseModel
-from sqlalchemy import select
 
 from relay.api.pagination import MAX_INT, NO_NUL, Page, PageParams, page_params, paginate
 from store import deliveries
@@ -87,13 +86,11 @@ def list_deliveries(
     params: PageParams = Depends(page_params(default_limit=50, max_limit=500)),
 ) -> Page[DeliveryPublic]:
     """Most recent deliveries first, optionally filtered by state, event and PR."""
-    query = select(Delivery).options(*deliveries.WITHOUT_BODIES)
-    if state is not None:
-        query = query.where(Delivery.state == state.value)
-    if event is not None:
-        query = query.where(Delivery.event == event.value)
-    if pr is not None:
-        query = query.where(Delivery.pr_number == pr)
+    query = deliveries.deliveries_query(
+        state=None if state is None else state.value,
+        event=None if event is None else event.value,
+        pr_number=pr,
+    )
     with session_scope(request.app.state.settings.database_url) as session:
 
         def public(rows: Sequence[Delivery]) -> list[DeliveryPublic]:
@@ -115,11 +112,7 @@ def get_delivery(
     ),
 ) -> DeliveryPublic:
     with session_scope(request.app.state.settings.database_url) as session:
-        row = session.scalar(
-            select(Delivery)
-            .options(*deliveries.WITHOUT_BODIES)
-            .where(Delivery.delivery_id == delivery_id)
-        )
+        row = deliveries.by_delivery_id(session, delivery_id=delivery_id)
         if row is None:
             raise HTTPException(status_code=404, detail=f"no delivery {delivery_id}")
         return _public(row, job_rows.jobs_of_deliveries(session, [row.id]).get(row.id, []))

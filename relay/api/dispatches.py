@@ -10,7 +10,6 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -24,7 +23,7 @@ from relay.api.pagination import (
 )
 from store import outbox
 from store.db import session_scope
-from store.models import Delivery, Dispatch, DispatchState, Downstream
+from store.models import Dispatch, DispatchState
 from wire.values import Id
 
 router = APIRouter(prefix="/api/v1", tags=["relay"], dependencies=[Depends(reject_unknown_params)])
@@ -62,13 +61,7 @@ def _public(row: Dispatch, repo: str, delivery_id: str) -> dict[str, Any]:
 
 def _public_rows(session: Session, rows: Sequence[Dispatch]) -> list[dict[str, Any]]:
     """The page's dispatches with their downstream's repo and delivery id (one query)."""
-    found = session.execute(
-        select(Dispatch.id, Downstream.repo, Delivery.delivery_id)
-        .join(Downstream, Downstream.id == Dispatch.downstream_pk)
-        .join(Delivery, Delivery.id == Dispatch.delivery_pk)
-        .where(Dispatch.id.in_([row.id for row in rows]))
-    )
-    names = {pk: (repo, delivery_id) for pk, repo, delivery_id in found}
+    names = outbox.names_of(session, pks=[row.id for row in rows])
     return [_public(row, *names[row.id]) for row in rows]
 
 
@@ -80,18 +73,15 @@ def list_dispatches(
     params: PageParams = Depends(page_params(default_limit=100, max_limit=1000)),
 ) -> Page[dict[str, Any]]:
     """Dispatches newest first; ``?state=dead`` lists the dead letters."""
-    query = select(Dispatch)
-    if state is not None:
-        query = query.where(Dispatch.state == state.value)
-    if repo is not None:
-        query = query.where(
-            Dispatch.downstream_pk.in_(select(Downstream.id).where(Downstream.repo == repo))
-        )
+    query = outbox.dispatches_query(state=None if state is None else state.value, repo=repo)
     with session_scope(request.app.state.settings.database_url) as session:
         return paginate(
-            session, query, key=Dispatch.id, params=params,
+            session,
+            query,
+            key=Dispatch.id,
+            params=params,
             public_rows=lambda rows: _public_rows(session, rows),
-        )  # fmt: skip
+        )
 
 
 def operator_refusal(request: Request) -> JSONResponse | None:

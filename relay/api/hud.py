@@ -1,32 +1,32 @@
 """``/api/v1/hud``: the HUD's status API, the data of every dashboard page.
 
-The commit x job grid, one run (job) with its funnel, timings and shards, its results under
-filters (outcome, suite, op, tag, mode) with the command that reproduces each failure, one
-test's history across upstream commits, flaky tests, and each downstream's health against
-CRCR's L3 rules. Lists are paged like every list of the API (:mod:`relay.api.pagination`).
+The commit x job grid, one run (job) with its funnel, timings and shards, and its results under
+filters (outcome, suite, op, tag, mode) with the command that reproduces each failure (one
+test's history, flaky tests and each downstream's health: :mod:`relay.api.hud_tests`). Lists are
+paged like every list of the API (:mod:`relay.api.pagination`).
 """
 
 from __future__ import annotations
 
 import enum
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from relay.api.hud_health import DownstreamHealth, health_of
 from relay.api.hud_plan import PLANS, FunnelStage, PlanView, read_plan, reproduce_command
 from relay.api.jobs import SpecMode
 from relay.api.pagination import Page, PageParams, decode_cursor, page_of, page_params, paginate
-from store import hud
+from store import hud, results, selections
+from store import jobs as job_rows
 from store.db import session_scope
-from store.jobs import live_counts, seconds_between
-from store.models import Job, JobTransition, Selection, Shard, TestResult, utcnow
+from store.jobs import seconds_between
+from store.models import Job, TestResult, utcnow
 from store.outcomes import Outcome
-from wire.values import Id, Moment
+from store.results import live_counts
+from wire.values import Id
 
 router = APIRouter(prefix="/hud", tags=["hud"])
 
@@ -97,16 +97,29 @@ def grid_page(session: Session, params: PageParams, filters: hud.GridFilters) ->
     g = hud.grid(session, filters=filters, limit=params.limit, offset=params.offset, after=after)
     rows = [
         GridRow(
-            head_sha=r.head_sha, last_at=r.last_at, event_type=r.event_type,
-            pr_number=r.pr_number, branch=r.branch,
-            cells=[None if c is None else Cell(
-                job_id=c.job_id, status=c.status, conclusion=c.conclusion, runs=c.runs,
-                test_results=Counts(**c.counts), dispatched_at=c.dispatched_at,
-                page=f"/runs/{c.job_id}", api=f"/api/v1/hud/runs/{c.job_id}",
-            ) for c in r.cells],
+            head_sha=r.head_sha,
+            last_at=r.last_at,
+            event_type=r.event_type,
+            pr_number=r.pr_number,
+            branch=r.branch,
+            cells=[
+                None
+                if c is None
+                else Cell(
+                    job_id=c.job_id,
+                    status=c.status,
+                    conclusion=c.conclusion,
+                    runs=c.runs,
+                    test_results=Counts(**c.counts),
+                    dispatched_at=c.dispatched_at,
+                    page=f"/runs/{c.job_id}",
+                    api=f"/api/v1/hud/runs/{c.job_id}",
+                )
+                for c in r.cells
+            ],
         )
         for r in g.rows
-    ]  # fmt: skip
+    ]
     page = page_of(rows, total=g.total, params=params, next_key=g.next_key)
     return GridPage(
         **page.model_dump(exclude={"items"}),
@@ -199,7 +212,7 @@ def _job(session: Session, job_id: int) -> Job:
 
 
 def plan_view(session: Session, job_id: int) -> PlanView:
-    selection = session.scalar(select(Selection).where(Selection.job_pk == job_id))
+    selection = selections.selection_of(session, job_pk=job_id)
     if selection is None:
         return PlanView()
     return PLANS.get(selection.id, lambda: read_plan(selection.plan, selection.stage_counts))
@@ -207,58 +220,70 @@ def plan_view(session: Session, job_id: int) -> PlanView:
 
 def progress(session: Session, job: Job) -> RunProgress:
     counts = live_counts(session, [job.id])[job.id]
-    done = dict(
-        session.execute(
-            select(TestResult.shard_pk, func.count())
-            .where(TestResult.job_pk == job.id)
-            .group_by(TestResult.shard_pk)
-        ).all()
-    )
-    shards = session.scalars(select(Shard).where(Shard.job_pk == job.id).order_by(Shard.index))
+    done = results.results_per_shard(session, job_pk=job.id)
+    shards = job_rows.shards_of(session, job_pk=job.id)
     return RunProgress(
-        job_id=job.id, status=job.status, conclusion=job.conclusion,
-        planned=job.tests_total, test_results=Counts(**counts),
+        job_id=job.id,
+        status=job.status,
+        conclusion=job.conclusion,
+        planned=job.tests_total,
+        test_results=Counts(**counts),
         shards=[
-            ShardProgress(index=s.index, state=s.state, tests=len(s.test_ids),
-                          done=int(done.get(s.id, 0)), attempts=s.attempts,
-                          started_at=s.started_at, finished_at=s.finished_at)
+            ShardProgress(
+                index=s.index,
+                state=s.state,
+                tests=len(s.test_ids),
+                done=int(done.get(s.id, 0)),
+                attempts=s.attempts,
+                started_at=s.started_at,
+                finished_at=s.finished_at,
+            )
             for s in shards
         ],
-    )  # fmt: skip
+    )
 
 
 def run_view(session: Session, job_id: int) -> Run:
     job = _job(session, job_id)
     prog = progress(session, job)
     view = plan_view(session, job_id)
-    device_us = session.scalar(
-        select(func.sum(TestResult.device_time_us)).where(TestResult.job_pk == job_id)
-    )
+    device_us = results.device_time_us(session, job_pk=job_id)
     counts = view_counts(session, job_id, view)
-    transitions = session.scalars(
-        select(JobTransition).where(JobTransition.job_pk == job_id).order_by(JobTransition.id)
-    )
+    transitions = job_rows.transitions_of(session, job_pk=job_id)
     end = job.completed_at or (utcnow() if job.started_at else None)
     return Run(
         **prog.model_dump(),
-        delivery_id=job.delivery_id, repo=job.repo, job_name=job.job_name, run_id=job.run_id,
-        run_attempt=job.run_attempt, event_type=job.event_type, head_sha=job.head_sha,
-        pr_number=job.pr_number, dispatched_at=job.dispatched_at, started_at=job.started_at,
+        delivery_id=job.delivery_id,
+        repo=job.repo,
+        job_name=job.job_name,
+        run_id=job.run_id,
+        run_attempt=job.run_attempt,
+        event_type=job.event_type,
+        head_sha=job.head_sha,
+        pr_number=job.pr_number,
+        dispatched_at=job.dispatched_at,
+        started_at=job.started_at,
         completed_at=job.completed_at,
         queue_s=seconds_between(job.dispatched_at, job.started_at),
         execution_s=seconds_between(job.started_at, end),
         device_time_s=None if device_us is None else float(device_us) / 1e6,
         transitions=[Transition.model_validate(t, from_attributes=True) for t in transitions],
-        funnel=view.funnel, universe_variants=view.universe,
-        selected=counts.get("selected"), cut=counts.get("cut"), removed=counts.get("removed"),
-        fallbacks=view.fallbacks, costs=view.costs, plan=view.summary,
-        failure_reason=job.failure_reason, failure_error=job.failure_error,
-    )  # fmt: skip
+        funnel=view.funnel,
+        universe_variants=view.universe,
+        selected=counts.get("selected"),
+        cut=counts.get("cut"),
+        removed=counts.get("removed"),
+        fallbacks=view.fallbacks,
+        costs=view.costs,
+        plan=view.summary,
+        failure_reason=job.failure_reason,
+        failure_error=job.failure_error,
+    )
 
 
 def view_counts(session: Session, job_id: int, view: PlanView) -> dict[str, int]:
     """How many variants the plan selected, cut and removed (its ``counts``, else its lists)."""
-    selection = session.scalar(select(Selection.plan).where(Selection.job_pk == job_id))
+    selection = selections.plan_of(session, job_pk=job_id)
     stored = (selection or {}).get("counts") if isinstance(selection, dict) else None
     if isinstance(stored, dict):
         return {k: int(v) for k, v in stored.items() if isinstance(v, int)}
@@ -307,14 +332,22 @@ class RunResult(BaseModel):
 def result_item(r: TestResult, runner: dict[str, Any]) -> RunResult:
     failed = Outcome(r.outcome).bucket == "failed" or r.outcome == Outcome.XFAILED.value
     return RunResult(
-        id=r.id, test_id=r.test_id, suite=hud.suite_of(r.test_id), outcome=r.outcome,
-        duration_s=r.duration_s, device_time_us=r.device_time_us, message=r.message,
-        spec_mode=r.spec_mode, op=r.op, dtype=r.dtype, tags=list(r.tags or []),
+        id=r.id,
+        test_id=r.test_id,
+        suite=hud.suite_of(r.test_id),
+        outcome=r.outcome,
+        duration_s=r.duration_s,
+        device_time_us=r.device_time_us,
+        message=r.message,
+        spec_mode=r.spec_mode,
+        op=r.op,
+        dtype=r.dtype,
+        tags=list(r.tags or []),
         created_at=r.created_at,
         artifact=f"/runs/{r.job_pk}/artifacts/{r.id}" if r.artifact_path else None,
         reproduce=reproduce_command(runner, r.test_id) if failed else None,
         history=f"/tests?id={r.test_id}",
-    )  # fmt: skip
+    )
 
 
 def results_page(
@@ -323,9 +356,13 @@ def results_page(
     _job(session, job_id)
     runner = plan_view(session, job_id).runner
     return paginate(
-        session, hud.results_query(job_id, filters), key=TestResult.id, params=params,
-        descending=False, public=lambda r: result_item(r, runner),
-    )  # fmt: skip
+        session,
+        hud.results_query(job_id, filters),
+        key=TestResult.id,
+        params=params,
+        descending=False,
+        public=lambda r: result_item(r, runner),
+    )
 
 
 @router.get(
@@ -349,135 +386,12 @@ def get_results(
     """A job's results in the order they finished, under filters; a failing one carries the
     command that reproduces it and its artifact link."""
     filters = hud.ResultFilters(
-        outcome=outcome.value if outcome else None, suite=suite, op=op, tag=tag,
-        mode=mode.value if mode else None, failing=failing,
-    )  # fmt: skip
+        outcome=outcome.value if outcome else None,
+        suite=suite,
+        op=op,
+        tag=tag,
+        mode=mode.value if mode else None,
+        failing=failing,
+    )
     with _session(request) as session:
         return results_page(session, job_id, filters, params)
-
-
-# ----------------------------------------------------------------------------- one test
-
-
-class HistoryItem(BaseModel):
-    job_id: int
-    repo: str
-    head_sha: str | None
-    pr_number: int | None
-    event_type: str | None
-    dispatched_at: datetime
-    outcome: str
-    duration_s: float | None
-    device_time_us: float | None
-    spec_mode: str | None
-    message: str | None
-    page: str
-
-
-def history_page(
-    session: Session, test_id: str, repo: str | None, params: PageParams
-) -> Page[HistoryItem]:
-    query = hud.history_query(test_id, repo=repo)
-    total = int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)
-    ordered = query.order_by(TestResult.id.desc())
-    if params.cursor is not None:
-        ordered = ordered.where(TestResult.id < int(decode_cursor(params.cursor)))
-    else:
-        ordered = ordered.offset(params.offset)
-    rows = session.execute(ordered.limit(params.limit + 1)).all()
-    more = len(rows) > params.limit
-    rows = rows[: params.limit]
-    items = [
-        HistoryItem(
-            job_id=j.id, repo=j.repo, head_sha=j.head_sha, pr_number=j.pr_number,
-            event_type=j.event_type, dispatched_at=j.dispatched_at, outcome=r.outcome,
-            duration_s=r.duration_s, device_time_us=r.device_time_us, spec_mode=r.spec_mode,
-            message=r.message, page=f"/runs/{j.id}",
-        )
-        for r, j in rows
-    ]  # fmt: skip
-    return page_of(items, total=total, params=params, next_key=rows[-1][0].id if more else None)
-
-
-@router.get("/tests/history", response_model=Page[HistoryItem])
-def get_history(
-    request: Request,
-    test_id: str = Query(min_length=1, max_length=500, description="the test's node id"),
-    repo: str | None = Query(default=None, max_length=200),
-    params: PageParams = Depends(page_params(default_limit=50, max_limit=500)),
-) -> Page[HistoryItem]:
-    """One test id across upstream commits, newest first: outcome, duration, simulated device
-    time and spec mode in each job."""
-    with _session(request) as session:
-        return history_page(session, test_id, repo, params)
-
-
-class Flaky(BaseModel):
-    test_id: str
-    commits: int  # upstream SHAs on which it both passed and failed
-    passed: int
-    failed: int
-    last_sha: str
-    last_at: datetime
-    page: str
-
-
-def flaky_page(
-    session: Session,
-    *,
-    days: int,
-    repo: str | None,
-    params: PageParams,
-    now: datetime | None = None,
-) -> Page[Flaky]:
-    since = (now or utcnow()) - timedelta(days=days)
-    after = str(decode_cursor(params.cursor)) if params.cursor is not None else None
-    items, total, next_key = hud.flaky(
-        session, since=since, repo=repo, limit=params.limit, offset=params.offset, after=after
-    )
-    return page_of(
-        [Flaky(**vars(f), page=f"/tests?id={f.test_id}") for f in items],
-        total=total, params=params, next_key=next_key,
-    )  # fmt: skip
-
-
-@router.get("/flaky", response_model=Page[Flaky])
-def get_flaky(
-    request: Request,
-    days: int = Query(default=14, ge=1, le=365, description="window, by job dispatch time"),
-    repo: str | None = Query(default=None, max_length=200),
-    params: PageParams = Depends(page_params(default_limit=50, max_limit=500)),
-) -> Page[Flaky]:
-    """Tests that both passed and failed on the same upstream SHA within the window."""
-    with _session(request) as session:
-        return flaky_page(session, days=days, repo=repo, params=params)
-
-
-# ----------------------------------------------------------------------------- health
-
-
-def aware(at: datetime) -> datetime:
-    """A time in UTC (a naive one is taken as UTC)."""
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def health(
-    session: Session, *, at: datetime | None = None, repo: str | None = None
-) -> list[DownstreamHealth]:
-    now = aware(at or utcnow())
-    timings = hud.downstream_timings(
-        session, now=now, days=14, repos=[repo] if repo is not None else None
-    )
-    return [health_of(d, now=now) for d in timings]
-
-
-@router.get("/health", response_model=list[DownstreamHealth])
-def get_health(
-    request: Request,
-    at: Moment | None = Query(default=None, description="evaluate at this time (default: now)"),
-    repo: str | None = Query(default=None, max_length=200),
-) -> list[DownstreamHealth]:
-    """Each downstream's numbers over 7 and 14 days (average queue time, end-to-end P50, share
-    over 3 h, timeout rate, job pass rate over latest attempts) and CRCR's L3 verdict."""
-    with _session(request) as session:
-        return health(session, at=at, repo=repo)

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from store.hud import DownstreamTimings, WindowMetrics, window_metrics
+from store.health import DownstreamTimings, WindowMetrics, window_metrics
 from store.jobs import seconds_between
 
 PROMOTION_DAYS = 14
@@ -65,8 +65,11 @@ class DownstreamHealth(BaseModel):
 
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt, "<=": operator.le, ">=": operator.ge, ">": operator.gt,
-}  # fmt: skip
+    "<": operator.lt,
+    "<=": operator.le,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
 
 
 def _fmt(name: str, value: float | None) -> str:
@@ -88,9 +91,13 @@ _LABEL = {
     "time_at_l2": "time at L2",
 }
 _LIMIT_TEXT = {
-    "p50_e2e": "3 h", "over_3h_share": "1 %", "avg_queue": "30 min", "timeout_rate": "1 %",
-    "pass_rate": "90 %", "time_at_l2": "30 days",
-}  # fmt: skip
+    "p50_e2e": "3 h",
+    "over_3h_share": "1 %",
+    "avg_queue": "30 min",
+    "timeout_rate": "1 %",
+    "pass_rate": "90 %",
+    "time_at_l2": "30 days",
+}
 
 
 def criterion_parts(c: Criterion) -> tuple[str, str, str]:
@@ -106,9 +113,14 @@ def _criterion(
     if value is None:
         text = f"{_LABEL[name]}: no data in {days} days ({rule} {comparison} {_LIMIT_TEXT[name]})"
     return Criterion(
-        name=name, window_days=days, value=value, threshold=threshold, comparison=comparison,
-        met=met, text=text,
-    )  # fmt: skip
+        name=name,
+        window_days=days,
+        value=value,
+        threshold=threshold,
+        comparison=comparison,
+        met=met,
+        text=text,
+    )
 
 
 def _public(m: WindowMetrics) -> WindowPublic:
@@ -146,20 +158,33 @@ def health_of(d: DownstreamTimings, *, now: datetime) -> DownstreamHealth:
     elif level in ("L3", "L4"):
         verdict = "demote" if demote else "keep"
         hit = [c.text for c in demotion if c.met]
-        summary = ("demote (7 days): " + "; ".join(hit) if hit
-                   else "keep (7 days): " + "; ".join(c.text for c in demotion))  # fmt: skip
+        summary = (
+            "demote (7 days): " + "; ".join(hit)
+            if hit
+            else "keep (7 days): " + "; ".join(c.text for c in demotion)
+        )
     else:
         verdict = "ready for L3" if ready else "not ready for L3"
         failing = [c.text for c in l3 if not c.met]
         summary = (
             "ready for L3 (14 days): " + "; ".join(c.text for c in l3)
-            if ready else "not ready for L3 (14 days): " + "; ".join(failing)
-        )  # fmt: skip
+            if ready
+            else "not ready for L3 (14 days): " + "; ".join(failing)
+        )
     return DownstreamHealth(
-        repo=d.repo, level=d.level, device=d.device, listed_since=d.listed_since,
-        window_7d=_public(w7), window_14d=_public(w14), l3_criteria=l3, l3_ready=ready,
-        demotion_triggers=demotion, demote=demote, verdict=verdict, summary=summary,
-    )  # fmt: skip
+        repo=d.repo,
+        level=d.level,
+        device=d.device,
+        listed_since=d.listed_since,
+        window_7d=_public(w7),
+        window_14d=_public(w14),
+        l3_criteria=l3,
+        l3_ready=ready,
+        demotion_triggers=demotion,
+        demote=demote,
+        verdict=verdict,
+        summary=summary,
+    )
 
 
 def _ts(at: datetime) -> float:

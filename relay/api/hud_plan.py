@@ -92,66 +92,93 @@ def read_plan(plan: dict[str, Any] | None, stage_counts: dict[str, Any] | None =
     plan = plan if isinstance(plan, dict) else {}
     runner = plan.get("runner")
     view = PlanView(runner=runner if isinstance(runner, dict) else {})
-    for step in plan.get("funnel") or []:
-        if isinstance(step, dict):
-            view.funnel.append(
-                FunnelStage(
-                    stage=str(step.get("stage", "?")),
-                    count_in=_int(step.get("count_in")),
-                    count_out=_int(step.get("count_out")),
-                    unit=step.get("unit") if isinstance(step.get("unit"), str) else None,
-                    seconds=_num(step.get("seconds")),
-                    notes=_strs(step.get("notes")),
-                )
-            )
-    if not view.funnel and isinstance(stage_counts, dict):
-        for stage, counts in stage_counts.items():
-            counts = counts if isinstance(counts, dict) else {}
-            view.funnel.append(
-                FunnelStage(stage=str(stage), count_in=_int(counts.get("in")),
-                            count_out=_int(counts.get("out")), unit=None, seconds=None, notes=[])
-            )  # fmt: skip
-    for t in plan.get("tests") or []:
-        if isinstance(t, dict) and isinstance(t.get("test_id"), str):
-            view.selected.append(
-                SelectedTest(
-                    test_id=t["test_id"], rank=_int(t.get("rank")),
-                    mode=t.get("mode") if isinstance(t.get("mode"), str) else None,
-                    gating=t.get("gating") if isinstance(t.get("gating"), bool) else None,
-                    signals=_strs(t.get("signals")), reasons=_strs(t.get("reasons")),
-                    seconds=_num(t.get("seconds")),
-                    seconds_source=t.get("seconds_source") if isinstance(t.get("seconds_source"), str) else None,
-                    flag=t.get("flag") if isinstance(t.get("flag"), str) else None,
-                )
-            )  # fmt: skip
-    for c in plan.get("cut") or []:
-        if isinstance(c, dict) and isinstance(c.get("test_id"), str):
-            view.left_out.append(
-                LeftOut(test_id=c["test_id"], stage="budget", reason=str(c.get("reason", "")),
-                        rank=_int(c.get("rank")), seconds=_num(c.get("seconds")))
-            )  # fmt: skip
-    for r in plan.get("removed") or []:
-        if isinstance(r, dict) and isinstance(r.get("test_id"), str):
-            view.left_out.append(
-                LeftOut(
-                    test_id=r["test_id"], stage="applicability", reason=str(r.get("reason", ""))
-                )
-            )
+    view.funnel = _funnel(plan, stage_counts)
+    view.selected = [_selected(t) for t in plan.get("tests") or [] if _has_id(t)]
+    view.left_out = [
+        LeftOut(
+            test_id=c["test_id"],
+            stage="budget",
+            reason=str(c.get("reason", "")),
+            rank=_int(c.get("rank")),
+            seconds=_num(c.get("seconds")),
+        )
+        for c in plan.get("cut") or []
+        if _has_id(c)
+    ] + [
+        LeftOut(test_id=r["test_id"], stage="applicability", reason=str(r.get("reason", "")))
+        for r in plan.get("removed") or []
+        if _has_id(r)
+    ]
     view.fallbacks = [f for f in plan.get("fallbacks") or [] if isinstance(f, dict)]
-    view.costs = {
-        k: float(v) for k, v in plan.items()
-        if "seconds" in k and _num(v) is not None
-    }  # fmt: skip
+    view.costs = {k: float(v) for k, v in plan.items() if "seconds" in k and _num(v) is not None}
     universe = plan.get("universe")
     if isinstance(universe, dict):
         view.universe = _int(universe.get("variants"))
     view.summary = {
         k: plan.get(k)
-        for k in ("backend", "source_kind", "base", "head", "base_resolved", "head_resolved",
-                  "fallback", "schema_version")
+        for k in (
+            "backend",
+            "source_kind",
+            "base",
+            "head",
+            "base_resolved",
+            "head_resolved",
+            "fallback",
+            "schema_version",
+        )
         if k in plan
-    }  # fmt: skip
+    }
     return view
+
+
+def _has_id(row: Any) -> bool:
+    return isinstance(row, dict) and isinstance(row.get("test_id"), str)
+
+
+def _funnel(plan: dict[str, Any], stage_counts: dict[str, Any] | None) -> list[FunnelStage]:
+    """The plan's funnel, else the selection row's stage counts."""
+    funnel = [
+        FunnelStage(
+            stage=str(step.get("stage", "?")),
+            count_in=_int(step.get("count_in")),
+            count_out=_int(step.get("count_out")),
+            unit=step.get("unit") if isinstance(step.get("unit"), str) else None,
+            seconds=_num(step.get("seconds")),
+            notes=_strs(step.get("notes")),
+        )
+        for step in plan.get("funnel") or []
+        if isinstance(step, dict)
+    ]
+    if funnel or not isinstance(stage_counts, dict):
+        return funnel
+    return [
+        FunnelStage(
+            stage=str(stage),
+            count_in=_int(counts.get("in") if isinstance(counts, dict) else None),
+            count_out=_int(counts.get("out") if isinstance(counts, dict) else None),
+            unit=None,
+            seconds=None,
+            notes=[],
+        )
+        for stage, counts in stage_counts.items()
+    ]
+
+
+def _selected(t: dict[str, Any]) -> SelectedTest:
+    """One selected test of a stored plan, whatever of its fields are well typed."""
+    return SelectedTest(
+        test_id=t["test_id"],
+        rank=_int(t.get("rank")),
+        mode=t.get("mode") if isinstance(t.get("mode"), str) else None,
+        gating=t.get("gating") if isinstance(t.get("gating"), bool) else None,
+        signals=_strs(t.get("signals")),
+        reasons=_strs(t.get("reasons")),
+        seconds=_num(t.get("seconds")),
+        seconds_source=t.get("seconds_source")
+        if isinstance(t.get("seconds_source"), str)
+        else None,
+        flag=t.get("flag") if isinstance(t.get("flag"), str) else None,
+    )
 
 
 class _Cache:

@@ -10,22 +10,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from pydantic import BaseModel
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from planner import StoredPlan
 from relay.api.pagination import MAX_INT, Page, PageParams, page_params, paginate
 from store import jobs as job_rows
+from store import results, selections
 from store.db import session_scope
 from store.models import (
     Conclusion,
     Job,
     JobStatus,
-    JobTransition,
     Selection,
     SelectionKind,
     SelectionTest,
-    Shard,
     TestResult,
 )
 from store.outcomes import Outcome
@@ -216,7 +214,7 @@ def _links(job_pk: int, delivery_id: str | None) -> JobLinks:
 
 def _job_public(session: Session, rows: Sequence[Job]) -> list[dict[str, Any]]:
     pks = [j.id for j in rows]
-    counts = job_rows.live_counts(session, pks, apart=True)
+    counts = results.live_counts(session, pks, apart=True)
     deliveries = job_rows.deliveries_of_jobs(session, pks)
     out = []
     for job in rows:
@@ -244,13 +242,11 @@ def list_jobs(
     params: PageParams = Depends(page_params(default_limit=50, max_limit=500)),
 ) -> Page[JobPublic]:
     """Jobs, newest first, with live test counts."""
-    query = select(Job)
-    if status is not None:
-        query = query.where(Job.status == status.value)
-    if conclusion is not None:
-        query = query.where(Job.conclusion == conclusion.value)
-    if pr is not None:
-        query = query.where(Job.pr_number == pr)
+    query = job_rows.jobs_query(
+        status=None if status is None else status.value,
+        conclusion=None if conclusion is None else conclusion.value,
+        pr_number=pr,
+    )
     with session_scope(request.app.state.settings.database_url) as session:
         return paginate(
             session,
@@ -312,11 +308,9 @@ def get_job(request: Request, job_id: JobId) -> JobDetail:
     and their reasons: ``/jobs/{id}/selection/tests``)."""
     with session_scope(request.app.state.settings.database_url) as session:
         job = _job_or_404(session, job_id)
-        shards = session.scalars(select(Shard).where(Shard.job_pk == job.id).order_by(Shard.index))
-        transitions = session.scalars(
-            select(JobTransition).where(JobTransition.job_pk == job.id).order_by(JobTransition.id)
-        )
-        selection = session.scalar(select(Selection).where(Selection.job_pk == job.id))
+        shards = job_rows.shards_of(session, job_pk=job.id)
+        transitions = job_rows.transitions_of(session, job_pk=job.id)
+        selection = selections.selection_of(session, job_pk=job.id)
         return JobDetail.model_validate(
             {
                 **_job_public(session, [job])[0],
@@ -354,20 +348,12 @@ def job_results(
     shard: the same shard as the selection's ``.../selection/tests?shard=N``)."""
     with session_scope(request.app.state.settings.database_url) as session:
         _job_or_404(session, job_id)
-        query = select(TestResult).where(TestResult.job_pk == job_id)
-        if outcome is not None:
-            query = query.where(TestResult.outcome == outcome.value)
-        if shard is not None:
-            query = query.where(
-                TestResult.shard_pk.in_(
-                    select(Shard.id).where(Shard.job_pk == job_id, Shard.index == shard)
-                )
-            )
+        query = results.results_query(
+            job_pk=job_id, outcome=None if outcome is None else outcome.value, shard_index=shard
+        )
 
         def public(rows: Sequence[TestResult]) -> list[ResultPublic]:
-            shard_index = dict(
-                session.execute(select(Shard.id, Shard.index).where(Shard.job_pk == job_id)).all()
-            )
+            shard_index = job_rows.shard_indexes(session, job_pk=job_id)
             return [
                 ResultPublic.model_validate(
                     {
@@ -378,8 +364,9 @@ def job_results(
                 for r in rows
             ]
 
-        return paginate(session, query, key=TestResult.id, params=params, descending=False,
-                        public_rows=public)  # fmt: skip
+        return paginate(
+            session, query, key=TestResult.id, params=params, descending=False, public_rows=public
+        )
 
 
 @router.get("/jobs/{job_id}/selection", response_model=SelectionPublic, responses=NO_JOB)
@@ -388,7 +375,7 @@ def job_selection(request: Request, job_id: JobId) -> SelectionPublic:
     their units, signals, budget, universe and the lists' sizes (``plan.counts``)."""
     with session_scope(request.app.state.settings.database_url) as session:
         _job_or_404(session, job_id)
-        selection = session.scalar(select(Selection).where(Selection.job_pk == job_id))
+        selection = selections.selection_of(session, job_pk=job_id)
         if selection is None:
             raise HTTPException(status_code=404, detail=f"job {job_id} has no stored selection")
         return SelectionPublic.model_validate(selection, from_attributes=True)
@@ -411,15 +398,19 @@ def job_selection_tests(
     selected ones in rank order, then the ones the budget cut, then the ones removed at head."""
     with session_scope(request.app.state.settings.database_url) as session:
         _job_or_404(session, job_id)
-        query = select(SelectionTest).where(SelectionTest.job_pk == job_id)
-        if kind is not None:
-            query = query.where(SelectionTest.kind == kind.value)
-        if shard is not None:
-            query = query.where(SelectionTest.shard == shard)
-        if mode is not None:
-            query = query.where(SelectionTest.mode == mode.value)
+        query = selections.tests_query(
+            job_pk=job_id,
+            kind=None if kind is None else kind.value,
+            shard=shard,
+            mode=None if mode is None else mode.value,
+        )
         return paginate(
-            session, query, key=SelectionTest.id, params=params, descending=False,
-            public_rows=lambda rows: [SelectionTestPublic.model_validate(r, from_attributes=True)
-                                 for r in rows],
-        )  # fmt: skip
+            session,
+            query,
+            key=SelectionTest.id,
+            params=params,
+            descending=False,
+            public_rows=lambda rows: [
+                SelectionTestPublic.model_validate(r, from_attributes=True) for r in rows
+            ],
+        )

@@ -16,14 +16,15 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from config.broker import CONTROL_QUEUE, SHARD_QUEUE, queue_depth
+from config.settings import Settings
 from fanout.sweep import count_overdue
+from store import metrics as ops
 from store.db import session_scope
-from store.models import Delivery, Dispatch, Downstream, Job, JobTransition, utcnow
-from store.queue import CONTROL_QUEUE, SHARD_QUEUE, queue_depth
-from store.settings import Settings
+from store.models import utcnow
 
 router = APIRouter(tags=["ops"])
 
@@ -37,85 +38,21 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         with session_scope(self.settings.database_url) as session:
-            deliveries = GaugeMetricFamily(
-                "relay_deliveries", "Stored webhook deliveries by state", labels=["state"]
-            )
-            for state, count in session.execute(
-                select(Delivery.state, func.count()).group_by(Delivery.state)
-            ):
-                deliveries.add_metric([state], count)
-            yield deliveries
-
-            dispatches = GaugeMetricFamily(
-                "relay_dispatches", "Dispatches by downstream and state",
-                labels=["downstream", "state"],
-            )  # fmt: skip
-            failures = GaugeMetricFamily(
-                "relay_dispatch_failed_attempts", "Failed send attempts by downstream",
-                labels=["downstream"],
-            )  # fmt: skip
-            failed: dict[str, int] = {}
-            for repo, state, count, attempts in session.execute(
-                select(Downstream.repo, Dispatch.state, func.count(), func.sum(Dispatch.attempts))
-                .join(Downstream, Downstream.id == Dispatch.downstream_pk)
-                .group_by(Downstream.repo, Dispatch.state)
-            ):
-                dispatches.add_metric([repo, state], count)
-                spent = int(attempts or 0) - (count if state == "sent" else 0)
-                failed[repo] = failed.get(repo, 0) + max(0, spent)
-            for repo, count in failed.items():
-                failures.add_metric([repo], count)
-            yield dispatches
-            yield failures
-
-            latency: dict[str, list[float]] = {}
-            since = utcnow() - timedelta(days=1)
-            for repo, created, sent in session.execute(
-                select(Downstream.repo, Dispatch.created_at, Dispatch.sent_at)
-                .join(Downstream, Downstream.id == Dispatch.downstream_pk)
-                .where(Dispatch.sent_at.is_not(None), Dispatch.created_at >= since)
-                .limit(100_000)
-            ):
-                if sent is not None and created is not None:
-                    seconds = (sent - created).total_seconds()
-                    latency.setdefault(repo, []).append(max(0.0, seconds))
-            histogram = HistogramMetricFamily(
-                "relay_dispatch_latency_seconds", "Delivery stored -> dispatch sent (last 24 h)",
-                labels=["downstream"],
-            )  # fmt: skip
-            for repo, values in latency.items():
-                buckets = [
-                    (str(b), float(sum(1 for v in values if v <= b))) for b in LATENCY_BUCKETS
-                ] + [("+Inf", float(len(values)))]
-                histogram.add_metric([repo], buckets, sum_value=sum(values))
-            yield histogram
-
-            jobs = GaugeMetricFamily(
-                "relay_jobs", "Jobs by downstream, status and conclusion",
-                labels=["downstream", "status", "conclusion"],
-            )  # fmt: skip
-            for repo, status, conclusion, count in session.execute(
-                select(Job.repo, Job.status, Job.conclusion, func.count()).group_by(
-                    Job.repo, Job.status, Job.conclusion
-                )
-            ):
-                jobs.add_metric([repo, status, conclusion or ""], count)
-            yield jobs
-
-            overdue = count_overdue(self.settings)
+            yield _deliveries(session)
+            yield from _dispatches(session)
+            yield _latency(session)
+            yield _jobs(session)
             yield GaugeMetricFamily(
-                "relay_jobs_overdue", "Relayed jobs past their start or run timeout", value=overdue
+                "relay_jobs_overdue",
+                "Relayed jobs past their start or run timeout",
+                value=count_overdue(self.settings),
             )
             sweeper = GaugeMetricFamily(
-                "relay_sweeper_timeouts", "Jobs the sweepers completed as timed_out",
+                "relay_sweeper_timeouts",
+                "Jobs the sweepers completed as timed_out",
                 labels=["source"],
-            )  # fmt: skip
-            timeouts = session.scalar(
-                select(func.count())
-                .select_from(JobTransition)
-                .where(JobTransition.source == "sweeper")
             )
-            sweeper.add_metric(["sweeper"], int(timeouts or 0))
+            sweeper.add_metric(["sweeper"], ops.sweeper_timeouts(session))
             yield sweeper
         depth = GaugeMetricFamily("relay_queue_depth", "Messages waiting", labels=["queue"])
         for queue in (CONTROL_QUEUE, SHARD_QUEUE):
@@ -123,6 +60,67 @@ class StoreCollector(Collector):
             if waiting is not None:
                 depth.add_metric([queue], waiting)
         yield depth
+
+
+def _deliveries(session: Session) -> GaugeMetricFamily:
+    deliveries = GaugeMetricFamily(
+        "relay_deliveries", "Stored webhook deliveries by state", labels=["state"]
+    )
+    for state, count in ops.deliveries_by_state(session):
+        deliveries.add_metric([state], count)
+    return deliveries
+
+
+def _dispatches(session: Session) -> Iterator[GaugeMetricFamily]:
+    dispatches = GaugeMetricFamily(
+        "relay_dispatches",
+        "Dispatches by downstream and state",
+        labels=["downstream", "state"],
+    )
+    failures = GaugeMetricFamily(
+        "relay_dispatch_failed_attempts",
+        "Failed send attempts by downstream",
+        labels=["downstream"],
+    )
+    failed: dict[str, int] = {}
+    for repo, state, count, attempts in ops.dispatches_by_downstream(session):
+        dispatches.add_metric([repo, state], count)
+        spent = int(attempts or 0) - (count if state == "sent" else 0)
+        failed[repo] = failed.get(repo, 0) + max(0, spent)
+    for repo, count in failed.items():
+        failures.add_metric([repo], count)
+    yield dispatches
+    yield failures
+
+
+def _latency(session: Session) -> HistogramMetricFamily:
+    latency: dict[str, list[float]] = {}
+    since = utcnow() - timedelta(days=1)
+    for repo, created, sent in ops.sent_dispatch_times(session, since=since):
+        if sent is not None and created is not None:
+            seconds = (sent - created).total_seconds()
+            latency.setdefault(repo, []).append(max(0.0, seconds))
+    histogram = HistogramMetricFamily(
+        "relay_dispatch_latency_seconds",
+        "Delivery stored -> dispatch sent (last 24 h)",
+        labels=["downstream"],
+    )
+    for repo, values in latency.items():
+        bounds = [(str(b), float(sum(1 for v in values if v <= b))) for b in LATENCY_BUCKETS]
+        buckets = [*bounds, ("+Inf", float(len(values)))]
+        histogram.add_metric([repo], buckets, sum_value=sum(values))
+    return histogram
+
+
+def _jobs(session: Session) -> GaugeMetricFamily:
+    jobs = GaugeMetricFamily(
+        "relay_jobs",
+        "Jobs by downstream, status and conclusion",
+        labels=["downstream", "status", "conclusion"],
+    )
+    for repo, status, conclusion, count in ops.jobs_by_status(session):
+        jobs.add_metric([repo, status, conclusion or ""], count)
+    return jobs
 
 
 def make_registry(settings: Settings, producer: Any) -> tuple[CollectorRegistry, Counter]:

@@ -27,8 +27,10 @@ from typing import Any, Generic, TypeVar
 from fastapi import HTTPException, Query, Request, Response
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, Field
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select
 from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from store.paging import page_rows
 
 T = TypeVar("T")
 
@@ -140,25 +142,25 @@ def paginate(
     a primary key), newest first when ``descending``. ``public`` turns a row into its item;
     or ``public_rows`` turns the page's rows into their items all at once (to look up what
     they link to in one query)."""
-    counted = select(func.count()).select_from(query.order_by(None).subquery())
-    total = int(session.scalar(counted) or 0)
-    ordered = query.order_by(key.desc() if descending else key.asc())
-    if params.cursor is not None:
-        after = decode_cursor(params.cursor)
-        ordered = ordered.where(key < after if descending else key > after)
-    else:
-        ordered = ordered.offset(params.offset)
-    rows = list(session.scalars(ordered.limit(params.limit + 1)))
-    more = len(rows) > params.limit
-    rows = rows[: params.limit]
-    next_key = getattr(rows[-1], key.key) if more and rows else None
+    after = decode_cursor(params.cursor) if params.cursor is not None else None
+    page = page_rows(
+        session,
+        query,
+        key=key,
+        limit=params.limit,
+        offset=params.offset,
+        after=after,
+        descending=descending,
+    )
+    rows = page.rows
+    next_key = getattr(rows[-1], key.key) if page.more and rows else None
     if public_rows is not None:
         items = list(public_rows(rows))
     elif public is not None:
         items = [public(r) for r in rows]
     else:
         items = rows
-    return page_of(items, total=total, params=params, next_key=next_key)
+    return page_of(items, total=page.total, params=params, next_key=next_key)
 
 
 def page_of(

@@ -71,9 +71,10 @@ async def _callback(request: Request) -> JSONResponse:
         return _error(401, "missing Authorization: Bearer <OIDC token>")
     try:  # at most the limit is read, before the token is verified
         body = await read_limited(
-            request, MAX_CALLBACK_BYTES,
+            request,
+            MAX_CALLBACK_BYTES,
             budget=request.app.state.settings.max_bodies_in_flight_bytes,
-        )  # fmt: skip
+        )
     except TooLarge:
         return _error(413, f"body exceeds {MAX_CALLBACK_BYTES} bytes")
     except Busy as exc:

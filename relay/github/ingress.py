@@ -30,11 +30,11 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
+from config.logs import bind
 from relay.bodies import BUSY_RESPONSE, Busy, TooLarge, busy_answer, read_limited
 from store import deliveries
-from store.deliveries import DeliveryCreate, StoreOutcome
+from store.deliveries import DeliveryCreate, Stored
 from store.group_commit import GroupCommit
-from store.logs import bind
 from wire.github import signature
 from wire.github.events import (
     LIMITS,
@@ -156,9 +156,9 @@ async def github_webhook(request: Request) -> JSONResponse:
                 error=f"not a valid {data.event} event: {data.error}",
                 rejected=True,
                 delivery_id=delivery_id,
-                duplicate=outcome is StoreOutcome.DUPLICATE,
+                duplicate=outcome is Stored.DUPLICATE,
             )
-        if outcome is StoreOutcome.DUPLICATE:
+        if outcome is Stored.DUPLICATE:
             log.info("duplicate delivery", extra={"delivery_pk": pk})
             return _answer(200, duplicate=True, delivery_id=delivery_id)
         log.info("delivery stored", extra={"delivery_pk": pk, "outcome": outcome.value})
@@ -166,7 +166,7 @@ async def github_webhook(request: Request) -> JSONResponse:
             202,
             accepted=True,
             delivery_id=delivery_id,
-            redelivery=outcome is StoreOutcome.REDELIVERY,
+            redelivery=outcome is Stored.REDELIVERY,
         )
 
 

@@ -8,13 +8,13 @@ import logging
 
 from fastapi import FastAPI
 
+from config.settings import Settings
 from fanout.role import RelayRole
 from relay.api.crcr_results import router as crcr_results_router
 from relay.api.dispatches import router as dispatches_router
 from relay.api.metrics import make_registry
 from relay.api.metrics import router as metrics_router
 from relay.github.callback import router as callback_router
-from store.settings import Settings
 
 log = logging.getLogger("relay.relay_role")
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backends import get_backend
@@ -27,10 +26,12 @@ from relay.api import hud as api
 from relay.api.pagination import Page
 from relay.web import charts
 from relay.web.render import paging, render
-from store import evalreports, hud
+from store import deliveries as delivery_rows
+from store import evalreports, hud, outbox, results
+from store import jobs as job_rows
 from store.db import session_scope
-from store.deliveries import WITHOUT_BODIES
-from store.models import Delivery, DeliveryState, Dispatch, Downstream, Job, TestResult
+from store.models import Delivery, DeliveryState
+from store.paging import page_rows
 from wire.values import Id
 
 router = APIRouter()
@@ -100,9 +101,10 @@ def load_specs(settings: Any) -> SpecView:
         merged = merge(load_files(files))
         view.document = merged.document
         view.compiled = compile_spec(
-            merged.document, device=getattr(settings, "runner_backend", "spyre"),
+            merged.document,
+            device=getattr(settings, "runner_backend", "spyre"),
             device_root=str(PROJECT_ROOT),
-        )  # fmt: skip
+        )
         today = dt.date.today()
         for f in merged.document.files:
             entries = []
@@ -111,12 +113,18 @@ def load_specs(settings: Any) -> SpecView:
                 expires = ext.expires if ext else None
                 entries.append(
                     EntryView(
-                        index=i, names=list(t.names), mode=t.effective_mode, tags=list(t.tags),
-                        owner=ext.owner if ext else None, expires=expires,
+                        index=i,
+                        names=list(t.names),
+                        mode=t.effective_mode,
+                        tags=list(t.tags),
+                        owner=ext.owner if ext else None,
+                        expires=expires,
                         reason=ext.reason if ext else None,
-                        expired=bool(expires and expires < today and t.effective_mode.startswith("xfail")),
+                        expired=bool(
+                            expires and expires < today and t.effective_mode.startswith("xfail")
+                        ),
                     )
-                )  # fmt: skip
+                )
             view.file_views.append(FileView(f.path, f.unlisted_test_mode, entries))
         view.findings = [str(x) for x in lint(list(files), device_root=PROJECT_ROOT)]
     except Exception as exc:  # a spec that does not load is shown, not raised
@@ -156,20 +164,22 @@ def specs(request: Request) -> HTMLResponse:
     view = load_specs(settings)
     job_id = None
     with session_scope(settings.database_url) as session:
-        job_id = session.scalar(select(func.max(TestResult.job_pk)))
-        rows: list[Any] = []
-        if job_id is not None:
-            rows = list(session.execute(
-                select(TestResult.test_id, TestResult.outcome, TestResult.op, TestResult.dtype)
-                .where(TestResult.job_pk == job_id)
-            ).all())  # fmt: skip
+        job_id, rows = results.latest_job_results(session)
     decided_by = _decided(view, job_id, rows)
-    shown = [str(p.relative_to(PROJECT_ROOT)) if p.is_relative_to(PROJECT_ROOT) else str(p)
-             for p in view.files]  # fmt: skip
+    shown = [
+        str(p.relative_to(PROJECT_ROOT)) if p.is_relative_to(PROJECT_ROOT) else str(p)
+        for p in view.files
+    ]
     return render(
-        request, "specs.html", title="Specs", view=view, job_id=job_id, decided=decided_by,
-        results=len(rows), files=shown,
-    )  # fmt: skip
+        request,
+        "specs.html",
+        title="Specs",
+        view=view,
+        job_id=job_id,
+        decided=decided_by,
+        results=len(rows),
+        files=shown,
+    )
 
 
 _DECIDED: dict[tuple[Any, ...], dict[tuple[str, int], dict[str, int]]] = {}
@@ -224,15 +234,15 @@ def recall_tables(session: Session) -> list[tuple[str, list[list[str]]]]:
 def replays(request: Request) -> HTMLResponse:
     settings = request.app.state.settings
     with session_scope(settings.database_url) as session:
-        jobs = list(
-            session.scalars(
-                select(Job).where(Job.event_type == "periodic").order_by(Job.id.desc()).limit(50)
-            )
-        )
+        jobs = job_rows.jobs_of_event_type(session, event_type="periodic", limit=50)
         recall = recall_tables(session)
     return render(
-        request, "replays.html", title="Release replays", jobs=jobs, recall=recall,
-    )  # fmt: skip
+        request,
+        "replays.html",
+        title="Release replays",
+        jobs=jobs,
+        recall=recall,
+    )
 
 
 @router.get("/replays/{job_id}", response_class=HTMLResponse)
@@ -244,15 +254,24 @@ def replay(request: Request, job_id: Id) -> HTMLResponse:
         try:
             view = api.run_view(session, job_id)
         except Exception:
-            return render(request, "missing.html", status_code=404, title="No such replay",
-                          what=f"There is no job {job_id}.")  # fmt: skip
+            return render(
+                request,
+                "missing.html",
+                status_code=404,
+                title="No such replay",
+                what=f"There is no job {job_id}.",
+            )
         facets = hud.facets(session, job_pk=job_id)
         recall = recall_tables(session)
     return render(
-        request, "replay.html", title=f"Replay {job_id}", run=view, facets=facets,
+        request,
+        "replay.html",
+        title=f"Replay {job_id}",
+        run=view,
+        facets=facets,
         funnel=charts.funnel([(s.stage, s.count_in, s.count_out) for s in view.funnel]),
         recall=recall,
-    )  # fmt: skip
+    )
 
 
 # ----------------------------------------------------------------------------- deliveries
@@ -269,25 +288,22 @@ def deliveries(
     states = [s.value for s in DeliveryState]
     errors = [] if not state or state in states else [f"unknown state {state!r}"]
     with session_scope(request.app.state.settings.database_url) as session:
-        query = select(Delivery).options(*WITHOUT_BODIES)
-        if state and not errors:
-            query = query.where(Delivery.state == state)
-        total = int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)
-        rows = list(session.scalars(query.order_by(Delivery.id.desc()).offset(offset).limit(50)))
-        dispatches: dict[int, list[tuple[str, str, str | None, int | None]]] = {}
-        if rows:
-            found = session.execute(
-                select(Dispatch.delivery_pk, Downstream.repo, Dispatch.state, Dispatch.last_error, Job.id)
-                .join(Downstream, Downstream.id == Dispatch.downstream_pk)
-                .outerjoin(Job, Job.dispatch_pk == Dispatch.id)
-                .where(Dispatch.delivery_pk.in_([r.id for r in rows]))
-            ).all()  # fmt: skip
-            for pk, repo, dstate, error, job_id in found:
-                dispatches.setdefault(pk, []).append((repo, dstate, error, job_id))
-        listed = list(session.scalars(select(Downstream).order_by(Downstream.repo)))
-    page: Page[Any] = Page(items=rows, total=total, limit=50, offset=offset)
+        query = delivery_rows.deliveries_query(state=state if state and not errors else None)
+        found = page_rows(session, query, key=Delivery.id, limit=50, offset=offset)
+        rows = found.rows
+        dispatches = outbox.dispatches_of_deliveries(session, delivery_pks=[r.id for r in rows])
+        listed = outbox.all_downstreams(session)
+    page: Page[Any] = Page(items=rows, total=found.total, limit=50, offset=offset)
     return render(
-        request, "deliveries.html", status_code=422 if errors else 200, title="Deliveries",
-        rows=rows, dispatches=dispatches, paging=paging(request, page), states=states,
-        state=state, errors=errors, downstreams=listed,
-    )  # fmt: skip
+        request,
+        "deliveries.html",
+        status_code=422 if errors else 200,
+        title="Deliveries",
+        rows=rows,
+        dispatches=dispatches,
+        paging=paging(request, page),
+        states=states,
+        state=state,
+        errors=errors,
+        downstreams=listed,
+    )

@@ -14,10 +14,16 @@ from html import escape
 from markupsafe import Markup
 
 OUTCOME_COLOURS = {
-    "passed": "#2e7d32", "xpassed": "#66bb6a", "failed": "#c62828", "error": "#ad1457",
-    "crashed": "#6a1b9a", "timeout": "#ef6c00", "xfailed": "#90a4ae", "skipped": "#cfd8dc",
+    "passed": "#2e7d32",
+    "xpassed": "#66bb6a",
+    "failed": "#c62828",
+    "error": "#ad1457",
+    "crashed": "#6a1b9a",
+    "timeout": "#ef6c00",
+    "xfailed": "#90a4ae",
+    "skipped": "#cfd8dc",
     "not_run": "#eceff1",
-}  # fmt: skip
+}
 
 
 def _svg(width: int, height: int, body: str, label: str) -> Markup:
@@ -43,14 +49,14 @@ def funnel(stages: Sequence[tuple[str, int | None, int | None]]) -> Markup:
         w_out = (math.log10((count_out or 0) + 1) / scale) * (width - label_w - 120)
         text = f"{stage}: {count_in if count_in is not None else '?'} in, {count_out if count_out is not None else '?'} out"
         parts.append(
-            f'<g><title>{escape(text)}</title>'
+            f"<g><title>{escape(text)}</title>"
             f'<text x="0" y="{y + 16}" class="lbl">{escape(stage)}</text>'
             f'<rect x="{label_w}" y="{y}" width="{w_in:.1f}" height="20" class="bar-in"/>'
             f'<rect x="{label_w}" y="{y}" width="{w_out:.1f}" height="20" class="bar-out"/>'
             f'<text x="{label_w + max(w_in, w_out) + 6:.1f}" y="{y + 16}" class="num">'
-            f'{escape(str(count_in if count_in is not None else "?"))} &#8594; '
-            f'{escape(str(count_out if count_out is not None else "?"))}</text></g>'
-        )  # fmt: skip
+            f"{escape(str(count_in if count_in is not None else '?'))} &#8594; "
+            f"{escape(str(count_out if count_out is not None else '?'))}</text></g>"
+        )
     return _svg(width, len(stages) * row + 8, "".join(parts), "selection funnel (log scale)")
 
 
@@ -88,7 +94,7 @@ def series(
         f'<text x="{pad}" y="14" class="lbl">{escape(label)}: {last:.3g} {escape(unit)} (last)</text>'
         f'<text x="{pad}" y="{height - 6}" class="num">{escape(points[0][0])}</text>'
         f'<text x="{width - pad}" y="{height - 6}" class="num" text-anchor="end">{escape(points[-1][0])}</text>'
-    )  # fmt: skip
+    )
     return _svg(width, height, body, label)
 
 

@@ -9,14 +9,16 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
-from sqlalchemy import func, select
 
 from relay.api import hud as api
+from relay.api import hud_tests as tests_api
 from relay.api.jobs import upstream_under_test
 from relay.web import charts
 from relay.web.authoring import spec_decision
 from relay.web.render import asset, page_params, paging, render
-from store import hud
+from store import health as health_rows
+from store import hud, results
+from store import jobs as job_rows
 from store.db import session_scope
 from store.models import Job, TestResult, utcnow
 from store.outcomes import Outcome
@@ -40,16 +42,24 @@ def get_asset(name: str) -> FileResponse:
 def overview(request: Request) -> HTMLResponse:
     """Downstreams with level and health verdict, what runs now, the latest results."""
     with _session(request) as session:
-        jobs = int(session.scalar(select(func.count()).select_from(Job)) or 0)
-        health = api.health(session)
+        jobs = job_rows.job_count(session)
+        health = tests_api.health(session)
         running = [api.progress(session, j) for j in hud.running_jobs(session)]
         running_jobs = {j.id: j for j in hud.running_jobs(session)}
         recent = hud.recent_jobs(session, limit=10)
         grid = api.grid_page(session, page_params(request, limit=8), hud.GridFilters())
     return render(
-        request, "overview.html", title="Overview", jobs=jobs, health=health, running=running,
-        running_jobs=running_jobs, recent=recent, grid=grid, empty_hint=EMPTY_HINT,
-    )  # fmt: skip
+        request,
+        "overview.html",
+        title="Overview",
+        jobs=jobs,
+        health=health,
+        running=running,
+        running_jobs=running_jobs,
+        recent=recent,
+        grid=grid,
+        empty_hint=EMPTY_HINT,
+    )
 
 
 @router.get("/grid", response_class=HTMLResponse)
@@ -83,10 +93,18 @@ def grid(
         page = api.grid_page(session, page_params(request, limit=limit, offset=offset), filters)
         choices = hud.grid_choices(session)
     return render(
-        request, "grid.html", status_code=422 if errors else 200, title="Commits", page=page,
-        paging=paging(request, page), choices=choices, filters=filters, errors=errors,
-        events=[e.value for e in api.EventType], empty_hint=EMPTY_HINT,
-    )  # fmt: skip
+        request,
+        "grid.html",
+        status_code=422 if errors else 200,
+        title="Commits",
+        page=page,
+        paging=paging(request, page),
+        choices=choices,
+        filters=filters,
+        errors=errors,
+        events=[e.value for e in api.EventType],
+        empty_hint=EMPTY_HINT,
+    )
 
 
 @router.get("/runs/{job_id}", response_class=HTMLResponse)
@@ -111,17 +129,23 @@ def run(
         errors.append(f"unknown spec mode {mode!r}")
         mode = None
     filters = hud.ResultFilters(
-        outcome=outcome or None, suite=suite or None, op=op or None, tag=tag or None,
+        outcome=outcome or None,
+        suite=suite or None,
+        op=op or None,
+        tag=tag or None,
         mode=mode or None,
-    )  # fmt: skip
+    )
     with _session(request) as session:
         try:
             view = api.run_view(session, job_id)
         except HTTPException:
             return render(
-                request, "missing.html", status_code=404, title="No such run",
+                request,
+                "missing.html",
+                status_code=404,
+                title="No such run",
                 what=f"There is no job {job_id}.",
-            )  # fmt: skip
+            )
         failures = api.results_page(
             session, job_id, hud.ResultFilters(failing=True), page_params(request, limit=50)
         )
@@ -144,13 +168,26 @@ def run(
         )
     funnel = charts.funnel([(s.stage, s.count_in, s.count_out) for s in view.funnel])
     return render(
-        request, "run.html", status_code=422 if errors else 200, title=f"Run {job_id}",
-        run=view, failures=failures, results=results, paging=paging(request, results),
-        facets=facets, filters=filters, errors=errors, funnel=funnel,
+        request,
+        "run.html",
+        status_code=422 if errors else 200,
+        title=f"Run {job_id}",
+        run=view,
+        failures=failures,
+        results=results,
+        paging=paging(request, results),
+        facets=facets,
+        filters=filters,
+        errors=errors,
+        funnel=funnel,
         histogram=charts.histogram(durations, label="test durations"),
-        selected=selected, cut=cut, removed=removed, upstream=tested,
-        outcomes=[o.value for o in Outcome], modes=[m.value for m in api.SpecMode],
-    )  # fmt: skip
+        selected=selected,
+        cut=cut,
+        removed=removed,
+        upstream=tested,
+        outcomes=[o.value for o in Outcome],
+        modes=[m.value for m in api.SpecMode],
+    )
 
 
 @router.get("/runs/{job_id}/artifacts/{result_id}", response_class=PlainTextResponse)
@@ -175,15 +212,18 @@ def test_page(
     """One test: its history (outcome strip, duration sparkline), spec entry and flakiness."""
     if not id:
         return render(
-            request, "missing.html", status_code=404, title="No test",
+            request,
+            "missing.html",
+            status_code=404,
+            title="No test",
             what="Give a test id: /tests?id=<node id> (every result links here).",
-        )  # fmt: skip
-    with _session(request) as session:
-        history = api.history_page(session, id, None, page_params(request, limit=50, offset=offset))
-        flaky = hud.is_flaky(session, test_id=id)
-        latest = session.scalar(
-            select(TestResult).where(TestResult.test_id == id).order_by(TestResult.id.desc())
         )
+    with _session(request) as session:
+        history = tests_api.history_page(
+            session, id, None, page_params(request, limit=50, offset=offset)
+        )
+        flaky = hud.is_flaky(session, test_id=id)
+        latest = results.latest_of_test(session, test_id=id)
         op, dtype = (latest.op, latest.dtype) if latest is not None else (None, None)
     oldest_first = list(reversed(history.items))
     strip = charts.outcome_strip(
@@ -192,10 +232,18 @@ def test_page(
     spark = charts.sparkline([h.duration_s for h in oldest_first], label="duration")
     decision = spec_decision(request.app.state.settings, id, op=op, dtype=dtype)
     return render(
-        request, "test.html", status_code=200 if history.total else 404, title="Test",
-        test_id=id, history=history, paging=paging(request, history), strip=strip, spark=spark,
-        flaky=flaky, decision=decision,
-    )  # fmt: skip
+        request,
+        "test.html",
+        status_code=200 if history.total else 404,
+        title="Test",
+        test_id=id,
+        history=history,
+        paging=paging(request, history),
+        strip=strip,
+        spark=spark,
+        flaky=flaky,
+        decision=decision,
+    )
 
 
 @router.get("/flaky", response_class=HTMLResponse)
@@ -205,13 +253,17 @@ def flaky(
     offset: int = Query(default=0, ge=0, le=10**9),
 ) -> HTMLResponse:
     with _session(request) as session:
-        page = api.flaky_page(
+        page = tests_api.flaky_page(
             session, days=days, repo=None, params=page_params(request, limit=50, offset=offset)
         )
     return render(
-        request, "flaky.html", title="Flaky tests", page=page, paging=paging(request, page),
+        request,
+        "flaky.html",
+        title="Flaky tests",
+        page=page,
+        paging=paging(request, page),
         days=days,
-    )  # fmt: skip
+    )
 
 
 @router.get("/downstreams", response_class=HTMLResponse)
@@ -225,20 +277,36 @@ def downstreams(
             now = check_moment(datetime.fromisoformat(at))
         except ValueError:
             return render(
-                request, "missing.html", status_code=422, title="Bad time",
+                request,
+                "missing.html",
+                status_code=422,
+                title="Bad time",
                 what=f"at={at!r} is not an ISO date-time from 1970 to 9000",
-            )  # fmt: skip
+            )
     with _session(request) as session:
-        health = api.health(session, at=now)
+        health = tests_api.health(session, at=now)
         plots = {}
         for h in health:
-            days = hud.daily_series(session, repo=h.repo, now=api.aware(now), days=14)
+            days = health_rows.daily_series(session, repo=h.repo, now=tests_api.aware(now), days=14)
             plots[h.repo] = (
-                charts.series([(d["day"], None if d["pass_rate"] is None else d["pass_rate"] * 100)
-                               for d in days], label="pass rate", unit="%", max_value=100.0),
-                charts.series([(d["day"], None if d["avg_queue_s"] is None else d["avg_queue_s"] / 60)
-                               for d in days], label="average queue", unit="min"),
-            )  # fmt: skip
+                charts.series(
+                    [
+                        (d["day"], None if d["pass_rate"] is None else d["pass_rate"] * 100)
+                        for d in days
+                    ],
+                    label="pass rate",
+                    unit="%",
+                    max_value=100.0,
+                ),
+                charts.series(
+                    [
+                        (d["day"], None if d["avg_queue_s"] is None else d["avg_queue_s"] / 60)
+                        for d in days
+                    ],
+                    label="average queue",
+                    unit="min",
+                ),
+            )
     return render(
         request, "downstreams.html", title="Downstreams", health=health, plots=plots, at=at
     )

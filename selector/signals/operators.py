@@ -307,11 +307,28 @@ FUNCTIONAL = "torch/nn/functional.py"
 NN_MODULE_FILES = tuple(
     f"torch/nn/modules/{name}.py"
     for name in (
-        "activation", "adaptive", "batchnorm", "channelshuffle", "conv", "distance", "dropout",
-        "flatten", "fold", "instancenorm", "linear", "loss", "normalization", "padding",
-        "pixelshuffle", "pooling", "rnn", "sparse", "transformer", "upsampling",
+        "activation",
+        "adaptive",
+        "batchnorm",
+        "channelshuffle",
+        "conv",
+        "distance",
+        "dropout",
+        "flatten",
+        "fold",
+        "instancenorm",
+        "linear",
+        "loss",
+        "normalization",
+        "padding",
+        "pixelshuffle",
+        "pooling",
+        "rnn",
+        "sparse",
+        "transformer",
+        "upsampling",
     )
-)  # fmt: skip
+)
 
 
 def functional_users(ctx: SignalContext) -> dict[str, list[str]]:

@@ -8,7 +8,7 @@ variant), which is recorded with the units that caused it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from selector.model import (
@@ -42,7 +42,7 @@ def impact_stage(
     config = config or SignalConfig()
     registry = SIGNALS if signals is None else signals
     explained: dict[str, list[str]] = {}
-    hits: dict[str, tuple[list[str], list[str], float]] = {}
+    hits: _Hits = {}
     per_signal: dict[str, int] = {}
     ctx = SignalContext(
         facts=changes.facts,
@@ -62,32 +62,13 @@ def impact_stage(
         if getattr(signal, "excludes_units", False) and result.explained:
             ctx.units = [u for u in ctx.units if u.key not in result.explained]
             ctx.facts = _without(ctx.facts, result.explained.keys())
-        for tid, reasons in result.hits.items():
-            got = hits.get(tid)
-            if got is None:
-                hits[tid] = ([f"{name}: {r}" for r in reasons], [name], signal.closeness)
-            else:
-                got[0].extend(f"{name}: {r}" for r in reasons)
-                if name not in got[1]:
-                    got[1].append(name)
-                hits[tid] = (got[0], got[1], max(got[2], signal.closeness))
+        _add_hits(hits, name, result.hits, signal.closeness)
     unexplained = [u for u in changes.units if u.key not in explained]
     fallbacks = _fallbacks(unexplained, universe, config.fallback)
     if force_all is not None:  # the change itself could not be analysed
         fallbacks = [Fallback("all", tuple(u.key for u in unexplained), force_all, len(universe))]
     for fb in fallbacks:
-        variants = (
-            universe.variants
-            if fb.scope == "all"
-            else universe.by_file.get(fb.scope.removeprefix("suite:"), [])
-        )
-        for v in variants:
-            got = hits.get(v.test_id)
-            if got is None:
-                hits[v.test_id] = ([f"fallback: {fb.reason}"], ["fallback"], FALLBACK_CLOSENESS)
-            elif "fallback" not in got[1]:
-                got[0].append(f"fallback: {fb.reason}")
-                got[1].append("fallback")
+        _add_fallback(hits, fb, universe)
     per_signal["fallback"] = sum(f.tests for f in fallbacks)
     candidates = {
         tid: Candidate(tid, _cap(tuple(dict.fromkeys(r))), tuple(s), c)
@@ -110,6 +91,39 @@ def impact_stage(
         per_signal=per_signal,
         record=record,
     )
+
+
+#: test id -> (its reasons, the signals that chose it, the closest signal's closeness)
+_Hits = dict[str, tuple[list[str], list[str], float]]
+
+
+def _add_hits(hits: _Hits, name: str, found: Mapping[str, Sequence[str]], closeness: float) -> None:
+    """Fold one signal's hits (test id -> reasons) into ``hits``."""
+    for tid, reasons in found.items():
+        got = hits.get(tid)
+        if got is None:
+            hits[tid] = ([f"{name}: {r}" for r in reasons], [name], closeness)
+        else:
+            got[0].extend(f"{name}: {r}" for r in reasons)
+            if name not in got[1]:
+                got[1].append(name)
+            hits[tid] = (got[0], got[1], max(got[2], closeness))
+
+
+def _add_fallback(hits: _Hits, fb: Fallback, universe: Universe) -> None:
+    """Choose every variant of the fallback's scope (the whole universe, or one suite)."""
+    variants = (
+        universe.variants
+        if fb.scope == "all"
+        else universe.by_file.get(fb.scope.removeprefix("suite:"), [])
+    )
+    for v in variants:
+        got = hits.get(v.test_id)
+        if got is None:
+            hits[v.test_id] = ([f"fallback: {fb.reason}"], ["fallback"], FALLBACK_CLOSENESS)
+        elif "fallback" not in got[1]:
+            got[0].append(f"fallback: {fb.reason}")
+            got[1].append("fallback")
 
 
 MAX_REASONS = 8

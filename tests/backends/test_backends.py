@@ -15,10 +15,10 @@ import pytest
 import plugins
 from backends import Backend, BackendError, get_backend
 from backends.base import PROJECT_ROOT, FlatEstimate, fresh_pytest
+from config.settings import Settings
 from inventory.build import universe_from_inventory
 from planner import RunPlan, StoredPlan
 from store.outcomes import Outcome
-from store.settings import Settings
 from workers.harness.pools import default_runner, launcher_for, runner_backend
 from workers.harness.runner import run_shard
 
@@ -52,8 +52,16 @@ def test_pytest_args_are_written_once_for_every_run() -> None:
     assert args[:5] == ["-q", "-p", "no:cacheprovider", "-p", "no:warnings"]
     # the backend's plugin first (it registers the device before upstream's machinery loads),
     # then the spec plugin told the device and its base, then ours, their options, the targets
-    order = [args.index(x) for x in ("spyre_stack.testing.pytest_plugin", "testspecs.pytest_plugin",
-                                     "inventory.collect_plugin", "--collect-only", "a.py")]  # fmt: skip
+    order = [
+        args.index(x)
+        for x in (
+            "spyre_stack.testing.pytest_plugin",
+            "testspecs.pytest_plugin",
+            "inventory.collect_plugin",
+            "--collect-only",
+            "a.py",
+        )
+    ]
     assert order == sorted(order)
     assert args[args.index("--spec-device") + 1] == "spyre"
     assert args[args.index("--spec") + 1] == str(specs[0].resolve())

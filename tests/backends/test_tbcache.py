@@ -79,9 +79,12 @@ def _run(tmp: Path, *plugin: str) -> dict[str, object]:
     out = tmp / f"out{len(plugin)}.json"
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, "test_cases.py"],
-        cwd=tmp, env={"OUT": str(out), "PATH": "/usr/bin:/bin"}, capture_output=True, check=False,
+        cwd=tmp,
+        env={"OUT": str(out), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        check=False,
         timeout=300,
-    )  # fmt: skip
+    )
     result: dict[str, object] = json.loads(out.read_text())
     return result
 
@@ -134,10 +137,13 @@ def test_a_seeded_process_starts_every_session_with_the_seeded_trees(tmp_path: P
     )
     root = str(Path(__file__).resolve().parents[2])
     subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path,
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
         env={"OUT": str(out), "PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{root}"},
-        capture_output=True, check=False, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        check=False,
+        timeout=300,
+    )
     seeded = json.loads(out.read_text())
     assert seeded["reports"] == plain["reports"]
     assert (plain["parses"], seeded["parses"]) == (2, 1)  # the helper's tree came seeded

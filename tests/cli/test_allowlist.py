@@ -15,7 +15,7 @@ def test_cli_check_and_sync(
     from typer.testing import CliRunner
 
     from cli import build_app
-    from store.settings import reset_settings_cache
+    from config.settings import reset_settings_cache
 
     good, bad = tmp_path / "allow.yml", tmp_path / "bad.yml"
     good.write_text(allowlist_sample)

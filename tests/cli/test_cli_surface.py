@@ -66,9 +66,13 @@ def test_no_default_path_outside_the_project_or_the_users_cache(tmp_path: Path) 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
     env["HOME"] = str(tmp_path)
     out = subprocess.run(
-        [sys.executable, "-c", HELPS], env=env, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", HELPS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
         check=True,
-    ).stdout  # fmt: skip
+    ).stdout
     helps = dict(line.split(" :: ", 1) for line in out.splitlines() if " :: " in line)
     assert {"replay", "select", "eval", "tests count", "tests list"} <= set(helps)
     outside = {cmd: text for cmd, text in helps.items() if "shared/" in text}
@@ -100,5 +104,6 @@ def test_a_reader_closing_the_pipe_is_not_an_error() -> None:
 def test_a_failing_command_still_fails_when_its_reader_left() -> None:
     """Only the closed pipe is forgiven: a command that fails keeps its exit status."""
     assert _reader_gone("device", "ops", "nonsense") == (
-        2, "error: unknown status 'nonsense' (one of native, fallback, unsupported)\n"
-    )  # fmt: skip
+        2,
+        "error: unknown status 'nonsense' (one of native, fallback, unsupported)\n",
+    )

@@ -73,9 +73,11 @@ def test_the_universe_counts_are_collected(pages: str, tmp_path: Path) -> None:
     from inventory.sources import BundledSuites
 
     inv = build_inventory(
-        BundledSuites(), backend="spyre", specs=list(get_backend("spyre").default_specs),
+        BundledSuites(),
+        backend="spyre",
+        specs=list(get_backend("spyre").default_specs),
         cache_dir=tmp_path,
-    )  # fmt: skip
+    )
     assert inv.errors == []
     line = re.search(
         r"reports ([\d,]+) spyre variants \(common ([\d,]+), out ([\d,]+), variants ([\d,]+), "

@@ -17,11 +17,11 @@ from cli import build_app
 from cli.recorded import derive_delivery_id, load_events
 from cli.relay_client import ReplayError
 from cli.replay_events import parse_rate, percentile
+from config.settings import reset_settings_cache
 from store import migrate
 from store.db import session_scope
 from store.deliveries import DeliveryCreate, store
 from store.models import Delivery
-from store.settings import reset_settings_cache
 
 BUDGET = 0.5  # runner-seconds: the generated universe (flat 0.2 s a variant) cut to 2 variants
 
@@ -180,15 +180,28 @@ def test_export_then_load_round_trip(
         }
     ).encode()
     stored = [
-        DeliveryCreate(delivery_id="d-1", event="pull_request", action="opened", repo=upstream,
-                       raw_body=pr),
-        DeliveryCreate(delivery_id="d-2", event="nightly", action=None, repo=upstream,
-                       raw_body=b'{"head_sha": "abc"}', source="nightly"),
+        DeliveryCreate(
+            delivery_id="d-1", event="pull_request", action="opened", repo=upstream, raw_body=pr
+        ),
+        DeliveryCreate(
+            delivery_id="d-2",
+            event="nightly",
+            action=None,
+            repo=upstream,
+            raw_body=b'{"head_sha": "abc"}',
+            source="nightly",
+        ),
         DeliveryCreate(delivery_id="d-3", event="push", action=None, repo=upstream, raw_body=push),
-        DeliveryCreate(delivery_id="d-4", event="pull_request", action="opened", repo=upstream,
-                       raw_body=dispatch, source="repository_dispatch",
-                       upstream_delivery_id="upstream-guid"),
-    ]  # fmt: skip
+        DeliveryCreate(
+            delivery_id="d-4",
+            event="pull_request",
+            action="opened",
+            repo=upstream,
+            raw_body=dispatch,
+            source="repository_dispatch",
+            upstream_delivery_id="upstream-guid",
+        ),
+    ]
     with session_scope(url) as session:
         for data in stored:
             store(session, data=data)
@@ -293,15 +306,27 @@ def test_replay_fixture_folder_then_again(
     relay: Any, cli: Any, github_fixtures: Path, small_selection: Any
 ) -> None:
     before = stored_ids(relay)
-    result = cli("replay", "--events", str(github_fixtures), "--url", relay.base_url, "--wait", "60",
-                 "--json")  # fmt: skip
+    result = cli(
+        "replay",
+        "--events",
+        str(github_fixtures),
+        "--url",
+        relay.base_url,
+        "--wait",
+        "60",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     rows = {Path(r["origin"]).relative_to(github_fixtures).as_posix(): r for r in report["events"]}
     assert [r["n"] for r in report["events"]] == list(range(1, len(rows) + 1))
-    accepted = ["pull_request/closed.payload.json", "pull_request/labeled.payload.json",
-                "pull_request/opened.payload.json", "pull_request/synchronize.payload.json",
-                "push/with-new-branch.payload.json"]  # fmt: skip
+    accepted = [
+        "pull_request/closed.payload.json",
+        "pull_request/labeled.payload.json",
+        "pull_request/opened.payload.json",
+        "pull_request/synchronize.payload.json",
+        "push/with-new-branch.payload.json",
+    ]
     assert sorted(k for k, r in rows.items() if r["outcome"] == "accepted") == accepted
     assert all(rows[k]["status"] == 202 for k in accepted)
     assert rows["ping/payload.json"]["state"] == "ping"
@@ -319,8 +344,11 @@ def test_replay_fixture_folder_then_again(
     assert rows["pull_request/labeled.payload.json"]["state"].startswith(
         "processed, no run: label 'bug' is not a ciflow/crcr/* label"
     )
-    planned = ["pull_request/opened.payload.json", "pull_request/synchronize.payload.json",
-               "push/with-new-branch.payload.json"]  # fmt: skip
+    planned = [
+        "pull_request/opened.payload.json",
+        "pull_request/synchronize.payload.json",
+        "push/with-new-branch.payload.json",
+    ]
     expected = small_selection("push", BUDGET)
     selected, candidates = expected.funnel[-1].count_out, expected.funnel[-2].count_in
     assert 0 < selected < candidates == expected.universe.variants  # the budget cut some
@@ -336,13 +364,28 @@ def test_replay_fixture_folder_then_again(
         assert row["test_results"]["total"] <= selected
     totals = report["totals"]
     assert {k: totals[k] for k in ("events", "accepted", "duplicate", "ignored", "rejected")} == {
-        "events": 8, "accepted": 5, "duplicate": 0, "ignored": 3, "rejected": 0,
-    }  # fmt: skip
-    assert {k: totals["selection"][k] for k in ("jobs", "selected_variants", "candidate_variants",
-            "with_fallback", "stored_without_job")} == {
-        "jobs": 3, "selected_variants": 3 * selected, "candidate_variants": 3 * candidates,
-        "with_fallback": 3, "stored_without_job": 2,
-    }  # fmt: skip
+        "events": 8,
+        "accepted": 5,
+        "duplicate": 0,
+        "ignored": 3,
+        "rejected": 0,
+    }
+    assert {
+        k: totals["selection"][k]
+        for k in (
+            "jobs",
+            "selected_variants",
+            "candidate_variants",
+            "with_fallback",
+            "stored_without_job",
+        )
+    } == {
+        "jobs": 3,
+        "selected_variants": 3 * selected,
+        "candidate_variants": 3 * candidates,
+        "with_fallback": 3,
+        "stored_without_job": 2,
+    }
     assert totals["accept_ms_p50"] <= totals["accept_ms_p99"]
     assert totals["events_per_second"] > 0
 
@@ -368,14 +411,18 @@ def test_replay_jsonl_in_order_and_export(
     before = stored_ids(relay)
     records = [
         {"event": "pull_request", "payload": pr_payload("opened", 501, "1" * 40)},
-        {"event": "pull_request", "delivery_id": "jsonl-recorded-2",
-         "payload": pr_payload("synchronize", 501, "2" * 40)},
+        {
+            "event": "pull_request",
+            "delivery_id": "jsonl-recorded-2",
+            "payload": pr_payload("synchronize", 501, "2" * 40),
+        },
         {"event": "pull_request", "payload": pr_payload("opened", 502, "3" * 40)},
         {"event": "issues", "payload": {"repository": {"full_name": relay_up.UPSTREAM}}},
-    ]  # fmt: skip
+    ]
     path = _jsonl(tmp_path / "events.jsonl", records)
-    result = cli("replay", "--events", str(path), "--url", relay.base_url, "--rate", "20/s",
-                 "--json")  # fmt: skip
+    result = cli(
+        "replay", "--events", str(path), "--url", relay.base_url, "--rate", "20/s", "--json"
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     ids = [r["delivery_id"] for r in report["events"]]
@@ -385,8 +432,10 @@ def test_replay_jsonl_in_order_and_export(
     assert stored_ids(relay) == before + ids[:3]
     # paced at 20/s: four events take at least three intervals
     assert report["totals"]["send_seconds"] >= 0.15
-    assert [r["state"].split("/")[0] in ("dispatched", "in_progress", "completed")
-            for r in report["events"][:3]] == [True] * 3  # fmt: skip
+    assert [
+        r["state"].split("/")[0] in ("dispatched", "in_progress", "completed")
+        for r in report["events"][:3]
+    ] == [True] * 3
 
     out = tmp_path / "recorded.jsonl"
     exported = cli("deliveries", "export", "--out", str(out))
@@ -395,8 +444,7 @@ def test_replay_jsonl_in_order_and_export(
     assert [r["delivery_id"] for r in lines] == stored_ids(relay)
     assert [r["payload"] for r in lines[-3:]] == [r["payload"] for r in records[:3]]
     # replaying the recording is idempotent at the relay: all duplicates
-    replayed = cli("replay", "--events", str(out), "--url", relay.base_url, "--wait", "0",
-                   "--json")  # fmt: skip
+    replayed = cli("replay", "--events", str(out), "--url", relay.base_url, "--wait", "0", "--json")
     assert replayed.exit_code == 0, replayed.output
     assert {r["outcome"] for r in json.loads(replayed.output)["events"]} == {"duplicate"}
 

@@ -17,11 +17,14 @@ WRAPPED = "wrappers/test_common_spyre.py::TestCommonPRIVATEUSE1::test_compare_cp
 
 SELECTED = [
     {"test_id": POLAR, "flag": "new-at-head", "reasons": ["new at head: opinfo:linalg.polar"]},
-    {"test_id": ADD, "flag": None, "reasons": ["kernel: native_functions:add.Tensor",
-                                                "behaviour: behaviour:add", "a", "b"]},
+    {
+        "test_id": ADD,
+        "flag": None,
+        "reasons": ["kernel: native_functions:add.Tensor", "behaviour: behaviour:add", "a", "b"],
+    },
     {"test_id": MUL, "flag": None, "reasons": ["kernel: native_functions:mul.Tensor"]},
     {"test_id": SUB, "flag": None, "reasons": ["decomposition: torch/_refs/__init__.py::sub"]},
-]  # fmt: skip
+]
 RESULTS = [
     {"test_id": POLAR, "outcome": "failed", "message": "AssertionError: tensors differ\nmore"},
     {"test_id": ADD, "outcome": "failed", "message": "AssertionError: add"},
@@ -49,7 +52,9 @@ def test_changed_outcomes_name_the_units_that_selected_them() -> None:
     get = api({"/api/v1/jobs/3/selection/tests": SELECTED, "/api/v1/jobs/3/results": RESULTS})
     found = changed_outcomes(get, 3)
     assert [(r["test_id"], r["outcome"]) for r in found["changed"]] == [
-        (ADD, "failed"), (WRAPPED, "xpassed")]  # fmt: skip
+        (ADD, "failed"),
+        (WRAPPED, "xpassed"),
+    ]
     assert found["changed"][1]["reasons"] == ["decomposition: torch/_refs/__init__.py::sub"]
     assert [(r["test_id"], r["outcome"]) for r in found["new"]] == [(POLAR, "failed")]
     assert ("/api/v1/jobs/3/selection/tests", {"limit": 5000, "kind": "selected"}) in get.asked

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import build_app
-from store.settings import Settings, reset_settings_cache
+from config.settings import Settings, reset_settings_cache
 from wire.github.events import Envelope, normalize_envelope
 from workers.plan import default_planner
 
@@ -87,9 +87,10 @@ def test_cli_and_the_servers_replay_job_plan_the_same_step_on_one_suite(
 
     whole = planner.release.universe_from_inventory
     monkeypatch.setattr(
-        planner.release, "universe_from_inventory",
+        planner.release,
+        "universe_from_inventory",
         lambda **kwargs: whole(**{**kwargs, "suites": ("errors",)}),
-    )  # fmt: skip
+    )
     learned = planner.release.import_map_for
     monkeypatch.setattr(
         planner.release, "import_map_for", lambda universe: learned(universe, learn=False)

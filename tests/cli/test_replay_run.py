@@ -24,9 +24,9 @@ from cli.relay_client import (
     run_release_replay,
 )
 from cli.replay_events import run_command
+from config.settings import Settings, reset_settings_cache
 from store.db import session_scope
 from store.models import Delivery
-from store.settings import Settings, reset_settings_cache
 
 # The labelled planner never reads the versions, so the fast tests use pairs of their own; the
 # real 2.13 -> 2.14 pair is left to the slow test (the relay runs each pair once).
@@ -41,9 +41,12 @@ def relay(
     # a periodic event carries no labels: the "default" plan, two quick passing tests
     plans = sample_runs.write_plans(
         tmp,
-        {"default": {"shards": [sample_runs.ids("test_passes_one"),
-                                sample_runs.ids("test_passes_two")]}},
-    )  # fmt: skip
+        {
+            "default": {
+                "shards": [sample_runs.ids("test_passes_one"), sample_runs.ids("test_passes_two")]
+            }
+        },
+    )
     stack = relay_up.local(
         tmp,
         extra_env={
@@ -101,10 +104,20 @@ def test_run_sends_the_replay_and_waits_for_its_conclusion(
     job = httpx.get(f"{relay.base_url}/api/v1/jobs/{job_id}").json()
     # the job names the delivery the API serves (and links to it); CRCR's key is the head
     assert (job["event_type"], job["delivery_id"], job["crcr_delivery_id"], job["conclusion"]) == (
-        "periodic", release_delivery_id(FROM, TO), f"v{TO}", "success")  # fmt: skip
+        "periodic",
+        release_delivery_id(FROM, TO),
+        f"v{TO}",
+        "success",
+    )
     assert job["links"]["delivery"] == f"/api/v1/deliveries/{release_delivery_id(FROM, TO)}"
     assert job["test_results"] == {
-        "passed": 2, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 2}  # fmt: skip
+        "passed": 2,
+        "failed": 0,
+        "skipped": 0,
+        "xfailed": 0,
+        "xpassed": 0,
+        "total": 2,
+    }
 
     # a second --run for the same pair sends nothing and follows the same run
     again = run_release_replay(
@@ -147,9 +160,13 @@ def test_unreachable_broker_and_relay_are_clear_errors(
         ReplayError, match=re.escape(f"cannot reach the relay at http://127.0.0.1:{port}")
     ):
         run_release_replay(
-            "1.2", "1.3", url=f"http://127.0.0.1:{port}", wait=0,
-            send=broker_send(configured), echo=print,
-        )  # fmt: skip
+            "1.2",
+            "1.3",
+            url=f"http://127.0.0.1:{port}",
+            wait=0,
+            send=broker_send(configured),
+            echo=print,
+        )
 
 
 @pytest.mark.slow
@@ -158,11 +175,29 @@ def test_cli_plans_offline_then_runs(relay: Any, repo_root: Path) -> None:
     """The whole command: the offline plan on the real wheels (about a minute), then --run."""
     env = {**os.environ, "RELAY_BROKER_URL": relay.broker_url}
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "replay", "--from", "2.13", "--to", "2.14",
-         "--out", str(relay.log_path.parent / "plan.json"), "--run", "--url", relay.base_url,
-         "--wait", "120"],
-        env=env, cwd=repo_root, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "replay",
+            "--from",
+            "2.13",
+            "--to",
+            "2.14",
+            "--out",
+            str(relay.log_path.parent / "plan.json"),
+            "--run",
+            "--url",
+            relay.base_url,
+            "--wait",
+            "120",
+        ],
+        env=env,
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "variants to evaluate" in proc.stdout
     assert "sent the release replay 2.13 -> 2.14 to the workers" in proc.stdout

@@ -56,7 +56,7 @@ def test_a_new_spec_for_an_upstream_file_is_relative_to_its_checkout(tmp_path: P
         "from torch.testing._internal.common_utils import TestCase\n\n"
         "class TestPad(TestCase):\n    def test_pad(self, device):\n        pass\n\n"
         "instantiate_device_type_tests(TestPad, globals())\n"
-    )  # fmt: skip
+    )
     new = specs("new", str(test_dir / "test_pad.py"))
     assert new.exit_code == 0, new.output
     assert "    - path: ${TORCH_ROOT}/test/nn/test_pad.py\n" in new.output

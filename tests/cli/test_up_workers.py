@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from cli import serve
-from store.settings import Settings
+from config.settings import Settings
 
 
 def _niceness_of_child(tmp_path: Path, nice: int) -> int:

@@ -33,9 +33,11 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> LocalUpstream:
     torch_dir = package_dir("torch")
     assert torch_dir is not None
     return local_upstream(
-        tmp_path_factory.mktemp("upstream"), torch_dir=torch_dir, torch_build=torch_build(),
+        tmp_path_factory.mktemp("upstream"),
+        torch_dir=torch_dir,
+        torch_build=torch_build(),
         torchgen_dir=package_dir("torchgen"),
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +90,14 @@ def test_a_head_that_breaks_a_test_modules_import_gates_red_with_the_import_erro
 ) -> None:
     text = read_base(upstream, HELPERS)
     head = commit_file(
-        upstream, branch="rename-modules", path=HELPERS,
-        content=text.replace("class modules(_TestParametrizer):", "class module_parametrize(_TestParametrizer):"),
+        upstream,
+        branch="rename-modules",
+        path=HELPERS,
+        content=text.replace(
+            "class modules(_TestParametrizer):", "class module_parametrize(_TestParametrizer):"
+        ),
         message="common_modules: rename the modules decorator",
-    )  # fmt: skip
+    )
     run = relay.pull_request(upstream.base, head, timeout=1200)
     assert run.conclusion == "failure", run
     assert run.names_overlay
@@ -107,9 +113,14 @@ def test_a_head_that_breaks_a_test_modules_import_gates_red_with_the_import_erro
 
 def _run(conclusion: str | None, *failing: tuple[str, str], sha: str = "h") -> EventRun:
     return EventRun(
-        sha, conclusion, 10, [{"test_id": t, "spec_mode": m} for t, m in failing], 5.0, 2.0,
+        sha,
+        conclusion,
+        10,
+        [{"test_id": t, "spec_mode": m} for t, m in failing],
+        5.0,
+        2.0,
         under_test={"kind": "overlay", "head_sha": sha},
-    )  # fmt: skip
+    )
 
 
 def _mutant() -> Mutant:
@@ -156,9 +167,17 @@ def test_the_table_counts_and_the_median_time_to_first_failure() -> None:
     blind = judge(m, green, red_twin, Probe("s", 0, 0))
     numbers: dict[str, Any] = summary([*caught, blind], sampled=5)
     assert numbers == {
-        "sampled": 5, "run": 4, "observable": 3, "caught": 3, "missed": 0, "unobservable": 1,
-        "undecided": 0, "false_reds": 1, "overlay_named": 3, "median_first_failure_s": 2.0,
-    }  # fmt: skip
+        "sampled": 5,
+        "run": 4,
+        "observable": 3,
+        "caught": 3,
+        "missed": 0,
+        "unobservable": 1,
+        "undecided": 0,
+        "false_reds": 1,
+        "overlay_named": 3,
+        "median_first_failure_s": 2.0,
+    }
     text = catch_table([*caught, blind], sampled=5)
     assert "| 5 | 4 | 3 | 3 | 0 | 1 | 0 | 1 of 4 | 6 of 8 | 2.0 |" in text
     assert "| m001 | `torch/f.py::g` | return: returns None (line 3) |" in text

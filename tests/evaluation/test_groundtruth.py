@@ -50,9 +50,12 @@ def test_traced_baseline_and_restricted_mutant_runs_match_full_runs(tmp_path: Pa
 
     heard: list[tuple[str, int, int]] = []
     truth = mutation_ground_truth(
-        universe, ["F.relu", "F.gelu", "F.softmax"], run=True, cache_dir=tmp_path,
+        universe,
+        ["F.relu", "F.gelu", "F.softmax"],
+        run=True,
+        cache_dir=tmp_path,
         progress=lambda *p: heard.append(p),
-    )  # fmt: skip
+    )
     # the baseline is cached: the mutants still to run are announced first (the bar's total),
     # then counted from the tests their runs finished; F.softmax's trace is empty, never run
     assert heard[:2] == [("F.relu", 0, 1), ("F.gelu", 0, 1)]

@@ -27,8 +27,9 @@ def _fake_wheel(root: Path) -> tuple[Path, Path]:
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_the_repository_holds_the_wheels_python_files_in_one_commit(tmp_path: Path) -> None:
@@ -38,8 +39,10 @@ def test_the_repository_holds_the_wheels_python_files_in_one_commit(tmp_path: Pa
     )
     files = set(_git(repo.path, "ls-tree", "-r", "--name-only", repo.base).split())
     assert files == {
-        "torch/__init__.py", "torch/nn/functional.py", "aten/src/ATen/native/native_functions.yaml",
-    }  # fmt: skip
+        "torch/__init__.py",
+        "torch/nn/functional.py",
+        "aten/src/ATen/native/native_functions.yaml",
+    }
     assert _git(repo.path, "rev-list", "--count", "HEAD").strip() == "1"
     GitCheckout(repo.path)  # recognised as a PyTorch checkout
     again = local_upstream(
@@ -60,8 +63,13 @@ def test_a_branch_changes_only_its_file(tmp_path: Path) -> None:
     torch, torchgen = _fake_wheel(tmp_path)
     repo = local_upstream(tmp_path / "r", torch_dir=torch, torch_build="9.9", torchgen_dir=torchgen)
     text = read_base(repo, "torch/nn/functional.py")
-    sha = commit_file(repo, branch="catch/m001", path="torch/nn/functional.py",
-                      content=text.replace("return x", "return None"), message="m001")  # fmt: skip
+    sha = commit_file(
+        repo,
+        branch="catch/m001",
+        path="torch/nn/functional.py",
+        content=text.replace("return x", "return None"),
+        message="m001",
+    )
     assert _git(repo.path, "rev-parse", "catch/m001").strip() == sha
     assert _git(repo.path, "diff", "--name-only", repo.base, sha).split() == [
         "torch/nn/functional.py"

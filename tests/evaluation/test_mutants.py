@@ -63,8 +63,10 @@ def _defs(text: str) -> dict[str, str]:
 
 def test_the_fixed_list_is_expanded_and_sorted(tree: Path) -> None:
     assert expand(tree) == [
-        "torch/nn/functional.py", "torch/nn/modules/broken.py", "torch/nn/modules/linear.py",
-    ]  # fmt: skip
+        "torch/nn/functional.py",
+        "torch/nn/modules/broken.py",
+        "torch/nn/modules/linear.py",
+    ]
 
 
 def test_the_same_seed_gives_the_same_mutants(tree: Path) -> None:

@@ -17,20 +17,30 @@ def _variant(
     name: str, *, op: str | None = None, module: str | None = None, skip: bool = False
 ) -> Variant:
     return Variant(
-        test_id=f"{F}::T::{name}", file=F, cls="T", name=name, base=name.rsplit("_", 1)[0],
-        suite="ops", op=op, module=module, decision="skip" if skip else "mandatory_success",
-    )  # fmt: skip
+        test_id=f"{F}::T::{name}",
+        file=F,
+        cls="T",
+        name=name,
+        base=name.rsplit("_", 1)[0],
+        suite="ops",
+        op=op,
+        module=module,
+        decision="skip" if skip else "mandatory_success",
+    )
 
 
 UNIVERSE = Universe(
     variants=[
-        _variant("test_a_add_float32", op="add"), _variant("test_b_add_float64", op="add"),
-        _variant("test_a_add_int8", op="add", skip=True), _variant("test_a_mul_float32", op="mul"),
+        _variant("test_a_add_float32", op="add"),
+        _variant("test_b_add_float64", op="add"),
+        _variant("test_a_add_int8", op="add", skip=True),
+        _variant("test_a_mul_float32", op="mul"),
         _variant("test_m_Linear_float32", module="nn.Linear"),
-        _variant("test_m_Linear_float64", module="nn.Linear"), _variant("test_plain"),
+        _variant("test_m_Linear_float64", module="nn.Linear"),
+        _variant("test_plain"),
     ],
     label="tiny",
-)  # fmt: skip
+)
 
 
 def test_the_callers_come_from_the_traced_map(tmp_path: Path) -> None:

@@ -60,10 +60,10 @@ def bench(
     """``bench(repos, policy="", database="sqlite", **settings)``."""
     from pydantic import SecretStr
 
+    from config.settings import Settings
     from relay.app import create_app
     from store import migrate
     from store.db import dispose_engines
-    from store.settings import Settings
     from tests.support import relay_role as support
 
     stack = ExitStack()
@@ -105,9 +105,12 @@ def bench(
         client = support.client_class()(create_app(settings))
         clients.append(client)
         made = support.Bench(
-            settings=settings, github=fake_github, client=client, allowlist=allow,
+            settings=settings,
+            github=fake_github,
+            client=client,
+            allowlist=allow,
             policy=policy_path,
-        )  # fmt: skip
+        )
         benches.append(made)
         return made
 

@@ -38,10 +38,23 @@ def test_state_changing_endpoints_need_credentials(
     (dead,) = [d for d, _, _ in b.dispatches() if d.state == "dead"]
     before = _counts(b.settings.database_url)
     body = json.dumps(payload).encode()
-    callback = json.dumps({"event_type": "pull_request", "delivery_id": "auth-1", "payload": payload,
-                           "workflow": {"status": "in_progress", "name": "w", "url": "u", "run_id": "1",
-                                        "run_attempt": "1", "job_name": "j", "check_run_id": "1-1",
-                                        "started_at": "2026-12-01T00:00:00Z"}})  # fmt: skip
+    callback = json.dumps(
+        {
+            "event_type": "pull_request",
+            "delivery_id": "auth-1",
+            "payload": payload,
+            "workflow": {
+                "status": "in_progress",
+                "name": "w",
+                "url": "u",
+                "run_id": "1",
+                "run_attempt": "1",
+                "job_name": "j",
+                "check_run_id": "1-1",
+                "started_at": "2026-12-01T00:00:00Z",
+            },
+        }
+    )
     forged = issuer.mint("org/down", key=rsa.generate_private_key(65537, 2048))
     envelope = json.dumps({"trusted": {"verified_repo": "org/down"}, "untrusted": {}})
     hook = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "auth-2"}

@@ -42,11 +42,19 @@ def test_100_concurrent_duplicates_make_one_transition(
 
     def body(status: str, conclusion: str | None) -> bytes:
         built = crcr.build(
-            event_type="pull_request", delivery_id="race", payload=client_payload["payload"],
-            status=status, workflow_name="w", url="https://ci/run/1", run_id="1",  # type: ignore[arg-type]
-            run_attempt="1", job_name="j", started_at=now, completed_at=now,
+            event_type="pull_request",
+            delivery_id="race",
+            payload=client_payload["payload"],
+            status=status,
+            workflow_name="w",
+            url="https://ci/run/1",
+            run_id="1",  # type: ignore[arg-type]
+            run_attempt="1",
+            job_name="j",
+            started_at=now,
+            completed_at=now,
             conclusion=conclusion,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
         if status == "in_progress":
             built["workflow"].pop("completed_at", None)
         return json.dumps({**built, "crcr_relay": client_payload["crcr_relay"]}).encode()

@@ -26,19 +26,25 @@ class Caller:
             event_type=self.client_payload["event_type"],
             delivery_id=self.client_payload["delivery_id"],
             payload=self.client_payload["payload"],
-            status="completed", workflow_name="upstream-tests",
-            url="https://github.com/org/down/actions/runs/77", run_id="77", run_attempt="1",
-            job_name="test", completed_at=datetime.now(UTC), conclusion="success",
+            status="completed",
+            workflow_name="upstream-tests",
+            url="https://github.com/org/down/actions/runs/77",
+            run_id="77",
+            run_attempt="1",
+            job_name="test",
+            completed_at=datetime.now(UTC),
+            conclusion="success",
             test_results=crcr.TestCounts(passed=9, failed=1, skipped=0, total=10),
-        )  # fmt: skip
+        )
         return {**built, "crcr_relay": dict(self.client_payload["crcr_relay"])}
 
     def post(self, body: dict[str, Any], **mint: Any) -> Any:
         token = self.issuer.mint("org/down", **mint)
         return self.bench.client.post(
-            "/github/callback", content=json.dumps(body),
+            "/github/callback",
+            content=json.dumps(body),
             headers={"Authorization": f"Bearer {token}"},
-        )  # fmt: skip
+        )
 
     def jobs(self) -> int:
         from sqlalchemy import func, select
@@ -61,23 +67,55 @@ def caller(bench: Callable[..., Any], issuer: Any, example_events: Path) -> Call
 
 
 CASES = [
-    ("surrogate in delivery_id", ("delivery_id",), f"d{SURROGATE}",
-     "delivery_id contains a lone surrogate"),
-    ("surrogate in run_id", ("workflow", "run_id"), SURROGATE,
-     "workflow.run_id contains a lone surrogate"),
-    ("surrogate in job_name", ("workflow", "job_name"), f"test{SURROGATE}",
-     "workflow.job_name contains a lone surrogate"),
-    ("NUL in job_name", ("workflow", "job_name"), "te\x00st",
-     "workflow.job_name contains a NUL character"),
-    ("surrogate in the payload's head sha", ("payload", "head_sha"), SURROGATE,
-     "payload.head_sha contains a lone surrogate"),
-    ("passed 2**80", ("workflow", "test_results", "passed"), 2**80,
-     "workflow.test_results.passed is out of range"),
-    ("passed 2**40", ("workflow", "test_results", "passed"), 2**40,
-     "workflow.test_results.passed: Input should be less than or equal to 2147483647"),
-    ("total -1", ("workflow", "test_results", "total"), -1,
-     "workflow.test_results.total: Input should be greater than or equal to 0"),
-]  # fmt: skip
+    (
+        "surrogate in delivery_id",
+        ("delivery_id",),
+        f"d{SURROGATE}",
+        "delivery_id contains a lone surrogate",
+    ),
+    (
+        "surrogate in run_id",
+        ("workflow", "run_id"),
+        SURROGATE,
+        "workflow.run_id contains a lone surrogate",
+    ),
+    (
+        "surrogate in job_name",
+        ("workflow", "job_name"),
+        f"test{SURROGATE}",
+        "workflow.job_name contains a lone surrogate",
+    ),
+    (
+        "NUL in job_name",
+        ("workflow", "job_name"),
+        "te\x00st",
+        "workflow.job_name contains a NUL character",
+    ),
+    (
+        "surrogate in the payload's head sha",
+        ("payload", "head_sha"),
+        SURROGATE,
+        "payload.head_sha contains a lone surrogate",
+    ),
+    (
+        "passed 2**80",
+        ("workflow", "test_results", "passed"),
+        2**80,
+        "workflow.test_results.passed is out of range",
+    ),
+    (
+        "passed 2**40",
+        ("workflow", "test_results", "passed"),
+        2**40,
+        "workflow.test_results.passed: Input should be less than or equal to 2147483647",
+    ),
+    (
+        "total -1",
+        ("workflow", "test_results", "total"),
+        -1,
+        "workflow.test_results.total: Input should be greater than or equal to 0",
+    ),
+]
 
 
 @pytest.mark.parametrize(("case", "path", "value", "reason"), CASES, ids=[c[0] for c in CASES])
@@ -109,8 +147,7 @@ def test_oidc_tokens_valid_longer_than_the_maximum_are_refused(
     response = caller.post(caller.body(), expires_in=lifetime - 5)
     assert response.status_code == status, response.text
     if status == 401:
-        assert response.json() == {
-            "error": "the token's lifetime (exp - iat) is over 3600 seconds"}  # fmt: skip
+        assert response.json() == {"error": "the token's lifetime (exp - iat) is over 3600 seconds"}
         assert caller.jobs() == 0
 
 
@@ -123,4 +160,6 @@ def test_the_maximum_lifetime_is_a_setting(
         "/github/callback", content="{}", headers={"Authorization": f"Bearer {token}"}
     )
     assert (response.status_code, response.json()) == (
-        401, {"error": "the token's lifetime (exp - iat) is over 60 seconds"})  # fmt: skip
+        401,
+        {"error": "the token's lifetime (exp - iat) is over 60 seconds"},
+    )

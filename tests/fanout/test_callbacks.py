@@ -288,6 +288,7 @@ def test_a_pinned_repository_id_must_match(dispatched: Callable[..., Caller], is
     c.bench.policy.write_text("downstreams:\n  org/down:\n    repository_id: 4242\n")
     other = c.post(c.body(), token=issuer.mint("org/down", repository_id="999"))
     assert (other.status_code, other.json()) == (
-        403, {"error": "the token's repository_id is not the one pinned for org/down"}
-    )  # fmt: skip
+        403,
+        {"error": "the token's repository_id is not the one pinned for org/down"},
+    )
     assert c.post(c.body(), token=issuer.mint("org/down", repository_id="4242")).status_code == 200

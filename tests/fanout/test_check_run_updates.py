@@ -25,13 +25,22 @@ def _body(call: Any, status: str, conclusion: str | None = None, total: int = 4)
     client_payload = call.body["client_payload"]
     now = datetime.now(UTC)
     body = crcr.build(
-        event_type="pull_request", delivery_id=client_payload["delivery_id"],
-        payload=client_payload["payload"], status=status,  # type: ignore[arg-type]
-        workflow_name="upstream", url="https://ci/run/7", run_id="7", run_attempt="1",
-        job_name="test", started_at=now, completed_at=now, conclusion=conclusion,  # type: ignore[arg-type]
+        event_type="pull_request",
+        delivery_id=client_payload["delivery_id"],
+        payload=client_payload["payload"],
+        status=status,  # type: ignore[arg-type]
+        workflow_name="upstream",
+        url="https://ci/run/7",
+        run_id="7",
+        run_attempt="1",
+        job_name="test",
+        started_at=now,
+        completed_at=now,
+        conclusion=conclusion,  # type: ignore[arg-type]
         test_results=crcr.TestCounts(passed=total, failed=0, total=total)
-        if status == "completed" else None,
-    )  # fmt: skip
+        if status == "completed"
+        else None,
+    )
     body["crcr_relay"] = client_payload["crcr_relay"]
     return body
 
@@ -75,15 +84,16 @@ def test_a_callback_marks_the_update_in_its_transaction_and_the_publisher_sends_
     it."""
     from kombu import Connection
 
+    from config.broker import CONTROL_QUEUE, TASK_CHECK_RUN, make_producer
     from fanout.checks import update_for_dispatch
-    from store.queue import CONTROL_QUEUE, TASK_CHECK_RUN, make_producer
     from workers.publish import Publisher
 
     (call,) = gate.github.dispatches(GATE)
     (run,) = gate.github.check_runs.values()
     assert _post(gate, issuer, _body(call, "in_progress")).json() == {
-        "ok": True, "status": "in_progress",
-    }  # fmt: skip
+        "ok": True,
+        "status": "in_progress",
+    }
     row = _row(gate)
     assert (row["check_update_state"], row["check_update_seq"]) == ("pending", 1)
     assert run["status"] == "queued" and gate.github.check_run_updates() == []
@@ -151,8 +161,9 @@ def test_duplicates_make_no_update_and_a_racing_transition_is_sent_after(
     assert _post(gate, issuer, _body(call, "completed", "success")).status_code == 200
     row = _row(gate)
     assert (row["check_update_state"], row["check_update_seq"]) == ("updating", 2)
-    gate.github_api().update_check_run(gate.settings.upstream_repo, claimed.check_run_id,
-                                       in_progress)  # fmt: skip
+    gate.github_api().update_check_run(
+        gate.settings.upstream_repo, claimed.check_run_id, in_progress
+    )
     assert run["status"] == "in_progress"
     with session_scope(gate.settings.database_url) as session:
         state = check_updates.finish(session, pk=pk, seq=claimed.seq, state=CheckUpdateState.DONE)
@@ -164,8 +175,9 @@ def test_duplicates_make_no_update_and_a_racing_transition_is_sent_after(
         assert answer.json()["status"] == "duplicate"
     gate.settle()
     assert [c.body["status"] for c in gate.github.check_run_updates()] == [
-        "in_progress", "completed",
-    ]  # fmt: skip
+        "in_progress",
+        "completed",
+    ]
     row = _row(gate)
     assert (row["check_update_state"], row["check_update_seq"]) == ("done", 2)
 
@@ -181,15 +193,18 @@ def test_an_update_failing_is_retried_then_dead_then_retried_by_the_operator(
     (run,) = b.github.check_runs.values()
     b.github.script(
         f"check-run-update:{upstream}",
-        github_answers.server_error(502), github_answers.rate_limited(retry_after=0.1),
+        github_answers.server_error(502),
+        github_answers.rate_limited(retry_after=0.1),
         github_answers.server_error(503),
-    )  # fmt: skip
+    )
     assert _post(b, issuer, _body(call, "in_progress")).status_code == 200
     b.settle()
     row = _row(b)
     assert (row["state"], row["check_state"], row["check_update_state"]) == (
-        "sent", "created", "dead",
-    )  # fmt: skip
+        "sent",
+        "created",
+        "dead",
+    )
     assert row["check_update_attempts"] == 3
     assert "3 attempts spent" in row["check_update_error"] and "503" in row["check_update_error"]
     assert run["status"] == "queued"
@@ -283,16 +298,23 @@ def _dispatched(stack: Any, relay_up: Any, fake_github: Any, example_events: Pat
 
 def _callback(stack: Any, issuer: Any, body: dict[str, Any]) -> httpx.Response:
     return httpx.post(
-        f"{stack.base_url}/github/callback", json=body, timeout=30,
+        f"{stack.base_url}/github/callback",
+        json=body,
+        timeout=30,
         headers={"Authorization": f"Bearer {issuer.mint(GATE)}"},
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("kind", ["sqlite+embedded", "postgres+redis"])
 def test_relay_up_updates_retries_and_dead_letters_check_runs(
-    kind: str, tmp_path: Path, relay_up: Any, issuer: Any, fake_github: Any,
-    example_events: Path, github_answers: Any,
-) -> None:  # fmt: skip
+    kind: str,
+    tmp_path: Path,
+    relay_up: Any,
+    issuer: Any,
+    fake_github: Any,
+    example_events: Path,
+    github_answers: Any,
+) -> None:
     """The in_progress update meets three 502s: retried by the worker, then a dead letter in the
     API; the completion (a new transition) is sent, its duplicate is not."""
     env = _env(tmp_path, issuer, fake_github, RELAY_DISPATCH_MAX_ATTEMPTS="3")
@@ -325,9 +347,14 @@ def test_relay_up_updates_retries_and_dead_letters_check_runs(
 
 
 def test_a_callback_during_a_broker_outage_still_updates_the_check_run(
-    tmp_path: Path, own_redis: Any, postgres_url: str, relay_up: Any, issuer: Any,
-    fake_github: Any, example_events: Path,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    own_redis: Any,
+    postgres_url: str,
+    relay_up: Any,
+    issuer: Any,
+    fake_github: Any,
+    example_events: Path,
+) -> None:
     """The broker dies, the downstream reports: 200, and once the broker is back the worker
     brings the check run up to date (before #17 the request's publish failed and the check run
     stayed queued for good)."""

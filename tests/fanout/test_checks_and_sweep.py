@@ -18,19 +18,35 @@ def _pr(example_events: Path, labels: list[str] = ()) -> dict[str, Any]:  # type
     return payload
 
 
-def _callback(b: Any, issuer: Any, repo: str, status: str, conclusion: str | None = None,
-              total: int = 10, failed: int = 0) -> Any:  # fmt: skip
+def _callback(
+    b: Any,
+    issuer: Any,
+    repo: str,
+    status: str,
+    conclusion: str | None = None,
+    total: int = 10,
+    failed: int = 0,
+) -> Any:
     (call,) = b.github.dispatches(repo)
     client_payload = call.body["client_payload"]
     now = datetime.now(UTC)
     body = crcr.build(
-        event_type="pull_request", delivery_id=client_payload["delivery_id"],
-        payload=client_payload["payload"], status=status,  # type: ignore[arg-type]
-        workflow_name="upstream", url="https://ci/run/3", run_id="3", run_attempt="1",
-        job_name="test", started_at=now, completed_at=now, conclusion=conclusion,  # type: ignore[arg-type]
+        event_type="pull_request",
+        delivery_id=client_payload["delivery_id"],
+        payload=client_payload["payload"],
+        status=status,  # type: ignore[arg-type]
+        workflow_name="upstream",
+        url="https://ci/run/3",
+        run_id="3",
+        run_attempt="1",
+        job_name="test",
+        started_at=now,
+        completed_at=now,
+        conclusion=conclusion,  # type: ignore[arg-type]
         test_results=crcr.TestCounts(passed=total - failed, failed=failed, total=total)
-        if status == "completed" else None,
-    )  # fmt: skip
+        if status == "completed"
+        else None,
+    )
     body["crcr_relay"] = client_payload["crcr_relay"]
     return b.client.post(
         "/github/callback", json=body, headers={"Authorization": f"Bearer {issuer.mint(repo)}"}
@@ -89,8 +105,9 @@ def test_sweeper_times_out_never_started_and_overlong_jobs(
     assert _callback(b, issuer, "org/slow", "in_progress").status_code == 200
     now = datetime.now(UTC)
     assert sweep_timeouts(b.settings, now=now + timedelta(seconds=60))[0] == {
-        "never_started_timed_out": 0, "running_timed_out": 0,
-    }  # fmt: skip
+        "never_started_timed_out": 0,
+        "running_timed_out": 0,
+    }
     counts, jobs = sweep_timeouts(b.settings, now=now + timedelta(seconds=700))
     assert counts == {"never_started_timed_out": 1, "running_timed_out": 0} and len(jobs) == 1
     counts, jobs = sweep_timeouts(b.settings, now=now + timedelta(seconds=3700))
@@ -104,8 +121,9 @@ def test_sweeper_times_out_never_started_and_overlong_jobs(
     late = _callback(b, issuer, "org/slow", "completed", "success")
     assert late.status_code == 409  # the sweeper's timed_out stands
     assert sweep_timeouts(b.settings, now=now + timedelta(days=1))[0] == {
-        "never_started_timed_out": 0, "running_timed_out": 0,
-    }  # fmt: skip
+        "never_started_timed_out": 0,
+        "running_timed_out": 0,
+    }
 
 
 def test_a_failed_check_run_creation_is_retried_then_dead_lettered(
@@ -117,9 +135,10 @@ def test_a_failed_check_run_creation_is_retried_then_dead_lettered(
     b = bench({"L4": ["org/gate"]}, operator_token="op-token-for-tests")
     upstream = b.settings.upstream_repo
     b.github.script(
-        f"check-runs:{upstream}", github_answers.server_error(),
+        f"check-runs:{upstream}",
+        github_answers.server_error(),
         github_answers.rate_limited(retry_after=0.1),
-    )  # fmt: skip
+    )
     assert b.post("pull_request", _pr(example_events)).status_code == 202
     b.settle()
     assert len(b.github.dispatches()) == 1
@@ -162,8 +181,9 @@ def test_an_open_demotion_pr_holds_new_check_runs_back(
     assert b.post("pull_request", labelled).status_code == 202  # registers the downstreams
     b.settle()
     assert sorted(r["name"] for r in b.github.check_runs.values()) == [
-        "crcr/org/device", "crcr/org/gate",
-    ]  # fmt: skip
+        "crcr/org/device",
+        "crcr/org/gate",
+    ]
     assert reconcile(b.settings, b.github_api()) == {"demoted": 1, "restored": 0, "unknown": 0}
     assert reconcile(b.settings, b.github_api())["demoted"] == 0  # recorded once
 
@@ -171,8 +191,10 @@ def test_an_open_demotion_pr_holds_new_check_runs_back(
     b.settle()
     assert len(b.github.dispatches("org/device")) == 2  # still dispatched
     assert sorted(r["name"] for r in b.github.check_runs.values()) == [
-        "crcr/org/device", "crcr/org/gate", "crcr/org/gate",
-    ]  # fmt: skip
+        "crcr/org/device",
+        "crcr/org/gate",
+        "crcr/org/gate",
+    ]
     held = b.client.get("/api/v1/dispatches", params={"repo": "org/device"}).json()["items"][0]
     assert held["check_state"] == "suppressed"
     assert "crcr-demotion/org/device is open" in held["check_error"]

@@ -15,7 +15,7 @@ def test_relay_downstreams_lists_and_decides(
     tmp_path: Path, example_events: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from cli import build_app
-    from store.settings import reset_settings_cache
+    from config.settings import reset_settings_cache
 
     allow, policy = tmp_path / "allow.yml", tmp_path / "policy.yml"
     allow.write_text(
@@ -59,7 +59,7 @@ def test_relay_dispatch_list_and_retry(
     github_answers: Any,
 ) -> None:
     from cli import build_app
-    from store.settings import reset_settings_cache
+    from config.settings import reset_settings_cache
 
     b = bench({"L2": ["org/a"]})
     b.github.script("org/a", *[github_answers.server_error(500)] * 4)

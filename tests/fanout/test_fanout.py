@@ -188,10 +188,18 @@ def test_max_in_flight_holds_dispatches_back_without_spending_attempts(
     (call,) = b.github.dispatches()
     body = {
         **call.body["client_payload"],
-        "workflow": {"status": "completed", "conclusion": "success", "name": "w", "url": "u",
-                     "run_id": "1", "run_attempt": "1", "job_name": "j", "check_run_id": "1-1",
-                     "completed_at": "2026-12-01T00:00:00Z"},
-    }  # fmt: skip
+        "workflow": {
+            "status": "completed",
+            "conclusion": "success",
+            "name": "w",
+            "url": "u",
+            "run_id": "1",
+            "run_attempt": "1",
+            "job_name": "j",
+            "check_run_id": "1-1",
+            "completed_at": "2026-12-01T00:00:00Z",
+        },
+    }
     token = {"Authorization": f"Bearer {issuer.mint('org/busy')}"}
     assert b.client.post("/github/callback", json=body, headers=token).status_code == 200
     with session_scope(b.settings.database_url) as session:  # its wait is over

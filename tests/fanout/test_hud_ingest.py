@@ -16,22 +16,35 @@ def _envelope(status: str, **kw: Any) -> dict[str, Any]:
 
     now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     body = build(
-        event_type="pull_request", delivery_id="d-1",
-        payload={"repository": {"full_name": "pytorch/pytorch"},
-                 "pull_request": {"number": 42, "head": {"sha": "a" * 40}}},
-        status=status, workflow_name="upstream", url="https://ci/run/5", run_id="5",  # type: ignore[arg-type]
-        run_attempt="1", job_name="test", started_at=now, completed_at=now,
+        event_type="pull_request",
+        delivery_id="d-1",
+        payload={
+            "repository": {"full_name": "pytorch/pytorch"},
+            "pull_request": {"number": 42, "head": {"sha": "a" * 40}},
+        },
+        status=status,
+        workflow_name="upstream",
+        url="https://ci/run/5",
+        run_id="5",  # type: ignore[arg-type]
+        run_attempt="1",
+        job_name="test",
+        started_at=now,
+        completed_at=now,
         conclusion="failure" if status == "completed" else None,
         test_results=TestCounts(passed=8, failed=2, skipped=0, total=10)
-        if status == "completed" else None,
+        if status == "completed"
+        else None,
         artifact_url="https://ci/artifacts/5" if status == "completed" else None,
-    )  # fmt: skip
+    )
     if status == "completed":
         body["workflow"]["failed_tests"] = ["test/a.py::T::test_x", "test/b.py::T::test_y"]
     return hud_envelope(
-        verified_repo="org/down", level="L2", callback_body=body,
-        queue_time=kw.get("queue_time"), execution_time=kw.get("execution_time"),
-    )  # fmt: skip
+        verified_repo="org/down",
+        level="L2",
+        callback_body=body,
+        queue_time=kw.get("queue_time"),
+        execution_time=kw.get("execution_time"),
+    )
 
 
 def test_envelopes_fill_one_row(bench: Callable[..., Any]) -> None:
@@ -77,11 +90,19 @@ def test_refusals(bench: Callable[..., Any]) -> None:
     cases = [
         (b.client.post(url, content=big, headers=TOKEN), 413, "body exceeds 2097152 bytes"),
         (b.client.post(url, content=b"{nope", headers=TOKEN), 400, "malformed JSON"),
-        (b.client.post(url, json={"trusted": {}}, headers=TOKEN), 400,
-         "the envelope needs objects 'trusted' and 'untrusted'"),
-        (b.client.post(url, json={"trusted": {"verified_repo": "x"}, "untrusted": {}}, headers=TOKEN),
-         400, "trusted.verified_repo must be an owner/name repository"),
-    ]  # fmt: skip
+        (
+            b.client.post(url, json={"trusted": {}}, headers=TOKEN),
+            400,
+            "the envelope needs objects 'trusted' and 'untrusted'",
+        ),
+        (
+            b.client.post(
+                url, json={"trusted": {"verified_repo": "x"}, "untrusted": {}}, headers=TOKEN
+            ),
+            400,
+            "trusted.verified_repo must be an owner/name repository",
+        ),
+    ]
     for answer, status, error in cases:
         assert (answer.status_code, answer.json()) == (status, {"error": error})
     with session_scope(b.settings.database_url) as session:

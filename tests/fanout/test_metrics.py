@@ -31,10 +31,18 @@ def test_metrics_after_a_fan_out_and_callbacks(
     (call,) = b.github.dispatches("org/a")
     body = {
         **call.body["client_payload"],
-        "workflow": {"status": "completed", "conclusion": "success", "name": "w", "url": "u",
-                     "run_id": "1", "run_attempt": "1", "job_name": "j", "check_run_id": "1-1",
-                     "completed_at": "2026-12-01T00:00:00Z"},
-    }  # fmt: skip
+        "workflow": {
+            "status": "completed",
+            "conclusion": "success",
+            "name": "w",
+            "url": "u",
+            "run_id": "1",
+            "run_attempt": "1",
+            "job_name": "j",
+            "check_run_id": "1-1",
+            "completed_at": "2026-12-01T00:00:00Z",
+        },
+    }
     token = {"Authorization": f"Bearer {issuer.mint('org/a')}"}
     assert b.client.post("/github/callback", json=body, headers=token).status_code == 200
     answer = b.client.get("/metrics")

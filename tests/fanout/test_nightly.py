@@ -60,8 +60,9 @@ def test_each_downstream_gets_its_nightly_once_per_slot(bench: Callable[..., Any
     client_payload = call.body["client_payload"]
     assert client_payload["delivery_id"] == SHA  # CRCR's nightly: the tested upstream SHA
     assert client_payload["payload"] == {
-        "repository": {"full_name": b.settings.upstream_repo}, "head_sha": SHA,
-    }  # fmt: skip
+        "repository": {"full_name": b.settings.upstream_repo},
+        "head_sha": SHA,
+    }
     assert "dispatch_token" in client_payload["crcr_relay"]
 
     # the next day's slot is another nightly; Sunday's weekly comes on Sunday only
@@ -75,8 +76,10 @@ def test_each_downstream_gets_its_nightly_once_per_slot(bench: Callable[..., Any
     ]
     b.settle()
     assert sorted(c.path.split("/")[3] for c in b.github.dispatches()) == [
-        "nightly", "nightly", "weekly",
-    ]  # fmt: skip
+        "nightly",
+        "nightly",
+        "weekly",
+    ]
 
 
 def test_the_upstream_head_unknown_leaves_the_slot_due(bench: Callable[..., Any]) -> None:
@@ -95,8 +98,8 @@ def test_the_upstream_head_unknown_leaves_the_slot_due(bench: Callable[..., Any]
 
 
 def test_the_beat_looks_every_minute_only_for_the_relay_role(tmp_path: Any) -> None:
-    from store.queue import TASK_DOWNSTREAM_NIGHTLIES, celery_config
-    from store.settings import Settings
+    from config.broker import TASK_DOWNSTREAM_NIGHTLIES, celery_config
+    from config.settings import Settings
 
     plain = Settings(env="development", var_dir=tmp_path)
     assert "downstream-nightlies" not in celery_config(plain)["beat_schedule"]

@@ -14,14 +14,17 @@ import pytest
 
 
 def _settings(database_url: str, broker_url: str, **extra: Any) -> Any:
+    from config.settings import Settings
     from store import migrate
-    from store.settings import Settings
 
     migrate.upgrade(database_url)
     return Settings(
-        env="development", database_url=database_url, broker_url=broker_url, log_json=False,
+        env="development",
+        database_url=database_url,
+        broker_url=broker_url,
+        log_json=False,
         **extra,
-    )  # fmt: skip
+    )
 
 
 def _store(settings: Any, delivery_id: str | None = None) -> int:
@@ -51,7 +54,7 @@ def _published(settings: Any, pk: int) -> bool:
 
 def _messages(producer: Any) -> list[int]:
     """The delivery pks waiting in the control queue of the real broker (consumed)."""
-    from store.queue import CONTROL_QUEUE
+    from config.broker import CONTROL_QUEUE
 
     pks = []
     with producer.connection_for_read() as conn:
@@ -69,7 +72,7 @@ def _messages(producer: Any) -> list[int]:
 
 
 def test_each_stored_delivery_is_published_once_on_the_embedded_broker(tmp_path: Path) -> None:
-    from store.queue import make_producer
+    from config.broker import make_producer
     from workers.publish import Publisher
 
     settings = _settings(
@@ -90,9 +93,9 @@ def test_a_swept_delivery_goes_back_through_the_outbox(tmp_path: Path) -> None:
     and the publisher sends it again."""
     from datetime import timedelta
 
+    from config.broker import make_producer
     from store import deliveries
     from store.db import session_scope
-    from store.queue import make_producer
     from workers.publish import Publisher
 
     settings = _settings(
@@ -114,7 +117,7 @@ def test_a_swept_delivery_goes_back_through_the_outbox(tmp_path: Path) -> None:
 def test_a_broker_outage_keeps_deliveries_in_the_outbox(
     tmp_path: Path, own_redis: Any, postgres_url: str
 ) -> None:
-    from store.queue import make_producer
+    from config.broker import make_producer
     from workers.publish import BrokerUnavailable, Publisher
 
     settings = _settings(postgres_url, own_redis.url)
@@ -136,7 +139,7 @@ def test_postgres_notify_wakes_the_publisher(
 ) -> None:
     """With its fallback poll set to a minute, a new delivery is still published at once: the
     storing transaction's NOTIFY woke the publisher up."""
-    from store.queue import make_producer
+    from config.broker import make_producer
     from workers import publish
 
     monkeypatch.setattr(publish, "LISTEN_POLL_SECONDS", 60.0)
@@ -195,6 +198,10 @@ def test_the_publisher_thread_starts_after_every_fork_of_its_worker(
     out = subprocess.run(
         [sys.executable, "-c", _BOOT_ORDER],
         env={**os.environ, "PYTHONHASHSEED": seed},
-        cwd=repo_root, capture_output=True, text=True, timeout=120, check=True,
-    ).stdout.split()  # fmt: skip
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
     assert out.index("PublisherStep") > max(out.index("Pool"), out.index("Beat")), out

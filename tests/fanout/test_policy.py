@@ -55,9 +55,12 @@ def test_defaults_are_crcr(example_events: Path) -> None:
     got = {repo: policy.admit(d, subject).admitted for repo, d in ds.items()}
     # every level gets PR events; the allowlist's own event list still narrows
     assert got == {
-        "org/events-only": True, "org/plain": True, "org/narrow": False,
-        "org/device": True, "org/gate": True,
-    }  # fmt: skip
+        "org/events-only": True,
+        "org/plain": True,
+        "org/narrow": False,
+        "org/device": True,
+        "org/gate": True,
+    }
     assert (
         policy.admit(ds["org/narrow"], subject).reason == "the allowlist gives org/narrow only push"
     )

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import reset_settings_cache
 from inventory.build import build_inventory
 from inventory.sources import CheckoutTests
-from store.settings import reset_settings_cache
 
 MISSING = "cache entry missing on this host: building it"
 COPIED = "cache entry copied from the seed"
@@ -25,9 +25,14 @@ def _checkout(root: Path) -> Path:
     (root / "torch").mkdir(parents=True)
     (root / "torch" / "version.py").write_text("__version__ = '2.99.0a0'\n")
     (root / "test").mkdir()
-    (root / "test" / "test_tiny.py").write_text("def test_one():\n    pass\n\n\ndef test_two():\n    pass\n")
-    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t",
-                                                "commit", "-q", "-m", "tiny"]):  # fmt: skip
+    (root / "test" / "test_tiny.py").write_text(
+        "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n"
+    )
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "tiny"],
+    ):
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
     return root
 
@@ -37,9 +42,11 @@ def _files(folder: Path) -> list[str]:
 
 
 def test_a_fresh_var_dir_builds_its_inventory_there_and_a_seeded_one_copies_it(
-    fresh_host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    fresh_host: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     cwd, home = tmp_path / "cwd", tmp_path / "home"
     cwd.mkdir()
     home.mkdir()
@@ -74,10 +81,11 @@ def test_a_fresh_var_dir_builds_its_inventory_there_and_a_seeded_one_copies_it(
     assert _files(cwd) == [] and _files(home) == []
 
 
-def test_the_caches_are_absolute_and_named(fresh_host: Path, monkeypatch: pytest.MonkeyPatch,
-                                           tmp_path: Path) -> None:  # fmt: skip
+def test_the_caches_are_absolute_and_named(
+    fresh_host: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from config.settings import get_settings
     from store import caches
-    from store.settings import get_settings
 
     monkeypatch.setenv("RELAY_VAR_DIR", "relative-var")
     monkeypatch.chdir(tmp_path)

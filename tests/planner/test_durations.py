@@ -44,8 +44,12 @@ def _by_template(universe: Any) -> dict[str, list[Any]]:
 
 def test_each_variant_names_where_its_runner_seconds_come_from(small_upstream: Any) -> None:
     base = small_upstream.make_universe()
-    bundled = replace(base.variants[0], test_id="spyre_stack/conformance/x.py::T::test_y",
-                      file="spyre_stack/conformance/x.py", base="test_y")  # fmt: skip
+    bundled = replace(
+        base.variants[0],
+        test_id="spyre_stack/conformance/x.py::T::test_y",
+        file="spyre_stack/conformance/x.py",
+        base="test_y",
+    )
     universe = Universe(variants=[*base.variants, bundled], label="u")
     groups = _by_template(universe)
     compare = groups["test/test_ops.py::test_compare_cpu"]
@@ -104,18 +108,29 @@ def test_a_change_that_cannot_be_read_is_cut_to_the_default_budget(
 ) -> None:
     universe = small_upstream.make_universe()
     plan = plan_revisions(
-        base="0" * 40, head="1" * 40, universe=universe, backend="cpu",
-        facts_cache=tmp_path, offline=True, unanalysed_budget_seconds=2.0,
-    )  # fmt: skip
+        base="0" * 40,
+        head="1" * 40,
+        universe=universe,
+        backend="cpu",
+        facts_cache=tmp_path,
+        offline=True,
+        unanalysed_budget_seconds=2.0,
+    )
     assert plan.fallback and plan.errors
     assert plan.budget_seconds == 2.0
     assert "cannot analyse" in plan.budget_reason
     assert plan.cut and plan.estimated_runner_seconds <= 2.0
     assert len(plan.tests) + len(plan.cut) == len(universe)
     given = plan_revisions(
-        base="0" * 40, head="1" * 40, universe=universe, backend="cpu",
-        facts_cache=tmp_path, offline=True, unanalysed_budget_seconds=2.0, budget_seconds=1e9,
-    )  # fmt: skip
+        base="0" * 40,
+        head="1" * 40,
+        universe=universe,
+        backend="cpu",
+        facts_cache=tmp_path,
+        offline=True,
+        unanalysed_budget_seconds=2.0,
+        budget_seconds=1e9,
+    )
     assert (given.budget_reason, given.cut) == ("given", [])
 
 
@@ -134,7 +149,12 @@ def test_history_from_stored_stats_and_ground_truth_runs(
     history = history_for([{**row, "mean_device_time_us": 2500.0}])
     h = history.get(b)
     assert h is not None and (h.seconds, h.runs, h.failures, h.flaky, h.device_seconds) == (
-        0.5, 4, 1, True, 0.0025)  # fmt: skip
+        0.5,
+        4,
+        1,
+        True,
+        0.0025,
+    )
     est = estimator_for(universe, history=history, runs=runs, prior=RunnerPrior())
     assert est.seconds(universe.by_id[a]) == 1.5  # ground truth
     assert est.seconds(universe.by_id[b]) == 0.5  # our stored results win
@@ -155,9 +175,16 @@ def test_the_shipped_prior_holds_only_our_numbers(tmp_path: Path) -> None:
 def test_pytorch_ci_file_times_are_read_when_at_hand() -> None:
     prior = RunnerPrior.load(test_times=TEST_TIMES)
     # job "default", config "default"; rounded to 0.1 s; a file of 0 s has no prior
-    assert prior.ci_files == derive_prior(test_times=TEST_TIMES)["ci_files"] == {
-        "nn/test_convolution": 317.2, "test_binary_ufuncs": 399.8, "test_nn": 543.9,
-        "test_ops": 4160.9}  # fmt: skip
+    assert (
+        prior.ci_files
+        == derive_prior(test_times=TEST_TIMES)["ci_files"]
+        == {
+            "nn/test_convolution": 317.2,
+            "test_binary_ufuncs": 399.8,
+            "test_nn": 543.9,
+            "test_ops": 4160.9,
+        }
+    )
     assert prior.ci_files["test_ops"] > prior.ci_files["test_binary_ufuncs"] > 0
     # another job and config are read when named; an unknown one falls back to "default"
     job = derive_prior(test_times=TEST_TIMES, job="linux-jammy-py3.10-gcc11")["ci_files"]
@@ -178,9 +205,14 @@ def test_a_budget_share_cuts_broad_choices_in_rank_order_and_lists_them(
     failing = universe.variants[7].test_id  # failed at base: evidence that ranks it first
     history = History.from_mapping({failing: {"seconds": 1.0, "runs": 1, "failures": 1}})
     plan = plan_everything(
-        universe, reason="nothing mapped", base="a", head="b", estimator=est, history=history,
+        universe,
+        reason="nothing mapped",
+        base="a",
+        head="b",
+        estimator=est,
+        history=history,
         budget_share=0.25,
-    )  # fmt: skip
+    )
     assert plan.budget_seconds == 0.25 * len(universe)
     assert "25 % of the applicable universe's" in plan.budget_reason
     assert plan.tests[0].test_id == failing and "failed 1/1" in plan.tests[0].reasons[-1]

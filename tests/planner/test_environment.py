@@ -39,14 +39,19 @@ def test_a_release_that_is_the_installed_torch_is_named_so() -> None:
     step = event("periodic", base_ref="2.12", head_ref="2.13")
     chosen = decide_environment(step, installed_version=INSTALLED, release_version="2.13.0")
     assert (chosen.kind, chosen.torch_version, chosen.torch_build) == (
-        "installed", "2.13.0", INSTALLED)  # fmt: skip
+        "installed",
+        "2.13.0",
+        INSTALLED,
+    )
     assert chosen.describe() == f"torch {INSTALLED} (the installed torch)"
 
 
 def test_a_nightly_runs_on_the_installed_torch() -> None:
     chosen = decide_environment(event("nightly", head_sha="c" * 40), installed_version=INSTALLED)
     assert (chosen.kind, chosen.reason) == (
-        "installed", "nightly run of the whole universe on the installed torch")  # fmt: skip
+        "installed",
+        "nightly run of the whole universe on the installed torch",
+    )
 
 
 @pytest.mark.parametrize("fields", [PR, PUSH], ids=["pull_request", "push"])
@@ -54,10 +59,16 @@ def test_a_change_with_a_checkout_runs_in_an_overlay_of_its_head(fields: dict[st
     kind = "pull_request" if "pr_number" in fields else "push"
     head = fields.get("head_sha") or fields["after_sha"]
     chosen = decide_environment(
-        event(kind, **fields), installed_version=INSTALLED, checkout=True,
-        changed_paths=["torch/_refs/__init__.py", "aten/src/ATen/native/BinaryOps.cpp",
-                       "aten/src/ATen/native/native_functions.yaml", "torch/csrc/Module.cpp"],
-    )  # fmt: skip
+        event(kind, **fields),
+        installed_version=INSTALLED,
+        checkout=True,
+        changed_paths=[
+            "torch/_refs/__init__.py",
+            "aten/src/ATen/native/BinaryOps.cpp",
+            "aten/src/ATen/native/native_functions.yaml",
+            "torch/csrc/Module.cpp",
+        ],
+    )
     assert (chosen.kind, chosen.head_sha, chosen.torch_version) == ("overlay", head, None)
     assert chosen.compiled_not_covered == [
         "aten/src/ATen/native/BinaryOps.cpp",
@@ -75,13 +86,22 @@ def test_a_change_with_a_checkout_runs_in_an_overlay_of_its_head(fields: dict[st
 
 
 def test_a_configured_head_wheel_wins_over_the_overlay() -> None:
-    wheel = head_wheel_for("https://ci.example/pr-{pr}/torch-{sha}.whl", event("pull_request", **PR))
+    wheel = head_wheel_for(
+        "https://ci.example/pr-{pr}/torch-{sha}.whl", event("pull_request", **PR)
+    )
     assert wheel == f"https://ci.example/pr-5/torch-{'h' * 40}.whl"
     chosen = decide_environment(
-        event("pull_request", **PR), installed_version=INSTALLED, checkout=True, head_wheel=wheel,
+        event("pull_request", **PR),
+        installed_version=INSTALLED,
+        checkout=True,
+        head_wheel=wheel,
         changed_paths=["aten/src/ATen/native/BinaryOps.cpp"],
-    )  # fmt: skip
-    assert (chosen.kind, chosen.head_wheel, chosen.compiled_not_covered) == ("head-wheel", wheel, [])
+    )
+    assert (chosen.kind, chosen.head_wheel, chosen.compiled_not_covered) == (
+        "head-wheel",
+        wheel,
+        [],
+    )
     assert head_wheel_for(None, event("pull_request", **PR)) is None
 
 
@@ -91,18 +111,26 @@ def test_no_checkout_and_no_head_wheel_runs_nothing(fields: dict[str, Any]) -> N
     chosen = decide_environment(event(kind, **fields), installed_version=INSTALLED)
     assert (chosen.kind, chosen.runs, chosen.reason) == ("none", False, NO_WAY)
     assert chosen.describe() == f"nothing run: {NO_WAY}"
-    smoke = decide_environment(event(kind, **fields), installed_version=INSTALLED, smoke_untested=True)
+    smoke = decide_environment(
+        event(kind, **fields), installed_version=INSTALLED, smoke_untested=True
+    )
     assert (smoke.kind, smoke.smoke, smoke.runs) == ("installed", True, True)
     assert smoke.describe().endswith("smoke run only, the change itself is not tested")
 
 
 @pytest.mark.parametrize(
     ("path", "compiled"),
-    [("aten/src/ATen/native/Foo.cpp", True), ("c10/core/Device.h", True),
-     ("torch/csrc/autograd/init.cpp", True), ("tools/autograd/derivatives.yaml", True),
-     ("CMakeLists.txt", True), ("torch/_refs/__init__.py", False),
-     ("test/test_ops.py", False), ("torch/nn/functional.py", False)],
-)  # fmt: skip
+    [
+        ("aten/src/ATen/native/Foo.cpp", True),
+        ("c10/core/Device.h", True),
+        ("torch/csrc/autograd/init.cpp", True),
+        ("tools/autograd/derivatives.yaml", True),
+        ("CMakeLists.txt", True),
+        ("torch/_refs/__init__.py", False),
+        ("test/test_ops.py", False),
+        ("torch/nn/functional.py", False),
+    ],
+)
 def test_which_changes_need_a_build(path: str, compiled: bool) -> None:
     assert is_compiled(path) is compiled
 

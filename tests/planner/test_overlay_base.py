@@ -100,17 +100,26 @@ def test_a_configured_base_wins_and_the_job_says_how_the_base_was_chosen(
 ) -> None:
     repo, revs = history["repo"], (history["tip"], history["head"])
     assert overlay_base_for("2.12.1", repo.path, revs) == (
-        "2.12.1", "2.12.1, configured (RELAY_OVERLAY_BASE)")  # fmt: skip
+        "2.12.1",
+        "2.12.1, configured (RELAY_OVERLAY_BASE)",
+    )
     assert overlay_base_for(None, None, revs) == (None, "")  # no checkout: nothing to read
     version, note = overlay_base_for(None, repo.path, revs)
     event = UpstreamEvent(
-        delivery_id="d-1", event="pull_request", repo="pytorch/pytorch",
-        pr_number=5, base_sha=history["tip"], head_sha=history["head"],
-    )  # fmt: skip
+        delivery_id="d-1",
+        event="pull_request",
+        repo="pytorch/pytorch",
+        pr_number=5,
+        base_sha=history["tip"],
+        head_sha=history["head"],
+    )
     chosen = decide_environment(
-        event, installed_version=INSTALLED, checkout=True, overlay_base=version,
+        event,
+        installed_version=INSTALLED,
+        checkout=True,
+        overlay_base=version,
         overlay_base_note=note,
-    )  # fmt: skip
+    )
     assert (chosen.kind, chosen.torch_version) == ("overlay", "2.13.0")
     assert chosen.reason == (
         "the head's torch/**.py laid over torch 2.13.0 (base: v2.13.0, the newest release the "

@@ -53,10 +53,20 @@ def test_behaviour_changes_join_the_facts_with_a_note(
 ) -> None:
     _sides(monkeypatch)
     same = {"fwd": ["aten.add.Tensor"], "bwd": [], "errors": [], "n": 1, "vals": []}
-    base = {"entries": {"add": {"dtypes": ["float32"], "backward_dtypes": [],
-                                "by_dtype": {"float32": same}}}}  # fmt: skip
-    head = {"entries": {"add": {"dtypes": ["float32"], "backward_dtypes": [],
-                                "by_dtype": {"float32": {**same, "fwd": ["aten.sub.Tensor"]}}}}}  # fmt: skip
+    base = {
+        "entries": {
+            "add": {"dtypes": ["float32"], "backward_dtypes": [], "by_dtype": {"float32": same}}
+        }
+    }
+    head = {
+        "entries": {
+            "add": {
+                "dtypes": ["float32"],
+                "backward_dtypes": [],
+                "by_dtype": {"float32": {**same, "fwd": ["aten.sub.Tensor"]}},
+            }
+        }
+    }
     seen: list[Any] = []
 
     def fake(sides: Any, cache_dir: Any, **_: Any) -> list[Any]:

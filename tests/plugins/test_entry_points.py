@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 import plugins
 from backends import Backend, BackendError, get_backend
 from cli import build_app
-from store.settings import Settings
+from config.settings import Settings
 from workers.harness.pools import runner_backend
 from workers.ingest import load_handlers
 from workers.plan import PlannerSettingError, default_planner, load_planner

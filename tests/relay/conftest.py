@@ -3,7 +3,8 @@
 In process (fast): ``app_settings`` (a fresh SQLite database migrated in ``tmp_path``, the
 secrets, upstream and a small body limit of the test stacks), ``enqueued`` (the broker as the
 outbox publisher sees it: what a publisher pass would send), ``client`` (FastAPI's TestClient on ``create_app``) and ``webhook``
-(signed posts to ``/github/webhook`` through that client, and the stored rows).
+(signed posts to ``/github/webhook`` through that client, and the stored rows), ``jobs`` (jobs
+written the way the plan stage writes them).
 
 End to end: ``stack``, `relay up` once on SQLite + the embedded broker and once on PostgreSQL +
 Redis (per module).
@@ -22,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from config.settings import Settings
     from store.models import Delivery
-    from store.settings import Settings
+    from tests.support.job_rows import Jobs
     from tests.support.stack import RelayUp, Stack
 
 #: the in-process app's body limit (tests/data/github's payloads are all below 32 KiB)
@@ -83,8 +85,8 @@ def enqueued() -> Recorder:
 def app_settings(tmp_path: Path, relay_up: RelayUp) -> Settings:
     """Settings of an in-process app: a fresh migrated SQLite database, a broker file nothing
     uses (the recorder stands in for it), the test stacks' secrets and upstream."""
+    from config.settings import Settings
     from store import migrate
-    from store.settings import Settings
 
     database_url = f"sqlite:///{tmp_path}/relay.sqlite"
     migrate.upgrade(database_url)
@@ -248,3 +250,11 @@ def any_database(
         migrate.upgrade(url)
         yield app_settings.model_copy(update={"database_url": url})
         dispose_engines()
+
+
+@pytest.fixture
+def jobs(app_settings: Settings, repo_root: Path) -> Jobs:
+    """Jobs written in ``app_settings``' database the way the plan stage writes them."""
+    from tests.support.job_rows import Jobs
+
+    return Jobs(app_settings, repo_root)

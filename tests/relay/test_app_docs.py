@@ -11,9 +11,11 @@ import pytest
 
 @pytest.mark.parametrize(
     ("page", "assets"),
-    [("/docs", {"swagger-ui-bundle.js", "swagger-ui.css", "favicon.png"}),
-     ("/redoc", {"redoc.standalone.js", "favicon.png"})],
-)  # fmt: skip
+    [
+        ("/docs", {"swagger-ui-bundle.js", "swagger-ui.css", "favicon.png"}),
+        ("/redoc", {"redoc.standalone.js", "favicon.png"}),
+    ],
+)
 def test_the_docs_load_everything_from_the_app(client: Any, page: str, assets: set[str]) -> None:
     response = client.get(page)
     assert response.status_code == 200

@@ -9,12 +9,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from store import jobs, migrate
+from config.settings import Settings
+from store import jobs, migrate, results
 from store.db import session_scope
 from store.jobs import JobKey
 from store.models import TestResult
 from store.outcomes import Outcome, TestOutcome
-from store.settings import Settings
 from workers.run import with_failure_text
 
 
@@ -23,10 +23,17 @@ def test_another_host_serves_the_failure_text(tmp_path: Path, make_client: Any) 
     migrate.upgrade(url)
     with session_scope(url) as s:
         job, _ = jobs.create_job(
-            s, key=JobKey("d", "local/spyre", "1", "1", "spyre"), dispatch_pk=None,
-            event_type="pull_request", workflow_name="w", url="", head_sha=None, pr_number=1,
-            shards=[["t::a"]], selection={"plan": {}},
-        )  # fmt: skip
+            s,
+            key=JobKey("d", "local/spyre", "1", "1", "spyre"),
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="w",
+            url="",
+            head_sha=None,
+            pr_number=1,
+            shards=[["t::a"]],
+            selection={"plan": {}},
+        )
         job_pk = job.id
     scratch = tmp_path / "hostB-var" / "runs" / f"job-{job_pk}" / "shard-0-attempt-1" / "artifacts"
     scratch.mkdir(parents=True)
@@ -34,7 +41,7 @@ def test_another_host_serves_the_failure_text(tmp_path: Path, make_client: Any) 
     (scratch / "a.txt").write_text(text)
     outcome = TestOutcome("t::a", Outcome.FAILED, artifact_path=str(scratch / "a.txt"))
     with session_scope(url) as s:
-        jobs.store_results(
+        results.store_results(
             s, job_pk=job_pk, shard_pk=None, outcomes=[with_failure_text(outcome, 4096)]
         )
         result_id = s.scalar(select(TestResult.id).where(TestResult.job_pk == job_pk))

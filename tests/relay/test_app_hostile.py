@@ -28,39 +28,73 @@ DEEP = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 DEEPISH = b'{"a": ' + b'{"b": ' * 70 + b"1" + b"}" * 70 + b"}"
 # (case, event, body (or a function of tests/data/github's payloads), status, the answer's reason)
 REFUSED = [
-    ("deep nesting past the recursion limit", "pull_request", DEEP, 400,
-     "malformed JSON: nested deeper than 64 levels"),
-    ("nesting past 64 levels", "pull_request", DEEPISH, 400,
-     "malformed JSON: nested deeper than 64 levels"),
-    ("an integer of 5,000 digits", "push", b'{"n": ' + b"9" * 5000 + b"}", 400,
-     "malformed JSON: Exceeds the limit (4300 digits) for integer string conversion: value has "
-     "5000 digits; use sys.set_int_max_str_digits() to increase the limit"),
-    ("not UTF-8", "push", b'{"a": "\xff\xfe"}', 400,
-     "malformed JSON: 'utf-8' codec can't decode byte 0xff in position 7: invalid start byte"),
+    (
+        "deep nesting past the recursion limit",
+        "pull_request",
+        DEEP,
+        400,
+        "malformed JSON: nested deeper than 64 levels",
+    ),
+    (
+        "nesting past 64 levels",
+        "pull_request",
+        DEEPISH,
+        400,
+        "malformed JSON: nested deeper than 64 levels",
+    ),
+    (
+        "an integer of 5,000 digits",
+        "push",
+        b'{"n": ' + b"9" * 5000 + b"}",
+        400,
+        "malformed JSON: Exceeds the limit (4300 digits) for integer string conversion: value has "
+        "5000 digits; use sys.set_int_max_str_digits() to increase the limit",
+    ),
+    (
+        "not UTF-8",
+        "push",
+        b'{"a": "\xff\xfe"}',
+        400,
+        "malformed JSON: 'utf-8' codec can't decode byte 0xff in position 7: invalid start byte",
+    ),
     ("an array", "push", b"[1, 2]", 400, "malformed JSON: the body must be a JSON object"),
-]  # fmt: skip
+]
 REJECTED = [
-    ("PR number 2**80", {"number": 2**80},
-     "payload's number 1208925819614629174706176 is out of range (1 to 2147483647)"),
+    (
+        "PR number 2**80",
+        {"number": 2**80},
+        "payload's number 1208925819614629174706176 is out of range (1 to 2147483647)",
+    ),
     ("PR number 1e400", {"number": float("inf")}, "payload's number is not an integer"),
     ("PR number a string", {"number": "seven"}, "payload's number is not an integer"),
     ("pull_request a string", {"pull_request": "oops"}, "payload's pull_request is not an object"),
     ("labels an object", {"pull_request__labels": {"a": 1}}, "payload's labels is not a list"),
     ("head sha a number", {"pull_request__head__sha": 7}, "payload's head.sha is not a string"),
-    ("head sha too long", {"pull_request__head__sha": "a" * 65},
-     "head_sha: Value error, longer than 64 characters"),
-    ("a NUL in the head ref", {"pull_request__head__ref": "main\x00"},
-     "head_ref: Value error, contains a NUL character"),
+    (
+        "head sha too long",
+        {"pull_request__head__sha": "a" * 65},
+        "head_sha: Value error, longer than 64 characters",
+    ),
+    (
+        "a NUL in the head ref",
+        {"pull_request__head__ref": "main\x00"},
+        "head_ref: Value error, contains a NUL character",
+    ),
     ("action too long", {"action": "o" * 51}, "action: Value error, longer than 50 characters"),
     ("action a list", {"action": ["opened"]}, "payload's action is not a string"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
     ("case", "event", "body", "status", "reason"), REFUSED, ids=[c[0] for c in REFUSED]
 )
 def test_bodies_that_are_not_json_objects_are_refused_in_one_line(
-    make_webhook: Any, app_settings: Any, case: str, event: str, body: bytes, status: int,
+    make_webhook: Any,
+    app_settings: Any,
+    case: str,
+    event: str,
+    body: bytes,
+    status: int,
     reason: str,
 ) -> None:
     webhook = make_webhook(app_settings.model_copy(update={"max_body_bytes": 1 << 20}))
@@ -76,13 +110,23 @@ def test_valid_json_of_the_wrong_shape_is_stored_rejected(
     body = _pr(github_fixtures, **changes)
     delivery_id = str(uuid.uuid4())
     response = webhook.post("pull_request", body, delivery_id=delivery_id)
-    assert (response.status_code, response.json()) == (422, {
-        "error": f"not a valid pull_request event: {reason}", "rejected": True,
-        "delivery_id": delivery_id, "duplicate": False})  # fmt: skip
+    assert (response.status_code, response.json()) == (
+        422,
+        {
+            "error": f"not a valid pull_request event: {reason}",
+            "rejected": True,
+            "delivery_id": delivery_id,
+            "duplicate": False,
+        },
+    )
     row = webhook.stored(delivery_id)
     assert row is not None
     assert (row.state, row.last_error, row.raw_body, row.normalized) == (
-        "rejected", reason, body, None)  # fmt: skip
+        "rejected",
+        reason,
+        body,
+        None,
+    )
     assert row.pr_number is None or 0 < row.pr_number < 2**31
     assert webhook.enqueued.calls == []
 
@@ -91,19 +135,27 @@ def test_headers_out_of_range(webhook: Any, github_fixtures: Path) -> None:
     body = _pr(github_fixtures)
     long_id = webhook.post("pull_request", body, delivery_id="d" * 101)
     assert (long_id.status_code, long_id.json()) == (
-        400, {"error": "X-GitHub-Delivery must be at most 100 printable characters"})  # fmt: skip
+        400,
+        {"error": "X-GitHub-Delivery must be at most 100 printable characters"},
+    )
     odd_event = webhook.client.post(
-        webhook.path, content=body,
-        headers={**webhook.headers("pull_request", body), "X-GitHub-Event": "x" * 5000,
-                 "X-GitHub-Hook-ID": "9" * 500},
-    )  # fmt: skip
+        webhook.path,
+        content=body,
+        headers={
+            **webhook.headers("pull_request", body),
+            "X-GitHub-Event": "x" * 5000,
+            "X-GitHub-Hook-ID": "9" * 500,
+        },
+    )
     assert odd_event.status_code == 200
     assert odd_event.json() == {"ignored": True, "reason": f"event {'x' * 60!r} is not handled"}
     assert webhook.count() == 0
     # an over-long hook id is informational: dropped, the delivery stored
     delivery_id = str(uuid.uuid4())
-    headers = {**webhook.headers("pull_request", body, delivery_id=delivery_id),
-               "X-GitHub-Hook-ID": "9" * 500}  # fmt: skip
+    headers = {
+        **webhook.headers("pull_request", body, delivery_id=delivery_id),
+        "X-GitHub-Hook-ID": "9" * 500,
+    }
     assert webhook.client.post(webhook.path, content=body, headers=headers).status_code == 202
     assert webhook.stored(delivery_id).hook_id is None
 
@@ -112,15 +164,25 @@ def test_a_ping_with_an_odd_hook_id(webhook: Any) -> None:
     body = b'{"zen": "z", "hook_id": NaN}'
     response = webhook.post("ping", body)
     assert (response.status_code, response.json()) == (
-        200, {"ok": True, "ping": True, "hook_id": None})  # fmt: skip
+        200,
+        {"ok": True, "ping": True, "hook_id": None},
+    )
 
 
 def test_a_crcr_dispatch_with_an_over_long_inner_delivery_id_is_rejected(
     webhook: Any, github_fixtures: Path
 ) -> None:
     inner = json.loads(_pr(github_fixtures))
-    body = json.dumps({"action": "pull_request", "client_payload": {
-        "event_type": "pull_request", "delivery_id": "u" * 300, "payload": inner}}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "action": "pull_request",
+            "client_payload": {
+                "event_type": "pull_request",
+                "delivery_id": "u" * 300,
+                "payload": inner,
+            },
+        }
+    ).encode()
     delivery_id = str(uuid.uuid4())
     response = webhook.post("repository_dispatch", body, delivery_id=delivery_id)
     assert response.status_code == 422
@@ -131,25 +193,40 @@ def test_a_crcr_dispatch_with_an_over_long_inner_delivery_id_is_rejected(
 
 @pytest.mark.parametrize(
     ("path", "reason"),
-    [("/api/v1/jobs/1208925819614629174706176",
-      "path.job_id: Input should be less than or equal to 2147483647"),
-     ("/api/v1/jobs/0", "path.job_id: Input should be greater than or equal to 1"),
-     ("/api/v1/jobs/1/results?limit=1e3",
-      "query.limit: Input should be a valid integer, unable to parse string as an integer"),
-     ("/api/v1/jobs?pr=99999999999999999999",
-      "query.pr: Input should be less than or equal to 2147483647"),
-     ("/api/v1/jobs?cursor=LS01", "cursor: not a cursor this API issued"),
-     ("/api/v1/jobs?cursor=" + "A" * 201, "query.cursor: String should have at most 200 characters"),
-     ("/api/v1/deliveries/" + "d" * 101, "path.delivery_id: String should have at most 100 characters"),
-     ("/api/v1/deliveries/a%00b", "path.delivery_id: String should match pattern '^[^\\x00]*$'"),
-     ("/api/v1/deliveries?offset=99999999999",
-      "query.offset: Input should be less than or equal to 1000000000")],
-)  # fmt: skip
+    [
+        (
+            "/api/v1/jobs/1208925819614629174706176",
+            "path.job_id: Input should be less than or equal to 2147483647",
+        ),
+        ("/api/v1/jobs/0", "path.job_id: Input should be greater than or equal to 1"),
+        (
+            "/api/v1/jobs/1/results?limit=1e3",
+            "query.limit: Input should be a valid integer, unable to parse string as an integer",
+        ),
+        (
+            "/api/v1/jobs?pr=99999999999999999999",
+            "query.pr: Input should be less than or equal to 2147483647",
+        ),
+        ("/api/v1/jobs?cursor=LS01", "cursor: not a cursor this API issued"),
+        (
+            "/api/v1/jobs?cursor=" + "A" * 201,
+            "query.cursor: String should have at most 200 characters",
+        ),
+        (
+            "/api/v1/deliveries/" + "d" * 101,
+            "path.delivery_id: String should have at most 100 characters",
+        ),
+        ("/api/v1/deliveries/a%00b", "path.delivery_id: String should match pattern '^[^\\x00]*$'"),
+        (
+            "/api/v1/deliveries?offset=99999999999",
+            "query.offset: Input should be less than or equal to 1000000000",
+        ),
+    ],
+)
 def test_api_parameters_out_of_range_are_422(client: Any, path: str, reason: str) -> None:
     response = client.get(path)
     assert response.status_code == 422, response.text
     assert response.json()["detail"] == reason
-
 
 
 @pytest.mark.parametrize("number", [b"NaN", b"-Infinity", b"1e400"])

@@ -89,8 +89,12 @@ def test_github_fixture(
     assert row.raw_body == body  # byte-exact
     assert row.body_sha256 == hashlib.sha256(body).hexdigest()
     assert (row.state, row.attempts, row.last_error) == ("received", 0, None)
-    assert (row.event, row.source, row.repo, row.hook_id) == (event, "webhook", webhook.upstream,
-                                                              "4242")  # fmt: skip
+    assert (row.event, row.source, row.repo, row.hook_id) == (
+        event,
+        "webhook",
+        webhook.upstream,
+        "4242",
+    )
     payload = json.loads(body)
     assert row.action == payload.get("action")
     # the body is parsed once, on arrival: the normalized event is stored with the delivery
@@ -285,8 +289,9 @@ def test_signature_over_other_bytes_is_401(webhook: Any, opened: Any) -> None:
 def test_rotated_second_secret_is_accepted(webhook: Any, opened: Any) -> None:
     assert len(webhook.secrets) == 2
     delivery_id = str(uuid.uuid4())
-    response = webhook.post("pull_request", opened(), delivery_id=delivery_id,
-                            secret=webhook.secrets[1])  # fmt: skip
+    response = webhook.post(
+        "pull_request", opened(), delivery_id=delivery_id, secret=webhook.secrets[1]
+    )
     assert response.status_code == 202
     assert webhook.stored(delivery_id) is not None
     assert len(webhook.enqueued.calls) == 1
@@ -376,10 +381,13 @@ def test_crcr_dispatch_of_an_unsupported_or_foreign_event_is_ignored(
         client_payload = {"event_type": event_type, "delivery_id": "up", "payload": payload}
         return json.dumps({"action": event_type, "client_payload": client_payload}).encode()
 
-    issues = webhook.post("repository_dispatch",
-                          dispatch("issues", {"repository": {"full_name": webhook.upstream}}))  # fmt: skip
+    issues = webhook.post(
+        "repository_dispatch", dispatch("issues", {"repository": {"full_name": webhook.upstream}})
+    )
     assert (issues.status_code, issues.json()) == (
-        200, {"ignored": True, "reason": "event 'issues' is not handled"})  # fmt: skip
+        200,
+        {"ignored": True, "reason": "event 'issues' is not handled"},
+    )
     foreign = webhook.post(
         "repository_dispatch",
         dispatch("pull_request", json.loads(opened(repository__full_name="someone/else"))),
@@ -417,9 +425,11 @@ def test_a_payload_that_is_not_the_event_it_claims_is_stored_rejected_with_the_r
     response = webhook.post("push", body, delivery_id=delivery_id)
     assert response.status_code == 422
     assert response.json() == {
-        "error": "not a valid push event: payload has no ref", "rejected": True,
-        "delivery_id": delivery_id, "duplicate": False,
-    }  # fmt: skip
+        "error": "not a valid push event: payload has no ref",
+        "rejected": True,
+        "delivery_id": delivery_id,
+        "duplicate": False,
+    }
     row = webhook.stored(delivery_id)
     assert row is not None
     assert row.normalized is None
@@ -466,10 +476,11 @@ def test_the_group_commit_writer_stops_with_the_app_and_when_its_database_change
 
     def post(client: Any) -> int:
         headers = {
-            "Content-Type": "application/json", "X-GitHub-Event": "pull_request",
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "pull_request",
             "X-GitHub-Delivery": str(uuid.uuid4()),
             "X-Hub-Signature-256": sign(relay_up.SECRETS[0], body),
-        }  # fmt: skip
+        }
         return int(client.post("/github/webhook", content=body, headers=headers).status_code)
 
     def count(url: str) -> int:

@@ -23,14 +23,27 @@ def _store_job(settings: Any, repo_root: Path, plan: Any, policy: Any) -> int:
     run = cut_shards(
         RunPlan.for_selection(plan, {}, runner=RunnerConfig(rootdir=str(repo_root))), policy
     )
-    key = JobKey(delivery_id=str(uuid.uuid4()), repo="local/spyre", run_id="1", run_attempt="1",
-                 job_name="spyre")  # fmt: skip
+    key = JobKey(
+        delivery_id=str(uuid.uuid4()),
+        repo="local/spyre",
+        run_id="1",
+        run_attempt="1",
+        job_name="spyre",
+    )
     with session_scope(settings.database_url) as session:
         job, created = create_job(
-            session, key=key, dispatch_pk=None, event_type="pull_request",
-            workflow_name="spyre-upstream-tests", url="", head_sha="b" * 40, pr_number=7,
-            shards=run.shards, shard_seconds=run.shard_seconds, selection=run.stored(),
-        )  # fmt: skip
+            session,
+            key=key,
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="spyre-upstream-tests",
+            url="",
+            head_sha="b" * 40,
+            pr_number=7,
+            shards=run.shards,
+            shard_seconds=run.shard_seconds,
+            selection=run.stored(),
+        )
         assert created
         return int(job.id)
 
@@ -41,10 +54,15 @@ def _plan(universe: Any, tmp_path: Path, seconds: float, budget: float) -> Any:
 
     measured = {v.test_id: seconds for v in universe.variants}
     return plan_revisions(
-        base="a" * 40, head="b" * 40, universe=universe, backend="cpu", facts_cache=tmp_path,
-        offline=True, unanalysed_budget_seconds=budget,
+        base="a" * 40,
+        head="b" * 40,
+        universe=universe,
+        backend="cpu",
+        facts_cache=tmp_path,
+        offline=True,
+        unanalysed_budget_seconds=budget,
         history=History.from_mapping(dict(measured)),
-    )  # fmt: skip
+    )
 
 
 def test_a_pull_request_job_names_its_cost_and_finish_time(
@@ -86,9 +104,9 @@ def test_every_shard_lists_the_same_tests_in_its_selection_and_its_results(
 
     from planner import ShardPolicy
     from store.db import session_scope
-    from store.jobs import store_results
     from store.models import Shard
     from store.outcomes import Outcome, TestOutcome
+    from store.results import store_results
 
     universe = small_upstream.make_universe()
     plan = _plan(universe, tmp_path, 7.0, 10_000.0)  # every variant, 7 runner-seconds each

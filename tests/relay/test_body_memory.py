@@ -64,10 +64,23 @@ def api(tmp_path: Path, repo_root: Path, free_port: Callable[[], int]) -> Iterat
     }
     log = open(tmp_path / "uvicorn.log", "wb")  # noqa: SIM115 - the subprocess's, closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "relay.app:app", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=repo_root,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "relay.app:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=repo_root,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):  # bounded: up to about a minute on a loaded machine
@@ -158,9 +171,11 @@ def test_eight_100_mb_bodies_do_not_grow_the_api_by_50_mb(api: Any) -> None:
     poller.join(timeout=30)
     peak = _kib(proc.pid, "VmHWM")
     slowest = max(seconds for _, seconds in health)
-    print(f"RSS before {before / MB:.1f} MB, peak {peak / MB:.1f} MB "
-          f"(+{(peak - before) / MB:.1f} MB); /healthz {len(health)} answers, "
-          f"slowest {slowest * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"RSS before {before / MB:.1f} MB, peak {peak / MB:.1f} MB "
+        f"(+{(peak - before) / MB:.1f} MB); /healthz {len(health)} answers, "
+        f"slowest {slowest * 1000:.0f} ms"
+    )
     assert not any(t.is_alive() for t in clients)
     assert len(answers) == CLIENTS and set(answers) <= REFUSED, answers
     assert peak - before < GOAL, f"peak grew by {(peak - before) / MB:.0f} MB"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from config.settings import Settings
 from relay.openapi_doc import render
-from store.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

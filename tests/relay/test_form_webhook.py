@@ -37,7 +37,9 @@ def test_a_form_encoded_delivery_is_verified_stored_and_normalized(
     row = webhook.stored(delivery_id)
     assert row is not None and row.state == "received" and row.raw_body == body
     assert (row.pr_number, row.head_sha) == (
-        payload["number"], payload["pull_request"]["head"]["sha"])  # fmt: skip
+        payload["number"],
+        payload["pull_request"]["head"]["sha"],
+    )
     # the workers read the payload ingress stored; the raw body stays readable for a replay
     assert row.upstream_payload == payload
     envelope = stored_envelope(row.raw_body, event=row.event, source=row.source)
@@ -66,11 +68,13 @@ def test_a_form_body_is_verified_on_its_raw_bytes(webhook: Any, example_events: 
 
 @pytest.mark.parametrize(
     ("body", "reason"),
-    [(b"payload=%7B&payload=%7D", "malformed form body: it needs exactly one payload field"),
-     (b"payload=%FF", "malformed form body: not percent-encoded UTF-8"),
-     (b"payload=" + "ü".encode(), "malformed form body: not percent-encoded UTF-8"),
-     (b"payload=%5B1%5D", "malformed JSON: the body must be a JSON object")],
-)  # fmt: skip
+    [
+        (b"payload=%7B&payload=%7D", "malformed form body: it needs exactly one payload field"),
+        (b"payload=%FF", "malformed form body: not percent-encoded UTF-8"),
+        (b"payload=" + "ü".encode(), "malformed form body: not percent-encoded UTF-8"),
+        (b"payload=%5B1%5D", "malformed JSON: the body must be a JSON object"),
+    ],
+)
 def test_a_malformed_form_body_is_refused_in_one_line(
     webhook: Any, body: bytes, reason: str
 ) -> None:

@@ -25,18 +25,42 @@ from hypothesis import strategies as st
 EXAMPLES = int(os.environ.get("RELAY_HOSTILE_FUZZ_EXAMPLES", "150"))
 # (event, example, the fields with their own column, or a push's file lists)
 TARGETS = [
-    ("pull_request", "pull_request.opened",
-     [("action",), ("pull_request", "head", "sha"), ("pull_request", "base", "sha"),
-      ("number",), ("pull_request", "head", "ref")]),
-    ("pull_request", "pull_request.synchronize",
-     [("action",), ("pull_request", "head", "sha"), ("pull_request", "labels")]),
-    ("push", "push.main",
-     [("before",), ("after",), ("ref",), ("commits", 0, "added"), ("commits", 0, "modified"),
-      ("commits", 0, "removed"), ("commits",)]),
+    (
+        "pull_request",
+        "pull_request.opened",
+        [
+            ("action",),
+            ("pull_request", "head", "sha"),
+            ("pull_request", "base", "sha"),
+            ("number",),
+            ("pull_request", "head", "ref"),
+        ],
+    ),
+    (
+        "pull_request",
+        "pull_request.synchronize",
+        [("action",), ("pull_request", "head", "sha"), ("pull_request", "labels")],
+    ),
+    (
+        "push",
+        "push.main",
+        [
+            ("before",),
+            ("after",),
+            ("ref",),
+            ("commits", 0, "added"),
+            ("commits", 0, "modified"),
+            ("commits", 0, "removed"),
+            ("commits",),
+        ],
+    ),
     ("check_run", "check_run.rerequested", [("check_run", "head_sha"), ("action",)]),
-    ("repository_dispatch", "repository_dispatch.pull_request",
-     [("client_payload", "delivery_id"), ("client_payload", "event_type")]),
-]  # fmt: skip
+    (
+        "repository_dispatch",
+        "repository_dispatch.pull_request",
+        [("client_payload", "delivery_id"), ("client_payload", "event_type")],
+    ),
+]
 
 hostile_text = st.one_of(
     st.sampled_from(["\ud800", "a\udfffb", "nul\x00", "\x00", "ü" * 70, "a" * 101, ""]),
@@ -79,12 +103,18 @@ def _fuzz(webhook: Any, example_events: Path, examples: int) -> dict[int, int]:
     kept: dict[str, tuple[int, bytes]] = {}
 
     @settings(
-        max_examples=examples, deadline=None, derandomize=True, database=None,
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
         suppress_health_check=list(HealthCheck),
-    )  # fmt: skip
+    )
     @given(
-        base=st.sampled_from(bases), data=st.data(), value=hostile, form=st.booleans(),
-    )  # fmt: skip
+        base=st.sampled_from(bases),
+        data=st.data(),
+        value=hostile,
+        form=st.booleans(),
+    )
     def one(base: Any, data: Any, value: Any, form: bool) -> None:
         event, payload, paths = base
         payload = json.loads(json.dumps(payload))

@@ -34,8 +34,18 @@ VALID = [  # (event, tests/data/github payload) of the test upstream: each is a 
     ("pull_request", "pull_request/synchronize.payload.json"),
     ("push", "push/with-new-branch.payload.json"),
 ]
-EVENTS = ["pull_request", "push", "check_run", "check_suite", "repository_dispatch", "ping",
-          "issues", "", "Pull_Request", "x" * 300]  # fmt: skip
+EVENTS = [
+    "pull_request",
+    "push",
+    "check_run",
+    "check_suite",
+    "repository_dispatch",
+    "ping",
+    "issues",
+    "",
+    "Pull_Request",
+    "x" * 300,
+]
 
 weird_text = st.one_of(
     st.text(max_size=20),
@@ -51,10 +61,11 @@ weird_number = st.one_of(
 leaf = st.one_of(st.none(), st.booleans(), weird_number, weird_text)
 weird_value = st.recursive(
     leaf,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5),
-                                                                          inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=6,
-)  # fmt: skip
+)
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -82,8 +93,9 @@ def _set(payload: Any, path: tuple[Any, ...], value: Any, *, delete: bool = Fals
 def requests(draw: st.DrawFn, bases: list[tuple[str, bytes]]) -> dict[str, Any]:
     event, raw = draw(st.sampled_from(bases))
     payload = json.loads(raw)
-    mutation = draw(st.sampled_from(["none", "delete", "replace", "replace", "nest", "bytes",
-                                     "dispatch"]))  # fmt: skip
+    mutation = draw(
+        st.sampled_from(["none", "delete", "replace", "replace", "nest", "bytes", "dispatch"])
+    )
     body: bytes
     if mutation in ("delete", "replace"):
         path = draw(st.sampled_from(_paths(payload)))
@@ -92,23 +104,39 @@ def requests(draw: st.DrawFn, bases: list[tuple[str, bytes]]) -> dict[str, Any]:
         payload[draw(st.sampled_from(list(payload)))] = "__nest__"
     elif mutation == "dispatch":  # the same payload as a CRCR repository_dispatch
         event = "repository_dispatch"
-        payload = {"action": "pull_request", "client_payload": {
-            "event_type": draw(st.sampled_from(["pull_request", "push", "nightly"])),
-            "delivery_id": draw(st.one_of(st.uuids().map(str), weird_text)), "payload": payload}}  # fmt: skip
+        payload = {
+            "action": "pull_request",
+            "client_payload": {
+                "event_type": draw(st.sampled_from(["pull_request", "push", "nightly"])),
+                "delivery_id": draw(st.one_of(st.uuids().map(str), weird_text)),
+                "payload": payload,
+            },
+        }
     body = json.dumps(payload).encode()  # NaN and infinities as Python writes them
     if mutation == "nest":
         depth = draw(st.sampled_from([10, 63, 65, 200, 5000]))
         body = body.replace(b'"__nest__"', b"[" * depth + b"1" + b"]" * depth)
     if mutation == "bytes":
         cut = draw(st.integers(min_value=0, max_value=len(body)))
-        body = draw(st.sampled_from([body[:cut], body[:cut] + b"\xff" + body[cut:],
-                                     body[:cut] + b"{" * 3000, b"", b"null", b"[]"]))  # fmt: skip
+        body = draw(
+            st.sampled_from(
+                [
+                    body[:cut],
+                    body[:cut] + b"\xff" + body[cut:],
+                    body[:cut] + b"{" * 3000,
+                    b"",
+                    b"null",
+                    b"[]",
+                ]
+            )
+        )
     return {
         "event": draw(st.sampled_from([event] * 6 + EVENTS)),
         "body": body,
         "mutated": mutation != "none",
-        "signature": draw(st.sampled_from(["good"] * 6 + ["other", "garbled", "missing",
-                                                           "second"])),
+        "signature": draw(
+            st.sampled_from(["good"] * 6 + ["other", "garbled", "missing", "second"])
+        ),
         "delivery": draw(st.sampled_from(["new"] * 6 + ["repeat", "empty", "long", "odd"])),
     }
 
@@ -126,8 +154,13 @@ def test_fuzz_the_webhook(webhook: Any, bases: list[tuple[str, bytes]], repo_roo
     seen_ids: list[str] = []
     slowest = [0.0]
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(requests(bases))
     def one(req: dict[str, Any]) -> None:
         body, event = req["body"], req["event"]
@@ -138,8 +171,11 @@ def test_fuzz_the_webhook(webhook: Any, bases: list[tuple[str, bytes]], repo_roo
             "long": "d" * 150,
             "odd": "id with spaces\t",
         }[req["delivery"]]
-        secret = {"good": webhook.secrets[0], "second": webhook.secrets[1],
-                  "other": "not-a-configured-secret"}.get(req["signature"])  # fmt: skip
+        secret = {
+            "good": webhook.secrets[0],
+            "second": webhook.secrets[1],
+            "other": "not-a-configured-secret",
+        }.get(req["signature"])
         headers = webhook.headers(event or "x", body, delivery_id=delivery_id or "x")
         headers["X-GitHub-Event"] = event
         headers["X-GitHub-Delivery"] = delivery_id
@@ -170,9 +206,13 @@ def test_fuzz_the_webhook(webhook: Any, bases: list[tuple[str, bytes]], repo_roo
             accepted[delivery_id] = body
         else:
             assert len(webhook.enqueued.calls) == calls_before
-        valid = (not req["mutated"] and req["signature"] in ("good", "second")
-                 and req["delivery"] == "new" and event in ("pull_request", "push")
-                 and event == _event_of(body))  # fmt: skip
+        valid = (
+            not req["mutated"]
+            and req["signature"] in ("good", "second")
+            and req["delivery"] == "new"
+            and event in ("pull_request", "push")
+            and event == _event_of(body)
+        )
         if valid:  # an untouched valid delivery is never lost
             assert response.status_code == 202, (req, answer)
 
@@ -185,9 +225,13 @@ def test_fuzz_the_webhook(webhook: Any, bases: list[tuple[str, bytes]], repo_roo
         row = webhook.stored(delivery_id)
         assert row is not None and row.raw_body == body
     assert webhook.count() <= len(set(seen_ids))
-    summary = {"requests": sum(answers.values()), "answers": dict(sorted(answers.items())),
-               "accepted_stored_once": len(accepted), "stored_rows": webhook.count(),
-               "slowest_seconds": round(slowest[0], 3)}  # fmt: skip
+    summary = {
+        "requests": sum(answers.values()),
+        "answers": dict(sorted(answers.items())),
+        "accepted_stored_once": len(accepted),
+        "stored_rows": webhook.count(),
+        "slowest_seconds": round(slowest[0], 3),
+    }
     out = repo_root / "var" / "fuzz" / "webhook-answers.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")

@@ -38,9 +38,14 @@ OWN_COLUMNS = [
     ("push before", "push", "push.main", "before", "base_sha"),
     ("push after", "push", "push.main", "after", "head_sha"),
     ("check_run head sha", "check_run", "check_run.rerequested", "check_run.head_sha", "head_sha"),
-    ("dispatch's delivery id", "repository_dispatch", "repository_dispatch.pull_request",
-     "client_payload.delivery_id", "upstream_delivery_id"),
-]  # fmt: skip
+    (
+        "dispatch's delivery id",
+        "repository_dispatch",
+        "repository_dispatch.pull_request",
+        "client_payload.delivery_id",
+        "upstream_delivery_id",
+    ),
+]
 
 
 @pytest.mark.parametrize(
@@ -111,10 +116,17 @@ def test_a_delivery_id_keeps_its_utf8_bytes(
 
 @pytest.mark.parametrize(
     "path",
-    [f"/api/v1/hud/runs/{BIG}", f"/api/v1/hud/runs/{BIG}/progress",
-     f"/api/v1/hud/runs/{BIG}/results", f"/runs/{BIG}", f"/runs/1/artifacts/{BIG}",
-     f"/runs/{BIG}/artifacts/1", f"/replays/{BIG}", f"/api/v1/hud/runs/{-BIG - 1}"],
-)  # fmt: skip
+    [
+        f"/api/v1/hud/runs/{BIG}",
+        f"/api/v1/hud/runs/{BIG}/progress",
+        f"/api/v1/hud/runs/{BIG}/results",
+        f"/runs/{BIG}",
+        f"/runs/1/artifacts/{BIG}",
+        f"/runs/{BIG}/artifacts/1",
+        f"/replays/{BIG}",
+        f"/api/v1/hud/runs/{-BIG - 1}",
+    ],
+)
 def test_ids_past_64_bits_are_refused(client: Any, path: str) -> None:
     response = client.get(path)
     assert response.status_code == 422, response.text
@@ -123,9 +135,13 @@ def test_ids_past_64_bits_are_refused(client: Any, path: str) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["/api/v1/hud/health?at=0001-01-01T00:00:00", "/api/v1/hud/health?at=9999-12-31T23:59:59",
-     "/downstreams?at=0001-01-01T00:00:00", "/downstreams?at=9999-12-31T23:59:59"],
-)  # fmt: skip
+    [
+        "/api/v1/hud/health?at=0001-01-01T00:00:00",
+        "/api/v1/hud/health?at=9999-12-31T23:59:59",
+        "/downstreams?at=0001-01-01T00:00:00",
+        "/downstreams?at=9999-12-31T23:59:59",
+    ],
+)
 def test_dates_out_of_range_are_refused(client: Any, path: str) -> None:
     response = client.get(path)
     assert response.status_code == 422, response.text
@@ -161,29 +177,51 @@ def _envelope() -> dict[str, Any]:
     from wire.crcr.callback import TestCounts, build, hud_envelope
 
     body = build(
-        event_type="pull_request", delivery_id="d-1", payload={"number": 7}, status="completed",
-        workflow_name="ci", url="https://example.invalid/run", run_id="9", run_attempt="1",
-        job_name="test", completed_at=__import__("datetime").datetime(2026, 1, 1),
-        conclusion="success", test_results=TestCounts(passed=1, total=1),
-    )  # fmt: skip
+        event_type="pull_request",
+        delivery_id="d-1",
+        payload={"number": 7},
+        status="completed",
+        workflow_name="ci",
+        url="https://example.invalid/run",
+        run_id="9",
+        run_attempt="1",
+        job_name="test",
+        completed_at=__import__("datetime").datetime(2026, 1, 1),
+        conclusion="success",
+        test_results=TestCounts(passed=1, total=1),
+    )
     return hud_envelope(
-        verified_repo="org/down", level="L2", callback_body=body, queue_time=1.0,
+        verified_repo="org/down",
+        level="L2",
+        callback_body=body,
+        queue_time=1.0,
         execution_time=2.0,
-    )  # fmt: skip
+    )
 
 
 HUD_CASES = [
     ("surrogate repo", "trusted.verified_repo", f"org/d{SURROGATE}", "trusted.verified_repo"),
-    ("surrogate delivery", "untrusted.callback_payload.delivery_id", SURROGATE,
-     "callback_payload.delivery_id"),
-    ("nul job", "untrusted.callback_payload.workflow.job_name", "a\x00b",
-     "workflow.job_name"),
-    ("count 2**80", "untrusted.callback_payload.workflow.test_results.passed", 2**80,
-     "test_results.passed"),
+    (
+        "surrogate delivery",
+        "untrusted.callback_payload.delivery_id",
+        SURROGATE,
+        "callback_payload.delivery_id",
+    ),
+    ("nul job", "untrusted.callback_payload.workflow.job_name", "a\x00b", "workflow.job_name"),
+    (
+        "count 2**80",
+        "untrusted.callback_payload.workflow.test_results.passed",
+        2**80,
+        "test_results.passed",
+    ),
     ("pr 2**80", "untrusted.callback_payload.payload.number", 2**80, "payload.number"),
-    ("surrogate failed test", "untrusted.callback_payload.workflow.failed_tests",
-     [f"t{SURROGATE}"], "workflow.failed_tests"),
-]  # fmt: skip
+    (
+        "surrogate failed test",
+        "untrusted.callback_payload.workflow.failed_tests",
+        [f"t{SURROGATE}"],
+        "workflow.failed_tests",
+    ),
+]
 
 
 @pytest.mark.parametrize(
@@ -210,9 +248,16 @@ def test_hud_ingest_refuses_values_its_columns_cannot_hold(
 
 @pytest.mark.parametrize(
     "commits",
-    [[{"added": 7}], [{"removed": True}], [{"modified": "setup.py"}], [{"added": ["a.py", 3]}],
-     [{"added": {"a.py": 1}}], [7], "commits"],
-)  # fmt: skip
+    [
+        [{"added": 7}],
+        [{"removed": True}],
+        [{"modified": "setup.py"}],
+        [{"added": ["a.py", 3]}],
+        [{"added": {"a.py": 1}}],
+        [7],
+        "commits",
+    ],
+)
 def test_a_push_whose_file_lists_are_not_lists_of_strings_names_no_files(commits: Any) -> None:
     from wire.github.events import push_files
 

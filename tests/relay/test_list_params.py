@@ -11,8 +11,8 @@ import pytest
 def _list_paths() -> list[str]:
     """The API's GET endpoints without path parameters (its lists and its single documents),
     from the app's OpenAPI document."""
+    from config.settings import Settings
     from relay.app import create_app
-    from store.settings import Settings
 
     app = create_app(Settings(env="development", database_url="sqlite://", log_json=False))
     return sorted(
@@ -38,10 +38,15 @@ def test_an_unknown_parameter_is_named(client: Any, path: str) -> None:
 
 @pytest.mark.parametrize(
     ("query", "named"),
-    [({"offset": "abc"}, "query.offset"), ({"limit": "0"}, "query.limit"),
-     ({"limit": "1e3"}, "query.limit"), ({"state": "nope"}, "query.state"),
-     ({"cursor": "bm9wZQ"}, "cursor"), ({"repo": "a\x00b"}, "query.repo")],
-)  # fmt: skip
+    [
+        ({"offset": "abc"}, "query.offset"),
+        ({"limit": "0"}, "query.limit"),
+        ({"limit": "1e3"}, "query.limit"),
+        ({"state": "nope"}, "query.state"),
+        ({"cursor": "bm9wZQ"}, "cursor"),
+        ({"repo": "a\x00b"}, "query.repo"),
+    ],
+)
 def test_the_dispatches_refuse_malformed_parameters(
     client: Any, query: dict[str, str], named: str
 ) -> None:
@@ -54,4 +59,9 @@ def test_the_dispatches_are_one_page_envelope(client: Any) -> None:
     response = client.get("/api/v1/dispatches", params={"limit": "5"})
     assert response.status_code == 200
     assert response.json() == {
-        "items": [], "total": 0, "limit": 5, "offset": 0, "next_cursor": None}  # fmt: skip
+        "items": [],
+        "total": 0,
+        "limit": 5,
+        "offset": 0,
+        "next_cursor": None,
+    }

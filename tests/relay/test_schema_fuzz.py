@@ -37,19 +37,24 @@ EXAMPLES = int(os.environ.get("RELAY_SCHEMA_EXAMPLES", "20"))
 def _app(tmp: Path) -> Any:
     from pydantic import SecretStr
 
+    from config.settings import Settings
     from relay.app import create_app
     from store import migrate
-    from store.settings import Settings
 
     database_url = f"sqlite:///{tmp}/relay.sqlite"
     migrate.upgrade(database_url)
     settings = Settings(
-        env="development", database_url=database_url,
-        broker_url=f"sqla+sqlite:///{tmp}/broker.sqlite", var_dir=tmp / "var",
-        webhook_secrets=[SecretStr("fuzz-secret")], hud_bot_token=SecretStr("bot"),
-        operator_token=SecretStr("operator"), max_body_bytes=1 << 20, log_json=False,
+        env="development",
+        database_url=database_url,
+        broker_url=f"sqla+sqlite:///{tmp}/broker.sqlite",
+        var_dir=tmp / "var",
+        webhook_secrets=[SecretStr("fuzz-secret")],
+        hud_bot_token=SecretStr("bot"),
+        operator_token=SecretStr("operator"),
+        max_body_bytes=1 << 20,
+        log_json=False,
         log_level="ERROR",
-    )  # fmt: skip
+    )
     return create_app(settings)
 
 
@@ -74,9 +79,13 @@ def _fuzz(app: Any, examples: int) -> list[str]:
 
         @given(case=operation.as_strategy())
         @settings(
-            max_examples=examples, deadline=None, database=None, derandomize=True,
-            suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-        )  # fmt: skip
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )
         def run(case: Any) -> None:
             case.call_and_validate(checks=CHECKS)
 

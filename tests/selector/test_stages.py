@@ -609,8 +609,9 @@ def test_behaviour_change_selects_its_entry_at_the_changed_dtypes(
             ]
         }
     )
-    plan = select(facts, small_upstream.make_universe(), reader=source_reader(source, facts),
-                  config=NO_PRIOR)  # fmt: skip
+    plan = select(
+        facts, small_upstream.make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
+    )
     assert not plan.fallback
     assert set(plan.test_ids) == {t for t in ids_with(plan, "_add_") if t.endswith("float32")}
     assert len(plan.test_ids) == len(small_upstream.TEMPLATES)

@@ -22,8 +22,12 @@ def _plan(small_upstream: Any, tmp_path: Path, files: dict[str, str], select: An
     source = GitCheckout(repo.path)
     facts = compute_change_facts(source, source.resolve("base"), source.resolve("HEAD"))
     universe = small_upstream.make_universe()
-    plan = select(facts, universe, reader=source_reader(source, facts),
-                  config=SignalConfig(profiling_map=None))  # fmt: skip
+    plan = select(
+        facts,
+        universe,
+        reader=source_reader(source, facts),
+        config=SignalConfig(profiling_map=None),
+    )
     return plan, universe
 
 

@@ -14,15 +14,21 @@ from sqlalchemy.orm import Session
 
 from store import deliveries
 from store.db import session_scope
-from store.deliveries import DeliveryCreate, StoreOutcome
+from store.deliveries import DeliveryCreate, Stored
 from store.group_commit import GroupCommit
 from store.models import Delivery, DeliveryState
 
 
 def _data(delivery_id: str, **overrides: Any) -> DeliveryCreate:
-    base: dict[str, Any] = {"delivery_id": delivery_id, "event": "pull_request",
-                            "action": "opened", "repo": "pytorch/pytorch", "raw_body": b"{}",
-                            "pr_number": 7, "normalized": {"event": "pull_request"}}  # fmt: skip
+    base: dict[str, Any] = {
+        "delivery_id": delivery_id,
+        "event": "pull_request",
+        "action": "opened",
+        "repo": "pytorch/pytorch",
+        "raw_body": b"{}",
+        "pr_number": 7,
+        "normalized": {"event": "pull_request"},
+    }
     return DeliveryCreate(**{**base, **overrides})
 
 
@@ -48,11 +54,11 @@ def test_concurrent_deliveries_share_transactions_and_keep_their_answers(databas
     finally:
         writer.close()
     outcomes = [outcome for outcome, _ in results]
-    assert outcomes[:40] == [StoreOutcome.NEW] * 40
-    assert outcomes[40:42] == [StoreOutcome.DUPLICATE] * 2
+    assert outcomes[:40] == [Stored.NEW] * 40
+    assert outcomes[40:42] == [Stored.DUPLICATE] * 2
     assert results[40][1] == results[3][1]  # the duplicate names the stored row
-    assert results[42] == (StoreOutcome.REDELIVERY, failed_pk)
-    assert outcomes[43] is StoreOutcome.NEW
+    assert results[42] == (Stored.REDELIVERY, failed_pk)
+    assert outcomes[43] is Stored.NEW
     assert writer.batches < len(items)  # transactions were shared
     with session_scope(database_url) as session:
         assert session.scalar(select(func.count()).select_from(Delivery)) == 42
@@ -79,7 +85,7 @@ def test_a_failing_write_fails_only_its_own_delivery(database_url: str) -> None:
     finally:
         writer.close()
     assert isinstance(results[7], RuntimeError)
-    assert [r[0] for i, r in enumerate(results) if i != 7] == [StoreOutcome.NEW] * 20
+    assert [r[0] for i, r in enumerate(results) if i != 7] == [Stored.NEW] * 20
     with session_scope(database_url) as session:
         stored = set(session.scalars(select(Delivery.delivery_id)))
     assert stored == {f"ok-{i}" for i in range(20)}  # the broken one left nothing behind
@@ -95,7 +101,7 @@ def test_one_at_a_time_is_one_transaction_each(database_url: str) -> None:
         results = asyncio.run(one_by_one())
     finally:
         writer.close()
-    assert [r[0] for r in results] == [StoreOutcome.NEW] * 5
+    assert [r[0] for r in results] == [Stored.NEW] * 5
     assert writer.batches == 5
 
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 from sqlalchemy import select, update
 
 from store import jobs, scheduling, shards
+from store import results as result_rows
 from store.db import session_scope
 from store.jobs import JobKey
 from store.models import Conclusion, Job, Shard, ShardState, TestResult, utcnow
@@ -20,10 +21,17 @@ from store.outcomes import Outcome, TestOutcome
 def _job(url: str, name: str, shard_ids: list[list[str]]) -> int:
     with session_scope(url) as s:
         job, created = jobs.create_job(
-            s, key=JobKey(name, "local/spyre", "1", "1", "spyre"), dispatch_pk=None,
-            event_type="pull_request", workflow_name="w", url="", head_sha="a" * 40,
-            pr_number=7, shards=shard_ids, selection={"plan": {}},
-        )  # fmt: skip
+            s,
+            key=JobKey(name, "local/spyre", "1", "1", "spyre"),
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="w",
+            url="",
+            head_sha="a" * 40,
+            pr_number=7,
+            shards=shard_ids,
+            selection={"plan": {}},
+        )
         assert created
         return job.id
 
@@ -93,7 +101,7 @@ def test_attempts_spent_fail_the_shard_and_its_job(database_url: str) -> None:
     job_pk = _job(database_url, "d3", [["t::a", "t::b", "t::c"]])
     shard_pk = _claim(database_url, "hostB:11:task-1")
     with session_scope(database_url) as s:
-        jobs.store_results(
+        result_rows.store_results(
             s, job_pk=job_pk, shard_pk=shard_pk, outcomes=[TestOutcome("t::a", Outcome.PASSED)]
         )
     _expire(database_url, shard_pk)

@@ -27,14 +27,24 @@ def _conclusion(
 ) -> Conclusion:
     selection: dict[str, Any] = {
         "stage_counts": {"changes": changes, "impact": {"in": changes["out"], "out": 0}},
-        "fallbacks": [], "plan": {"fallback": fallback}, "variants": [],
-    }  # fmt: skip
+        "fallbacks": [],
+        "plan": {"fallback": fallback},
+        "variants": [],
+    }
     key = jobs.JobKey(uuid.uuid4().hex, "local/spyre", "1", "1", "spyre")
     with session_scope(database_url) as session:
         job, _ = jobs.create_job(
-            session, key=key, dispatch_pk=None, event_type="pull_request", workflow_name="relay",
-            url="", head_sha="0" * 40, pr_number=1, shards=[], selection=selection,
-        )  # fmt: skip
+            session,
+            key=key,
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="relay",
+            url="",
+            head_sha="0" * 40,
+            pr_number=1,
+            shards=[],
+            selection=selection,
+        )
         stored = session.get(Job, job.id)
         assert stored is not None and not stored.tests_total
         return jobs.conclude(session, job=stored)

@@ -25,11 +25,16 @@ def _dispatch(url: str, name: str, *, target: str = "runner", **columns: Any) ->
         _, delivery_pk = deliveries.store(
             s,
             data=DeliveryCreate(
-                delivery_id=name, event="pull_request", action="opened",
-                repo="pytorch/pytorch", raw_body=b"{}", pr_number=1, head_sha="a" * 40,
+                delivery_id=name,
+                event="pull_request",
+                action="opened",
+                repo="pytorch/pytorch",
+                raw_body=b"{}",
+                pr_number=1,
+                head_sha="a" * 40,
                 normalized={"event": "pull_request"},
             ),
-        )  # fmt: skip
+        )
         downstream = ensure_downstream(
             s, repo=f"local/{target}", level="L2", device=None, policy={}
         )
@@ -87,11 +92,20 @@ def test_a_plan_given_up_fails_its_job_with_the_reason(database_url: str) -> Non
     no_job = _dispatch(database_url, "no-job", attempts=3, lease_until=utcnow() - MINUTE)
     with session_scope(database_url) as s:
         job = scheduling.begin_planning(
-            s, key=JobKey(delivery_id="given-up", repo="local/runner", run_id=str(pk),
-                          run_attempt="1", job_name="spyre"),
-            dispatch_pk=pk, event_type="pull_request", workflow_name="w", head_sha=None,
+            s,
+            key=JobKey(
+                delivery_id="given-up",
+                repo="local/runner",
+                run_id=str(pk),
+                run_attempt="1",
+                job_name="spyre",
+            ),
+            dispatch_pk=pk,
+            event_type="pull_request",
+            workflow_name="w",
+            head_sha=None,
             pr_number=1,
-        )  # fmt: skip
+        )
         job_pk = job.id
         assert (
             scheduling.give_up_planning(s, dispatch_pk=pk, reason="planning lost 3 times") == job_pk

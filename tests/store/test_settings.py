@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from store.settings import DEVELOPMENT_WEBHOOK_SECRET, Settings
+from config.settings import DEVELOPMENT_WEBHOOK_SECRET, Settings
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

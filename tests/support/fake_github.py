@@ -109,18 +109,21 @@ class FakeGitHub:
     def dispatch_count(self) -> int:
         with self.lock:
             return sum(
-                1 for c in self.calls
+                1
+                for c in self.calls
                 if c.status == 204 and c.method == "POST" and c.path.endswith("/dispatches")
-            )  # fmt: skip
+            )
 
     def check_run_updates(self, status: int | None = 200) -> list[Call]:
         """The PATCHes of check runs (answered ``status``; None: all of them)."""
         with self.lock:
             return [
-                c for c in self.calls
-                if c.method == "PATCH" and "/check-runs/" in c.path
+                c
+                for c in self.calls
+                if c.method == "PATCH"
+                and "/check-runs/" in c.path
                 and (status is None or c.status == status)
-            ]  # fmt: skip
+            ]
 
     def token_requests(self) -> list[Call]:
         return [c for c in self.calls if c.path.endswith("/access_tokens")]

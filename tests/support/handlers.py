@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from store.settings import Settings
+from config.settings import Settings
 from wire.github.events import UpstreamEvent
 
 LABEL = "test/fail-once"

@@ -60,14 +60,20 @@ class Host:
             prefix = Path(sys.prefix)
             keep = prefix if any(prefix.is_relative_to(h) for h in self.hide) else None
             env = {
-                **env, "HIDE": " ".join(str(h) for h in self.hide),
-                "KEEP": str(keep or ""), "STASH": str(self.var.parent / "stash"),
-            }  # fmt: skip
+                **env,
+                "HIDE": " ".join(str(h) for h in self.hide),
+                "KEEP": str(keep or ""),
+                "STASH": str(self.var.parent / "stash"),
+            }
             command = ["unshare", "-m", "sh", "-c", _HIDE, "sh", *command]
         proc = subprocess.Popen(
-            command, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
+            command,
+            cwd=self.root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         log.close()
         self.procs.append(proc)
         return proc

@@ -1,12 +1,11 @@
 """Seeded histories for the HUD's tests, screenshots and benchmark, written through the ORM
 into a migrated database (SQLite or PostgreSQL).
 
-:func:`seed_health` writes a job history per downstream whose CRCR verdict is known: one passes
-every L3 rule, each other fails exactly the rules named in :data:`HEALTH_CASES` (a P50 over
-3 h necessarily puts most jobs over 3 h too), one L3 downstream is demoted on its 7-day pass
-rate. :func:`seed_runs` writes the runner's commits: pushes to main and pull requests, each with
+:func:`seed_runs` writes the runner's commits: pushes to main and pull requests, each with
 a plan (funnel, reasons, cut list) and results, one job failing with known failures and
-artifacts, one flaky test, and one job still running. All times are relative to ``now``.
+artifacts, one flaky test, and one job still running. All times are relative to ``now``. The
+downstreams' health histories: :mod:`tests.support.hud_seed_health`; a live run, a release
+replay and a big run: :mod:`tests.support.hud_seed_live`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
-from store import evalreports
 from store.db import session_scope
 from store.models import (
     Delivery,
@@ -32,29 +30,17 @@ from store.models import (
     SelectionTest,
     Shard,
     TestResult,
-    utcnow,
 )
 
 RUNNER = "local/spyre"
 H = 3600.0
 
-#: downstream -> (level, days listed, the L3 rules it fails (14 d), verdict)
-HEALTH_CASES: dict[str, tuple[str, int, set[str], str]] = {
-    "acme/npu-ready": ("L2", 45, set(), "ready for L3"),
-    "acme/npu-slow": ("L2", 45, {"p50_e2e", "over_3h_share"}, "not ready for L3"),
-    "acme/npu-long-tail": ("L2", 45, {"over_3h_share"}, "not ready for L3"),
-    "acme/npu-queue": ("L2", 45, {"avg_queue"}, "not ready for L3"),
-    "acme/npu-timeouts": ("L2", 45, {"timeout_rate"}, "not ready for L3"),
-    "acme/npu-red": ("L2", 45, {"pass_rate"}, "not ready for L3"),
-    "acme/npu-new": ("L2", 10, {"time_at_l2"}, "not ready for L3"),
-    "acme/npu-l3": ("L3", 90, {"pass_rate"}, "demote"),
-}
 
 SUITES = ("common", "out", "variants", "gradients", "modules", "errors")
 OPS = ("add", "mul", "softmax", "matmul", "nn.functional.gelu", "sum", "mean", "where")
 
 
-def _sha(text: str) -> str:
+def sha_of(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
@@ -65,78 +51,77 @@ def test_id(i: int) -> str:
     return f"spyre_stack/conformance/test_{suite}.py::{cls}::test_{suite}_{op}_{i}_spyre_float16"
 
 
-def _job(session: Any, *, repo: str, key: str, attempt: int = 1, status: str = "completed",
-         conclusion: str | None = "success", dispatched: datetime, queue_s: float | None,
-         e2e_s: float | None, event: str = "push", head_sha: str | None = None,
-         pr: int | None = None, dispatch_pk: int | None = None, planned: int = 0,
-         counts: tuple[int, int, int] = (0, 0, 0)) -> Job:  # fmt: skip
+def add_job(
+    session: Any,
+    *,
+    repo: str,
+    key: str,
+    attempt: int = 1,
+    status: str = "completed",
+    conclusion: str | None = "success",
+    dispatched: datetime,
+    queue_s: float | None,
+    e2e_s: float | None,
+    event: str = "push",
+    head_sha: str | None = None,
+    pr: int | None = None,
+    dispatch_pk: int | None = None,
+    planned: int = 0,
+    counts: tuple[int, int, int] = (0, 0, 0),
+) -> Job:
     started = dispatched + timedelta(seconds=queue_s) if queue_s is not None else None
     completed = dispatched + timedelta(seconds=e2e_s) if e2e_s is not None else None
     job = Job(
-        delivery_id=key, repo=repo, run_id=key, run_attempt=str(attempt), job_name="spyre",
-        dispatch_pk=dispatch_pk, event_type=event, workflow_name="spyre-upstream-tests",
-        url="", head_sha=head_sha, pr_number=pr, status=status,
-        conclusion=conclusion if status == "completed" else None, dispatched_at=dispatched,
-        started_at=started, completed_at=completed if status == "completed" else None,
-        tests_passed=counts[0], tests_failed=counts[1], tests_skipped=counts[2],
+        delivery_id=key,
+        repo=repo,
+        run_id=key,
+        run_attempt=str(attempt),
+        job_name="spyre",
+        dispatch_pk=dispatch_pk,
+        event_type=event,
+        workflow_name="spyre-upstream-tests",
+        url="",
+        head_sha=head_sha,
+        pr_number=pr,
+        status=status,
+        conclusion=conclusion if status == "completed" else None,
+        dispatched_at=dispatched,
+        started_at=started,
+        completed_at=completed if status == "completed" else None,
+        tests_passed=counts[0],
+        tests_failed=counts[1],
+        tests_skipped=counts[2],
         tests_total=planned or sum(counts),
-    )  # fmt: skip
+    )
     session.add(job)
     session.flush()
-    session.add(JobTransition(job_pk=job.id, from_status=None, to_status="dispatched",
-                              at=dispatched, source="seed"))  # fmt: skip
+    session.add(
+        JobTransition(
+            job_pk=job.id, from_status=None, to_status="dispatched", at=dispatched, source="seed"
+        )
+    )
     if started is not None:
-        session.add(JobTransition(job_pk=job.id, from_status="dispatched",
-                                  to_status="in_progress", at=started, source="seed"))  # fmt: skip
+        session.add(
+            JobTransition(
+                job_pk=job.id,
+                from_status="dispatched",
+                to_status="in_progress",
+                at=started,
+                source="seed",
+            )
+        )
     if status == "completed" and completed is not None:
-        session.add(JobTransition(job_pk=job.id, from_status="in_progress", to_status="completed",
-                                  conclusion=conclusion, at=completed, source="seed"))  # fmt: skip
+        session.add(
+            JobTransition(
+                job_pk=job.id,
+                from_status="in_progress",
+                to_status="completed",
+                conclusion=conclusion,
+                at=completed,
+                source="seed",
+            )
+        )
     return job
-
-
-#: (passed, failed, skipped) of a health job by its conclusion (the verdicts read only timings)
-_HEALTH_COUNTS = {"success": (180, 0, 20), "failure": (172, 8, 20), "timed_out": (95, 0, 5)}
-
-
-def seed_health(database_url: str, *, now: datetime) -> dict[str, tuple[str, set[str]]]:
-    """20 jobs per downstream over the last 14 days (4 in the last 7); {repo: (verdict, failed
-    L3 rules)}."""
-    with session_scope(database_url) as session:
-        for repo, (level, listed_days, _, _) in HEALTH_CASES.items():
-            session.add(Downstream(repo=repo, level=level, device="npu", enabled=True,
-                                   created_at=now - timedelta(days=listed_days)))  # fmt: skip
-            for i in range(20):
-                at = now - timedelta(days=13.5) + timedelta(hours=16 * i)
-                queue, e2e, conclusion = 300.0, 1 * H, "success"
-                if repo == "acme/npu-slow":
-                    e2e = 4 * H
-                elif repo == "acme/npu-long-tail" and i == 3:
-                    e2e = 5 * H
-                elif repo == "acme/npu-queue":
-                    queue, e2e = 40 * 60.0, 1.5 * H
-                elif repo == "acme/npu-timeouts" and i == 5:
-                    conclusion, e2e = "timed_out", 2.5 * H
-                elif repo == "acme/npu-red" and i in (1, 4, 7, 10):
-                    conclusion = "failure"
-                elif repo == "acme/npu-l3" and i >= 16 and i % 2 == 0:
-                    conclusion = "failure"  # 2 of the 10 jobs of the 7-day window: 80 %
-                key = f"{repo}-{i}"
-                sha = _sha(f"upstream-{i}")  # every downstream tests the same upstream commits
-                if repo == "acme/npu-ready" and i == 2:
-                    # a failed first attempt re-run green: only the latest attempt counts
-                    _job(session, repo=repo, key=key, attempt=1, conclusion="failure",
-                         dispatched=at, queue_s=queue, e2e_s=e2e, head_sha=sha,
-                         counts=_HEALTH_COUNTS["failure"])  # fmt: skip
-                    at = at + timedelta(hours=2)
-                    _job(session, repo=repo, key=key, attempt=2, conclusion="success",
-                         dispatched=at, queue_s=queue, e2e_s=e2e, head_sha=sha,
-                         counts=_HEALTH_COUNTS["success"])  # fmt: skip
-                    continue
-                _job(session, repo=repo, key=key, conclusion=conclusion, dispatched=at,
-                     queue_s=queue, e2e_s=e2e, head_sha=sha,
-                     counts=_HEALTH_COUNTS[conclusion])  # fmt: skip
-        session.commit()
-    return {r: (verdict, fails) for r, (_, _, fails, verdict) in HEALTH_CASES.items()}
 
 
 @dataclass
@@ -160,73 +145,158 @@ class SeededRuns:
 FUNNEL = [("changes", 14, 9), ("impact", 9, 420), ("applicability", 420, 300), ("budget", 300, 0)]
 
 
-def _plan(n_tests: int, *, runner_root: str, cut: int = 5) -> dict[str, Any]:
+def plan_of(n_tests: int, *, runner_root: str, cut: int = 5) -> dict[str, Any]:
     funnel = [
-        {"stage": s, "count_in": a, "count_out": (b if s != "budget" else n_tests),
-         "unit": "units" if s == "changes" else "variants", "seconds": 0.01, "notes": []}
+        {
+            "stage": s,
+            "count_in": a,
+            "count_out": (b if s != "budget" else n_tests),
+            "unit": "units" if s == "changes" else "variants",
+            "seconds": 0.01,
+            "notes": [],
+        }
         for s, a, b in FUNNEL
-    ]  # fmt: skip
+    ]
     return {
-        "schema_version": 1, "backend": "spyre", "source_kind": "git", "base": "base",
-        "head": "head", "universe": {"label": "bundled", "kind": "bundled", "variants": 31232},
-        "funnel": funnel, "fallback": False, "fallbacks": [],
+        "schema_version": 1,
+        "backend": "spyre",
+        "source_kind": "git",
+        "base": "base",
+        "head": "head",
+        "universe": {"label": "bundled", "kind": "bundled", "variants": 31232},
+        "funnel": funnel,
+        "fallback": False,
+        "fallbacks": [],
         "counts": {"selected": n_tests, "cut": cut, "removed": 0, "shards": [n_tests]},
         "estimated_device_seconds": 0.2 * n_tests,
-        "full_device_seconds": 6000.0, "budget_seconds": 60.0,
-        "runner": {"rootdir": runner_root, "pytest_args": ["-p", "spyre_stack.testing.pytest_plugin",
-                   "-p", "testspecs.pytest_plugin", "--spec", "backends/spyre/specs"],
-                   "env": {"SPYRE_DEVICE_COUNT": "2"}, "preload": []},
-    }  # fmt: skip
+        "full_device_seconds": 6000.0,
+        "budget_seconds": 60.0,
+        "runner": {
+            "rootdir": runner_root,
+            "pytest_args": [
+                "-p",
+                "spyre_stack.testing.pytest_plugin",
+                "-p",
+                "testspecs.pytest_plugin",
+                "--spec",
+                "backends/spyre/specs",
+            ],
+            "env": {"SPYRE_DEVICE_COUNT": "2"},
+            "preload": [],
+        },
+    }
 
 
-def _selection_rows(job_pk: int, n_tests: int, *, cut: int = 5) -> list[dict[str, Any]]:
+def selection_rows(job_pk: int, n_tests: int, *, cut: int = 5) -> list[dict[str, Any]]:
     """The per-variant part of the plan, as the planner stores it (SelectionTest rows)."""
-    blank = {"shard": None, "risk": None, "seconds": None, "seconds_source": None, "mode": None,
-             "gating": None, "flag": None, "signals": [], "reasons": [], "rank": None}  # fmt: skip
+    blank = {
+        "shard": None,
+        "risk": None,
+        "seconds": None,
+        "seconds_source": None,
+        "mode": None,
+        "gating": None,
+        "flag": None,
+        "signals": [],
+        "reasons": [],
+        "rank": None,
+    }
     rows = [
-        {**blank, "job_pk": job_pk, "kind": "selected", "test_id": test_id(i), "rank": i + 1,
-         "shard": 0, "risk": 1.0 - i / 1e5, "seconds": 0.2, "seconds_source": "history",
-         "mode": "mandatory_success", "gating": True, "signals": ["operators"],
-         "reasons": [f"operators: {OPS[i % len(OPS)]} changed"]}
+        {
+            **blank,
+            "job_pk": job_pk,
+            "kind": "selected",
+            "test_id": test_id(i),
+            "rank": i + 1,
+            "shard": 0,
+            "risk": 1.0 - i / 1e5,
+            "seconds": 0.2,
+            "seconds_source": "history",
+            "mode": "mandatory_success",
+            "gating": True,
+            "signals": ["operators"],
+            "reasons": [f"operators: {OPS[i % len(OPS)]} changed"],
+        }
         for i in range(n_tests)
-    ]  # fmt: skip
+    ]
     rows += [
-        {**blank, "job_pk": job_pk, "kind": "cut", "test_id": test_id(100_000 + i),
-         "rank": n_tests + i + 1, "risk": 0.1, "seconds": 3.0,
-         "reasons": ["over the budget of 60 device-seconds"]}
+        {
+            **blank,
+            "job_pk": job_pk,
+            "kind": "cut",
+            "test_id": test_id(100_000 + i),
+            "rank": n_tests + i + 1,
+            "risk": 0.1,
+            "seconds": 3.0,
+            "reasons": ["over the budget of 60 device-seconds"],
+        }
         for i in range(cut)
-    ]  # fmt: skip
+    ]
     return rows
 
 
-def _delivery(session: Any, *, key: str, event: str, now: datetime, head_sha: str,
-              pr: int | None, downstream_pk: int) -> int:  # fmt: skip
-    normalized = {"delivery_id": key, "event": event, "repo": "pytorch/pytorch",
-                  "head_sha": head_sha, "pr_number": pr, "actionable": True}  # fmt: skip
+def add_delivery(
+    session: Any,
+    *,
+    key: str,
+    event: str,
+    now: datetime,
+    head_sha: str,
+    pr: int | None,
+    downstream_pk: int,
+) -> int:
+    normalized = {
+        "delivery_id": key,
+        "event": event,
+        "repo": "pytorch/pytorch",
+        "head_sha": head_sha,
+        "pr_number": pr,
+        "actionable": True,
+    }
     if event == "push":
         normalized["ref"] = "refs/heads/main"
     else:
         normalized.update(base_ref="main", head_ref=f"feature-{pr}", action="synchronize")
     body = json.dumps({"seeded": key}).encode()
     delivery = Delivery(
-        delivery_id=key, event=event, action=normalized.get("action"), repo="pytorch/pytorch",
-        head_sha=head_sha, pr_number=pr, received_at=now, raw_body=body,
-        body_sha256=hashlib.sha256(body).hexdigest(), state="processed", attempts=1,
-        processed_at=now, normalized=normalized,
-    )  # fmt: skip
+        delivery_id=key,
+        event=event,
+        action=normalized.get("action"),
+        repo="pytorch/pytorch",
+        head_sha=head_sha,
+        pr_number=pr,
+        received_at=now,
+        raw_body=body,
+        body_sha256=hashlib.sha256(body).hexdigest(),
+        state="processed",
+        attempts=1,
+        processed_at=now,
+        normalized=normalized,
+    )
     session.add(delivery)
     session.flush()
-    dispatch = Dispatch(delivery_pk=delivery.id, downstream_pk=downstream_pk, state="sent",
-                        attempts=1, created_at=now)  # fmt: skip
+    dispatch = Dispatch(
+        delivery_pk=delivery.id,
+        downstream_pk=downstream_pk,
+        state="sent",
+        attempts=1,
+        created_at=now,
+    )
     session.add(dispatch)
     session.flush()
     return dispatch.id
 
 
 def seed_runs(
-    database_url: str, *, now: datetime, var_dir: Path, commits: int = 12,
-    results_per_job: int = 60, runner_root: str = "/srv/crcr-relay", prs: int = 3,
-) -> SeededRuns:  # fmt: skip
+    database_url: str,
+    *,
+    now: datetime,
+    var_dir: Path,
+    commits: int = 12,
+    results_per_job: int = 60,
+    runner_root: str = "/srv/crcr-relay",
+    prs: int = 3,
+) -> SeededRuns:
     """The runner's history: ``commits`` pushes to main (newest first), ``prs`` pull requests,
     a failing job, a flaky test, a running job."""
     artifacts = var_dir / "artifacts"
@@ -238,7 +308,7 @@ def seed_runs(
             session.add(runner)
         runner.created_at = now - timedelta(days=40)
         session.flush()
-        shas = [_sha(f"commit-{i}") for i in range(commits)]  # shas[0] is the newest
+        shas = [sha_of(f"commit-{i}") for i in range(commits)]  # shas[0] is the newest
         failing_index = 1
         jobs: list[int] = []
         info: dict[str, Any] = {}
@@ -246,186 +316,207 @@ def seed_runs(
         for i in reversed(range(commits)):
             at = now - timedelta(hours=2 * i + 1)
             sha = shas[i]
-            dispatch = _delivery(session, key=f"push-{i}", event="push", now=at, head_sha=sha,
-                                 pr=None, downstream_pk=runner.id)  # fmt: skip
+            dispatch = add_delivery(
+                session,
+                key=f"push-{i}",
+                event="push",
+                now=at,
+                head_sha=sha,
+                pr=None,
+                downstream_pk=runner.id,
+            )
             failing = i == failing_index
             fails = [test_id(3), test_id(11)] if failing else []
-            job = _job(session, repo=RUNNER, key=f"push-{i}", dispatched=at, queue_s=30,
-                       e2e_s=600, head_sha=sha, dispatch_pk=dispatch,
-                       conclusion="failure" if failing else "success", planned=results_per_job,
-                       counts=(results_per_job - len(fails), len(fails), 0))  # fmt: skip
+            job = add_job(
+                session,
+                repo=RUNNER,
+                key=f"push-{i}",
+                dispatched=at,
+                queue_s=30,
+                e2e_s=600,
+                head_sha=sha,
+                dispatch_pk=dispatch,
+                conclusion="failure" if failing else "success",
+                planned=results_per_job,
+                counts=(results_per_job - len(fails), len(fails), 0),
+            )
             jobs.append(job.id)
-            _shards_and_results(session, job, n=results_per_job, fails=fails, artifacts=artifacts,
-                                runner_root=runner_root)  # fmt: skip
+            shards_and_results(
+                session,
+                job,
+                n=results_per_job,
+                fails=fails,
+                artifacts=artifacts,
+                runner_root=runner_root,
+            )
             if failing:
                 info.update(failing_job=job.id, failing_sha=sha, failing_tests=fails)
             if i == 2:
                 # a re-run on the same commit where the flaky test fails: flaky
-                rerun = _job(session, repo=RUNNER, key=f"push-{i}", attempt=2,
-                             dispatched=at + timedelta(minutes=20), queue_s=30, e2e_s=600,
-                             head_sha=sha, dispatch_pk=dispatch, conclusion="success",
-                             planned=results_per_job, counts=(results_per_job, 0, 0))  # fmt: skip
-                _shards_and_results(session, rerun, n=results_per_job, fails=[],
-                                    artifacts=artifacts, runner_root=runner_root,
-                                    flaky_fails=flaky)  # fmt: skip
+                rerun = add_job(
+                    session,
+                    repo=RUNNER,
+                    key=f"push-{i}",
+                    attempt=2,
+                    dispatched=at + timedelta(minutes=20),
+                    queue_s=30,
+                    e2e_s=600,
+                    head_sha=sha,
+                    dispatch_pk=dispatch,
+                    conclusion="success",
+                    planned=results_per_job,
+                    counts=(results_per_job, 0, 0),
+                )
+                shards_and_results(
+                    session,
+                    rerun,
+                    n=results_per_job,
+                    fails=[],
+                    artifacts=artifacts,
+                    runner_root=runner_root,
+                    flaky_fails=flaky,
+                )
                 jobs.append(rerun.id)
             if i == 0:
                 info["passing_job"] = job.id
         pr_job = 0
         for k in range(prs):
             pr = 101 + k
-            sha = _sha(f"pr-{pr}")
+            sha = sha_of(f"pr-{pr}")
             at = now - timedelta(hours=2 * k + 0.5)
-            dispatch = _delivery(session, key=f"pr-{pr}", event="pull_request", now=at,
-                                 head_sha=sha, pr=pr, downstream_pk=runner.id)  # fmt: skip
-            job = _job(session, repo=RUNNER, key=f"pr-{pr}", event="pull_request", pr=pr,
-                       dispatched=at, queue_s=20, e2e_s=400, head_sha=sha, dispatch_pk=dispatch,
-                       planned=20, counts=(20, 0, 0))  # fmt: skip
-            _shards_and_results(session, job, n=20, fails=[], artifacts=artifacts,
-                                runner_root=runner_root)  # fmt: skip
+            dispatch = add_delivery(
+                session,
+                key=f"pr-{pr}",
+                event="pull_request",
+                now=at,
+                head_sha=sha,
+                pr=pr,
+                downstream_pk=runner.id,
+            )
+            job = add_job(
+                session,
+                repo=RUNNER,
+                key=f"pr-{pr}",
+                event="pull_request",
+                pr=pr,
+                dispatched=at,
+                queue_s=20,
+                e2e_s=400,
+                head_sha=sha,
+                dispatch_pk=dispatch,
+                planned=20,
+                counts=(20, 0, 0),
+            )
+            shards_and_results(
+                session, job, n=20, fails=[], artifacts=artifacts, runner_root=runner_root
+            )
             pr_job = pr_job or job.id
             jobs.append(job.id)
-        live, live_shards = _live_job(session, key="push-live", now=now, downstream_pk=runner.id,
-                                      tests=40, runner_root=runner_root)  # fmt: skip
+        live, live_shards = add_live_job(
+            session,
+            key="push-live",
+            now=now,
+            downstream_pk=runner.id,
+            tests=40,
+            runner_root=runner_root,
+        )
         session.commit()
         return SeededRuns(
-            commits=shas, failing_job=info["failing_job"], failing_sha=info["failing_sha"],
-            failing_tests=info["failing_tests"], passing_job=info["passing_job"],
-            live_job=live.id, live_shards=live_shards, flaky_test=flaky,
-            history_test=test_id(5), funnel=FUNNEL, pr_job=pr_job, pr_number=101,
-            results_per_job=results_per_job, jobs=[*jobs, live.id],
-        )  # fmt: skip
+            commits=shas,
+            failing_job=info["failing_job"],
+            failing_sha=info["failing_sha"],
+            failing_tests=info["failing_tests"],
+            passing_job=info["passing_job"],
+            live_job=live.id,
+            live_shards=live_shards,
+            flaky_test=flaky,
+            history_test=test_id(5),
+            funnel=FUNNEL,
+            pr_job=pr_job,
+            pr_number=101,
+            results_per_job=results_per_job,
+            jobs=[*jobs, live.id],
+        )
 
 
-def _live_job(session: Any, *, key: str, now: datetime, downstream_pk: int, tests: int,
-              runner_root: str, shards: int = 2) -> tuple[Job, list[int]]:  # fmt: skip
+def add_live_job(
+    session: Any,
+    *,
+    key: str,
+    now: datetime,
+    downstream_pk: int,
+    tests: int,
+    runner_root: str,
+    shards: int = 2,
+) -> tuple[Job, list[int]]:
     """A push whose job runs now: planned, its shards started, no result stored yet."""
-    sha = _sha(key)
-    dispatch = _delivery(session, key=key, event="push", now=now, head_sha=sha, pr=None,
-                         downstream_pk=downstream_pk)  # fmt: skip
-    live = _job(session, repo=RUNNER, key=key, status="in_progress",
-                dispatched=now - timedelta(minutes=3), queue_s=20, e2e_s=None, head_sha=sha,
-                dispatch_pk=dispatch, planned=tests)  # fmt: skip
-    session.add(Selection(job_pk=live.id, plan=_plan(tests, runner_root=runner_root),
-                          stage_counts={}, fallbacks=[]))  # fmt: skip
-    session.execute(insert(SelectionTest), _selection_rows(live.id, tests))
+    sha = sha_of(key)
+    dispatch = add_delivery(
+        session, key=key, event="push", now=now, head_sha=sha, pr=None, downstream_pk=downstream_pk
+    )
+    live = add_job(
+        session,
+        repo=RUNNER,
+        key=key,
+        status="in_progress",
+        dispatched=now - timedelta(minutes=3),
+        queue_s=20,
+        e2e_s=None,
+        head_sha=sha,
+        dispatch_pk=dispatch,
+        planned=tests,
+    )
+    session.add(
+        Selection(
+            job_pk=live.id,
+            plan=plan_of(tests, runner_root=runner_root),
+            stage_counts={},
+            fallbacks=[],
+        )
+    )
+    session.execute(insert(SelectionTest), selection_rows(live.id, tests))
     shard_pks = []
     for s in range(shards):
-        shard = Shard(job_pk=live.id, index=s,
-                      test_ids=[test_id(i) for i in range(s, tests, shards)],
-                      state="running", attempts=1, started_at=now)  # fmt: skip
+        shard = Shard(
+            job_pk=live.id,
+            index=s,
+            test_ids=[test_id(i) for i in range(s, tests, shards)],
+            state="running",
+            attempts=1,
+            started_at=now,
+        )
         session.add(shard)
         session.flush()
         shard_pks.append(shard.id)
     return live, shard_pks
 
 
-@dataclass
-class LiveRun:
-    """A job that runs while a test watches it: :meth:`advance` stores the next results of a
-    shard the way the harness does (one row per finished test), :meth:`finish` concludes it."""
-
-    database_url: str
-    job_id: int
-    shard_pks: list[int]
-    done: dict[int, int] = field(default_factory=dict)  # shard index -> results stored
-
-    def advance(self, shard: int, count: int, *, outcome: str = "passed") -> None:
-        with session_scope(self.database_url) as session:
-            row = session.get(Shard, self.shard_pks[shard])
-            assert row is not None
-            start = self.done.get(shard, 0)
-            ids = list(row.test_ids)[start : start + count]
-            session.execute(insert(TestResult), [
-                {"job_pk": self.job_id, "shard_pk": row.id, "test_id": tid, "outcome": outcome,
-                 "duration_s": 0.1, "device_time_us": 21.0, "spec_mode": "mandatory_success",
-                 "tags": [], "op": "add", "dtype": "float16"}
-                for tid in ids
-            ])  # fmt: skip
-            if start + len(ids) >= len(row.test_ids):
-                row.state = "done"
-            session.commit()
-            self.done[shard] = start + len(ids)
-
-    def finish(self, conclusion: str = "success") -> None:
-        with session_scope(self.database_url) as session:
-            job = session.get(Job, self.job_id)
-            assert job is not None
-            at = utcnow()
-            session.add(JobTransition(job_pk=job.id, from_status=job.status,
-                                      to_status="completed", conclusion=conclusion, at=at,
-                                      source="seed"))  # fmt: skip
-            job.status, job.conclusion, job.completed_at = "completed", conclusion, at
-            session.commit()
-
-
-def seed_live_run(database_url: str, *, key: str, tests: int = 20) -> LiveRun:
-    """A new running job on the runner (two shards of ``tests / 2``) started now."""
-    with session_scope(database_url) as session:
-        runner = session.scalar(select(Downstream).where(Downstream.repo == RUNNER))
-        assert runner is not None, "seed_runs first"
-        job, shards = _live_job(session, key=key, now=utcnow(), downstream_pk=runner.id,
-                                tests=tests, runner_root="/srv/crcr-relay")  # fmt: skip
-        session.commit()
-        return LiveRun(database_url=database_url, job_id=job.id, shard_pks=shards)
-
-
-def seed_replay(database_url: str, *, now: datetime, var_dir: Path, tests: int = 48) -> int:
-    """A finished release replay (2.13 -> 2.14, event ``periodic``) and a recall report of
-    ``relay eval`` in the database (as the command stores it); returns its job id."""
-    with session_scope(database_url) as session:
-        at = now - timedelta(days=1)
-        job = _job(session, repo=RUNNER, key="replay-2.13-2.14", event="periodic",
-                   dispatched=at, queue_s=60, e2e_s=1800, head_sha="v2.14.1", planned=tests,
-                   counts=(tests - 3, 3, 0), conclusion="failure")  # fmt: skip
-        _shards_and_results(session, job, n=tests, fails=[test_id(3), test_id(11), test_id(19)],
-                            artifacts=var_dir / "artifacts",
-                            runner_root="/srv/crcr-relay")  # fmt: skip
-        session.commit()
-        job_id = job.id
-        evalreports.save(
-            session, name="report-release.md", kind="release",
-            text="# Release replay 2.13 -> 2.14 (seeded)\n\n"
-            "| selector | selected | failures found | recall |\n|---|---:|---:|---:|\n"
-            "| four stages | 48 | 3 of 3 | 100.0 % |\n| budget 60 s | 30 | 2 of 3 | 66.7 % |\n",
-        )  # fmt: skip
-    return job_id
-
-
-def seed_big_run(
-    database_url: str, *, now: datetime, results: int, key: str, var_dir: Path
-) -> int:
-    """One finished push job with ``results`` results (every 50th failing): the run page's
-    benchmark; returns its job id."""
-    with session_scope(database_url) as session:
-        runner = session.scalar(select(Downstream).where(Downstream.repo == RUNNER))
-        if runner is None:
-            runner = Downstream(repo=RUNNER, level="L2", device="spyre", enabled=True)
-            session.add(runner)
-            session.flush()
-        dispatch = _delivery(session, key=key, event="push", now=now, head_sha=_sha(key),
-                             pr=None, downstream_pk=runner.id)  # fmt: skip
-        fails = [test_id(i) for i in range(3, results, 50)]
-        job = _job(session, repo=RUNNER, key=key, dispatched=now, queue_s=30, e2e_s=900,
-                   head_sha=_sha(key), dispatch_pk=dispatch, conclusion="failure",
-                   planned=results, counts=(results - len(fails), len(fails), 0))  # fmt: skip
-        _shards_and_results(session, job, n=results, fails=fails,
-                            artifacts=var_dir / "artifacts",
-                            runner_root="/srv/crcr-relay")  # fmt: skip
-        session.commit()
-        return job.id
-
-
-def _shards_and_results(
-    session: Any, job: Job, *, n: int, fails: list[str], artifacts: Path, runner_root: str,
+def shards_and_results(
+    session: Any,
+    job: Job,
+    *,
+    n: int,
+    fails: list[str],
+    artifacts: Path,
+    runner_root: str,
     flaky_fails: str | None = None,
-) -> None:  # fmt: skip
-    session.add(Selection(job_pk=job.id, plan=_plan(n, runner_root=runner_root),
-                          stage_counts={}, fallbacks=[]))  # fmt: skip
-    session.execute(insert(SelectionTest), _selection_rows(job.id, n))
+) -> None:
+    session.add(
+        Selection(
+            job_pk=job.id, plan=plan_of(n, runner_root=runner_root), stage_counts={}, fallbacks=[]
+        )
+    )
+    session.execute(insert(SelectionTest), selection_rows(job.id, n))
     ids = [test_id(i) for i in range(n)]
-    shard = Shard(job_pk=job.id, index=0, test_ids=ids, state="done", attempts=1,
-                  started_at=job.started_at, finished_at=job.completed_at)  # fmt: skip
+    shard = Shard(
+        job_pk=job.id,
+        index=0,
+        test_ids=ids,
+        state="done",
+        attempts=1,
+        started_at=job.started_at,
+        finished_at=job.completed_at,
+    )
     session.add(shard)
     session.flush()
     rows = []
@@ -438,12 +529,22 @@ def _shards_and_results(
             artifact = str(artifacts / f"{job.id}-{i}.txt")
             text = f"{tid}\n\nTraceback (most recent call last):\n  {message}\n"
         rows.append(
-            {"job_pk": job.id, "shard_pk": shard.id, "test_id": tid, "outcome": outcome,
-             "duration_s": 0.05 + (i % 17) * 0.03, "device_time_us": 20.0 + i % 5,
-             "message": message, "artifact_path": artifact, "failure_text": text,
-             "spec_mode": "xfail" if i % 10 == 9 else "mandatory_success",
-             "tags": ["slow"] if i % 6 == 0 else [], "op": OPS[i % len(OPS)],
-             "dtype": "float16", "created_at": job.started_at or job.dispatched_at}
-        )  # fmt: skip
+            {
+                "job_pk": job.id,
+                "shard_pk": shard.id,
+                "test_id": tid,
+                "outcome": outcome,
+                "duration_s": 0.05 + (i % 17) * 0.03,
+                "device_time_us": 20.0 + i % 5,
+                "message": message,
+                "artifact_path": artifact,
+                "failure_text": text,
+                "spec_mode": "xfail" if i % 10 == 9 else "mandatory_success",
+                "tags": ["slow"] if i % 6 == 0 else [],
+                "op": OPS[i % len(OPS)],
+                "dtype": "float16",
+                "created_at": job.started_at or job.dispatched_at,
+            }
+        )
     if rows:
         session.execute(insert(TestResult), rows)

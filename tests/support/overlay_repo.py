@@ -31,15 +31,20 @@ def overlay_upstream(root: Path) -> OverlayUpstream:
     """The repository under ``root`` with its base and head SHAs."""
     assert TORCH is not None, "torch is not installed"
     functional = (TORCH / "functional.py").read_text()
-    repo = UpstreamRepo.create(root, {
-        "torch/__init__.py": (TORCH / "__init__.py").read_text(),
-        "torch/functional.py": functional,
-        "aten/src/ATen/native/native_functions.yaml": "- func: add\n",
-    })  # fmt: skip
+    repo = UpstreamRepo.create(
+        root,
+        {
+            "torch/__init__.py": (TORCH / "__init__.py").read_text(),
+            "torch/functional.py": functional,
+            "aten/src/ATen/native/native_functions.yaml": "- func: add\n",
+        },
+    )
     base = repo.git("rev-parse", "HEAD").strip()
-    head = repo.commit({
-        "torch/functional.py": functional + PROBE,
-        "torch/_relay_new.py": NEW_MODULE,
-        "aten/src/ATen/native/native_functions.yaml": "- func: add\n- func: mul\n",
-    })  # fmt: skip
+    head = repo.commit(
+        {
+            "torch/functional.py": functional + PROBE,
+            "torch/_relay_new.py": NEW_MODULE,
+            "aten/src/ATen/native/native_functions.yaml": "- func: add\n- func: mul\n",
+        }
+    )
     return OverlayUpstream(repo=repo, base=base, head=head, torch=TORCH)

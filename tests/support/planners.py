@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import RunnerConfig
+from config.settings import Settings
 from planner import RunPlan
-from store.settings import Settings
 from tests.support.services import REPO_ROOT
 from upstream.undertest import UpstreamUnderTest
 from wire.github.events import UpstreamEvent

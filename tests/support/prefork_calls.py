@@ -72,12 +72,29 @@ class PreforkWorker:
         env = {**os.environ, DIR_ENV: str(directory), "RELAY_VAR_DIR": str(directory / "var")}
         self.log = (directory / "worker.log").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "tests.support.prefork_calls", "worker",
-             "--pool", "prefork", "--concurrency", "1", "--without-heartbeat",
-             "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
-            cwd=REPO_ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tests.support.prefork_calls",
+                "worker",
+                "--pool",
+                "prefork",
+                "--concurrency",
+                "1",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "INFO",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
     def call(self, function: str, timeout: float = 900, **kwargs: Any) -> dict[str, Any]:
         """``function(**kwargs)`` (one of this module's ``*_in_child``) in the worker's pool
@@ -132,8 +149,9 @@ def fingerprints_in_child(cache_dir: str, only: list[str]) -> dict[str, Any]:
     from backends.base import torch_build
     from upstream.changes.behaviour import Side, fingerprints
 
-    [result] = fingerprints([Side(python=sys.executable, build=torch_build())], Path(cache_dir),
-                            only=only)  # fmt: skip
+    [result] = fingerprints(
+        [Side(python=sys.executable, build=torch_build())], Path(cache_dir), only=only
+    )
     return result
 
 
@@ -158,7 +176,12 @@ def import_map_in_child(checkout: str, files: list[str], cache_dir: str) -> dict
     inventory = build_inventory(
         CheckoutTests(Path(checkout), tuple(files)), backend="cpu", cache_dir=cache / "inventory"
     )
-    path = learn_import_map(inventory.variants, key="tiny", backend="cpu",
-                            cache_dir=cache / "selector", root=Path(checkout))  # fmt: skip
+    path = learn_import_map(
+        inventory.variants,
+        key="tiny",
+        backend="cpu",
+        cache_dir=cache / "selector",
+        root=Path(checkout),
+    )
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.settings import Settings
 from fanout.checks import create_for_dispatch, update_for_dispatch
 from fanout.github import GitHubApi
 from fanout.send import SendResult, send_one
 from store import check_updates, outbox
 from store.db import session_scope
 from store.models import Dispatch, DispatchState
-from store.settings import Settings
 from tests.support.fake_github import FakeGitHub
 from wire.github.signature import sign
 
@@ -117,13 +117,18 @@ class Bench:
         while time.monotonic() < deadline:
             self.send_due(random.Random(7))
             busy = [
-                d for d, _, _ in self.dispatches()
-                if (d.state in (DispatchState.PENDING.value, DispatchState.SENDING.value)
+                d
+                for d, _, _ in self.dispatches()
+                if (
+                    d.state in (DispatchState.PENDING.value, DispatchState.SENDING.value)
                     or d.check_state in ("pending", "creating")
-                    or (d.check_run_id is not None
-                        and d.check_update_state in ("pending", "updating")))
+                    or (
+                        d.check_run_id is not None
+                        and d.check_update_state in ("pending", "updating")
+                    )
+                )
                 and d.target != "runner"
-            ]  # fmt: skip
+            ]
             if not busy:
                 return
             time.sleep(0.05)
@@ -174,10 +179,22 @@ class OwnRedis:
         binary = shutil.which("redis-server")
         assert binary
         self.proc = subprocess.Popen(
-            [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-             "--appendonly", "no", "--dir", str(self.tmp)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.tmp),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:

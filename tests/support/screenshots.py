@@ -20,7 +20,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from store.models import utcnow
-from tests.support.hud_seed import seed_health, seed_live_run, seed_replay, seed_runs
+from tests.support.hud_seed import seed_runs
+from tests.support.hud_seed_health import seed_health
+from tests.support.hud_seed_live import seed_live_run, seed_replay
 from tests.support.stack import start_local_stack
 
 #: name -> (width, height) of the window; the shot is the window's content
@@ -73,9 +75,11 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     for size, (width, height) in SIZES.items():
                         context = browser.new_context(
-                            viewport={"width": width, "height": height}, timezone_id="UTC",
-                            locale="en-GB", reduced_motion="reduce",
-                        )  # fmt: skip
+                            viewport={"width": width, "height": height},
+                            timezone_id="UTC",
+                            locale="en-GB",
+                            reduced_motion="reduce",
+                        )
                         page = context.new_page()
                         for name, path in pages.items():
                             response = page.goto(f"{stack.base_url}{path}")

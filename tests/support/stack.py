@@ -208,9 +208,12 @@ def pull_request_opened(
 
 
 def start_local_stack(
-    tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1,
+    tmp: Path,
+    *,
+    extra_env: dict[str, str] | None = None,
+    workers: int = 1,
     cwd: Path = REPO_ROOT,
-) -> Stack:  # fmt: skip
+) -> Stack:
     """``relay up`` on the embedded default: a SQLite database and the SQLite broker in ``tmp``."""
     return start_stack(
         tmp=tmp,
@@ -285,8 +288,10 @@ def start_stack(
         stack.wait_for(ready, timeout=90, what="relay up to become ready")
         # The worker logs "ready" once it consumes from the broker.
         stack.wait_for(
-            lambda: log_path.read_bytes().count(b"ready.") >= 3
-            and b"beat: Starting" in log_path.read_bytes(),
+            lambda: (
+                log_path.read_bytes().count(b"ready.") >= 3
+                and b"beat: Starting" in log_path.read_bytes()
+            ),
             timeout=90,
             what="the three Celery workers (control, planner, shards) and the beat",
         )
@@ -294,9 +299,11 @@ def start_stack(
             # each shard worker process starts its warm pool when it boots: a stack is ready
             # when they are (or said why not; the first shard then tries again)
             stack.wait_for(
-                lambda: log_path.read_bytes().count(b"warm pool ready")
-                + log_path.read_bytes().count(b"warm pool failed")
-                >= workers,
+                lambda: (
+                    log_path.read_bytes().count(b"warm pool ready")
+                    + log_path.read_bytes().count(b"warm pool failed")
+                    >= workers
+                ),
                 timeout=180,
                 what=f"the warm pools of {workers} shard worker process(es)",
             )
@@ -315,9 +322,13 @@ def _seed_has_the_spyre_core(seed: str) -> None:
     if folder is None or any(folder.glob("*/built.json")):
         return
     subprocess.run(
-        [sys.executable, "-m", "spyre_stack"], cwd=REPO_ROOT, check=True, capture_output=True,
-        env={**os.environ, "SPYRE_EXTENSIONS_DIR": str(folder)}, timeout=900,
-    )  # fmt: skip
+        [sys.executable, "-m", "spyre_stack"],
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "SPYRE_EXTENSIONS_DIR": str(folder)},
+        timeout=900,
+    )
 
 
 def _warms_at_boot(env: dict[str, str]) -> bool:
@@ -366,9 +377,12 @@ class RelayUp:
 
     @staticmethod
     def local(
-        tmp: Path, *, extra_env: dict[str, str] | None = None, workers: int = 1,
+        tmp: Path,
+        *,
+        extra_env: dict[str, str] | None = None,
+        workers: int = 1,
         cwd: Path = REPO_ROOT,
-    ) -> Stack:  # fmt: skip
+    ) -> Stack:
         """``relay up`` on SQLite and the embedded broker in ``tmp``, run in ``cwd`` (the
         caller stops it)."""
         return start_local_stack(tmp, extra_env=extra_env, workers=workers, cwd=cwd)

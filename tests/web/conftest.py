@@ -25,15 +25,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.hud_seed import (
-    HEALTH_CASES,
-    LiveRun,
-    SeededRuns,
-    seed_health,
-    seed_live_run,
-    seed_replay,
-    seed_runs,
-)
+from tests.support.hud_seed import SeededRuns, seed_runs
+from tests.support.hud_seed_health import HEALTH_CASES, seed_health
+from tests.support.hud_seed_live import LiveRun, seed_live_run, seed_replay
 
 #: every seeded time is relative to this instant (the health verdicts are evaluated at it)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -59,32 +53,35 @@ def _test_client() -> type:
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def hud(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, relay_up: Any,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    relay_up: Any,
     fresh_postgres_database: Any,
-) -> Iterator[Hud]:  # fmt: skip
+) -> Iterator[Hud]:
+    from config.settings import Settings
     from relay.app import create_app
     from store import migrate
     from store.db import dispose_engines
-    from store.settings import Settings
 
     tmp = tmp_path_factory.mktemp(f"hud-{request.param}")
-    with (
-        fresh_postgres_database()
-        if request.param == "postgres"
-        else _sqlite(tmp)
-    ) as database_url:  # fmt: skip
+    with fresh_postgres_database() if request.param == "postgres" else _sqlite(tmp) as database_url:
         migrate.upgrade(database_url)
         runs = seed_runs(database_url, now=NOW, var_dir=tmp)
         health = seed_health(database_url, now=NOW)
         settings = Settings(
-            env="development", database_url=database_url, var_dir=str(tmp),
-            broker_url=f"sqla+sqlite:///{tmp}/broker.sqlite", webhook_secrets=relay_up.SECRETS,
-            upstream_repo=relay_up.UPSTREAM, log_json=False,
-        )  # fmt: skip
+            env="development",
+            database_url=database_url,
+            var_dir=str(tmp),
+            broker_url=f"sqla+sqlite:///{tmp}/broker.sqlite",
+            webhook_secrets=relay_up.SECRETS,
+            upstream_repo=relay_up.UPSTREAM,
+            log_json=False,
+        )
         client = _test_client()(create_app(settings))
         try:
-            yield Hud(client=client, settings=settings, runs=runs, health=health,
-                      cases=HEALTH_CASES)  # fmt: skip
+            yield Hud(
+                client=client, settings=settings, runs=runs, health=health, cases=HEALTH_CASES
+            )
         finally:
             client.close()
             dispose_engines()
@@ -93,18 +90,22 @@ def hud(
 @pytest.fixture
 def empty_hud(tmp_path: Path, relay_up: Any) -> Iterator[Any]:
     """A TestClient on a freshly migrated database: no delivery, no job, no downstream."""
+    from config.settings import Settings
     from relay.app import create_app
     from store import migrate
     from store.db import dispose_engines
-    from store.settings import Settings
 
     url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
     migrate.upgrade(url)
     settings = Settings(
-        env="development", database_url=url, var_dir=str(tmp_path),
-        broker_url=f"sqla+sqlite:///{tmp_path}/broker.sqlite", webhook_secrets=relay_up.SECRETS,
-        upstream_repo=relay_up.UPSTREAM, log_json=False,
-    )  # fmt: skip
+        env="development",
+        database_url=url,
+        var_dir=str(tmp_path),
+        broker_url=f"sqla+sqlite:///{tmp_path}/broker.sqlite",
+        webhook_secrets=relay_up.SECRETS,
+        upstream_repo=relay_up.UPSTREAM,
+        log_json=False,
+    )
     client = _test_client()(create_app(settings))
     try:
         yield client

@@ -45,9 +45,19 @@ JOB_SECONDS = 900  # the submitted pull request's job
 # VENV=...` would reach the clone's `make run` through MAKEFLAGS), CI's marker (under CI=true the
 # service tests fail instead of skipping) and the browser the outer run was given.
 INHERITED = (
-    "RELAY_", "VIRTUAL_ENV", "PYTEST", "PYTHON", "SPYRE_", "TORCH_", "PYTORCH_", "MAX_JOBS",
-    "MAKE", "MFLAGS", "CI", "HUD_CHROMIUM",
-)  # fmt: skip
+    "RELAY_",
+    "VIRTUAL_ENV",
+    "PYTEST",
+    "PYTHON",
+    "SPYRE_",
+    "TORCH_",
+    "PYTORCH_",
+    "MAX_JOBS",
+    "MAKE",
+    "MFLAGS",
+    "CI",
+    "HUD_CHROMIUM",
+)
 
 
 @dataclass
@@ -59,9 +69,13 @@ class Clone:
 
     def relay(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.root / ".venv" / "bin" / "relay"), *args], cwd=self.root, env=self.env,
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [str(self.root / ".venv" / "bin" / "relay"), *args],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def get(self, path: str) -> Any:
         response = httpx.get(f"{self.base_url}{path}", timeout=30)
@@ -100,13 +114,21 @@ def clone(
     log = home / "make-run.log"
     with log.open("wb") as out:
         make = subprocess.Popen(
-            ["make", "run"], cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+            ["make", "run"],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
     made = Clone(root=root, env=env, base_url=f"http://127.0.0.1:{port}", log=log)
     try:
-        _wait("/healthz", lambda: make.poll() is None and made.get("/healthz")["ok"],
-              SETUP_SECONDS, log)  # fmt: skip
+        _wait(
+            "/healthz",
+            lambda: make.poll() is None and made.get("/healthz")["ok"],
+            SETUP_SECONDS,
+            log,
+        )
         yield made
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -123,9 +145,13 @@ def clone(
 def test_the_readme_path_from_a_bare_clone(clone: Clone, browser: Any) -> None:
     assert (clone.root / ".venv" / ".installed").exists()  # make run's setup made the venv
     fast = subprocess.run(
-        ["make", "test-fast"], cwd=clone.root, env=clone.env, capture_output=True, text=True,
+        ["make", "test-fast"],
+        cwd=clone.root,
+        env=clone.env,
+        capture_output=True,
+        text=True,
         timeout=FAST_SECONDS,
-    )  # fmt: skip
+    )
     assert fast.returncode == 0, (fast.stdout + fast.stderr)[-6000:]
     tail = fast.stdout[-3000:]
     assert re.search(r"\d+ passed", tail) and " failed" not in tail, tail
@@ -142,10 +168,14 @@ def test_the_readme_path_from_a_bare_clone(clone: Clone, browser: Any) -> None:
         JOB_SECONDS,
         clone.log,
     )
-    detail = _wait("completed pull-request job", lambda: _completed(clone, job), JOB_SECONDS,
-                   clone.log)  # fmt: skip
+    detail = _wait(
+        "completed pull-request job", lambda: _completed(clone, job), JOB_SECONDS, clone.log
+    )
     assert (detail["delivery_id"], detail["event_type"], detail["pr_number"]) == (
-        delivery_id, "pull_request", 170001)  # fmt: skip
+        delivery_id,
+        "pull_request",
+        170001,
+    )
     # no upstream checkout and no head wheel: nothing here can test the change, so nothing runs
     # and the job concludes neutral at once, saying why (never success for an untested change)
     assert detail["planned"] == 0 and detail["shards"] == []

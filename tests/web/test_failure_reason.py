@@ -35,8 +35,8 @@ def _failed_plan(
 ) -> tuple[Any, int]:
     """Settings over a migrated database holding one delivery and its runner dispatch, planned
     by the real plan task under the broken planner setting: (settings, the job's id)."""
+    from config.settings import get_settings, reset_settings_cache
     from store import migrate
-    from store.settings import get_settings, reset_settings_cache
     from wire.github.events import normalize
     from workers.plan import PlannerSettingError, plan
 
@@ -47,10 +47,14 @@ def _failed_plan(
     with session_scope(url) as s:
         downstream = Downstream(repo="example/spyre-runner")
         delivery = Delivery(
-            delivery_id="d-broken", event="pull_request", action="opened", raw_body=body,
-            body_sha256=hashlib.sha256(body).hexdigest(), normalized=event.model_dump(mode="json"),
+            delivery_id="d-broken",
+            event="pull_request",
+            action="opened",
+            raw_body=body,
+            body_sha256=hashlib.sha256(body).hexdigest(),
+            normalized=event.model_dump(mode="json"),
             upstream_payload=json.loads(body),
-        )  # fmt: skip
+        )
         s.add_all([downstream, delivery])
         s.flush()
         dispatch = Dispatch(delivery_pk=delivery.id, downstream_pk=downstream.id)
@@ -58,10 +62,15 @@ def _failed_plan(
         s.commit()
         dispatch_pk = dispatch.id
     for name, value in {
-        "RELAY_DATABASE_URL": url, "RELAY_VAR_DIR": str(tmp), "RELAY_PLANNER": BROKEN_PLANNER,
-        "RELAY_BROKER_URL": f"sqla+sqlite:///{tmp}/broker.sqlite", "RELAY_ENV": "development",
-        "RELAY_CALLBACK_URL": callback_url, "RELAY_CALLBACK_TOKEN": "t", "RELAY_LOG_JSON": "false",
-    }.items():  # fmt: skip
+        "RELAY_DATABASE_URL": url,
+        "RELAY_VAR_DIR": str(tmp),
+        "RELAY_PLANNER": BROKEN_PLANNER,
+        "RELAY_BROKER_URL": f"sqla+sqlite:///{tmp}/broker.sqlite",
+        "RELAY_ENV": "development",
+        "RELAY_CALLBACK_URL": callback_url,
+        "RELAY_CALLBACK_TOKEN": "t",
+        "RELAY_LOG_JSON": "false",
+    }.items():
         monkeypatch.setenv(name, value)
     reset_settings_cache()
     with pytest.raises(PlannerSettingError):
@@ -73,12 +82,15 @@ def _failed_plan(
 
 @pytest.fixture
 def failed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: Any, repo_root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    receiver: Any,
+    repo_root: Path,
     test_client_class: type,
 ) -> Iterator[tuple[Any, int, Any]]:
+    from config.settings import reset_settings_cache
     from relay.app import create_app
     from store.db import dispose_engines
-    from store.settings import reset_settings_cache
 
     settings, job_id = _failed_plan(tmp_path, monkeypatch, receiver.url, repo_root)
     client = test_client_class(create_app(settings))
@@ -100,8 +112,9 @@ def test_a_planning_failure_says_why_in_the_api_the_page_and_the_callback(
     assert (detail["status"], detail["conclusion"]) == ("completed", "failure")
     assert detail["failure_reason"] == REASON
     assert detail["failure_error"].startswith("Traceback (most recent call last):")
-    assert "ModuleNotFoundError: No module named 'tests.support.no_such_planner'" in (
-        detail["failure_error"]
+    assert (
+        "ModuleNotFoundError: No module named 'tests.support.no_such_planner'"
+        in (detail["failure_error"])
     )
     [listed] = client.get("/api/v1/jobs").json()["items"]
     assert listed["failure_reason"] == REASON and "failure_error" not in listed
@@ -113,7 +126,7 @@ def test_a_planning_failure_says_why_in_the_api_the_page_and_the_callback(
     assert top < text.index('id="live"')  # at the top, before the counts and the shards
     shown = re.search(r'<span id="run-failure-reason">([^<]*)</span>', text)
     assert shown is not None and html.unescape(shown.group(1)) == REASON
-    assert "No module named" in text[text.index('id="run-failure-error"'):]
+    assert "No module named" in text[text.index('id="run-failure-error"') :]
 
     [callback] = [c for c in receiver.calls if c.body["delivery_id"] == "d-broken"]
     workflow = callback.body["workflow"]
@@ -128,55 +141,80 @@ def test_a_planning_failure_says_why_in_the_api_the_page_and_the_callback(
 
 def test_a_job_without_a_failure_has_no_reason(empty_hud: Any) -> None:
     assert empty_hud.get("/api/v1/jobs").json()["items"] == []
-    assert "failure_reason" in empty_hud.get("/openapi.json").json()["components"]["schemas"][
-        "JobPublic"]["properties"]  # fmt: skip
+    assert (
+        "failure_reason"
+        in empty_hud.get("/openapi.json").json()["components"]["schemas"]["JobPublic"]["properties"]
+    )
 
 
 @pytest.mark.parametrize(
     ("shards", "outcome", "reason"),
     [
-        ([], None,
-         "no test selected: the plan chose no test to run (its selection funnel says why)"),
-        ([["test/test_x.py::test_s"]], "skipped",
-         "no test ran: 1 planned, none executed (skipped or never run: see its results)"),
+        (
+            [],
+            None,
+            "no test selected: the plan chose no test to run (its selection funnel says why)",
+        ),
+        (
+            [["test/test_x.py::test_s"]],
+            "skipped",
+            "no test ran: 1 planned, none executed (skipped or never run: see its results)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_job_that_ran_no_test_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: list[list[str]],
-    outcome: str | None, reason: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shards: list[list[str]],
+    outcome: str | None,
+    reason: str,
+) -> None:
     from sqlalchemy import select
 
     from backends.base import RunnerConfig
+    from config.settings import reset_settings_cache
     from planner import RunPlan
     from store import migrate, scheduling
-    from store.jobs import JobKey, create_job, finish_shard, store_result
+    from store.jobs import JobKey, create_job, finish_shard
     from store.models import Shard, ShardState
     from store.outcomes import TestOutcome
-    from store.settings import reset_settings_cache
+    from store.results import store_result
     from workers.report import report
 
     url = f"sqlite:///{tmp_path / 'relay.sqlite'}"
     migrate.upgrade(url)
     for name, value in {
-        "RELAY_DATABASE_URL": url, "RELAY_VAR_DIR": str(tmp_path), "RELAY_ENV": "development",
-        "RELAY_BROKER_URL": f"sqla+sqlite:///{tmp_path}/broker.sqlite", "RELAY_LOG_JSON": "false",
-    }.items():  # fmt: skip
+        "RELAY_DATABASE_URL": url,
+        "RELAY_VAR_DIR": str(tmp_path),
+        "RELAY_ENV": "development",
+        "RELAY_BROKER_URL": f"sqla+sqlite:///{tmp_path}/broker.sqlite",
+        "RELAY_LOG_JSON": "false",
+    }.items():
         monkeypatch.setenv(name, value)
     reset_settings_cache()
     plan = RunPlan(shards=shards, runner=RunnerConfig(rootdir=str(tmp_path), pytest_args=["-q"]))
-    key = JobKey(delivery_id="d-none", repo="local/spyre", run_id="1", run_attempt="1",
-                 job_name="spyre")  # fmt: skip
+    key = JobKey(
+        delivery_id="d-none", repo="local/spyre", run_id="1", run_attempt="1", job_name="spyre"
+    )
     try:
         with session_scope(url) as s:
             job, _ = create_job(
-                s, key=key, dispatch_pk=None, event_type="pull_request", workflow_name="w",
-                url="", head_sha=None, pr_number=None, shards=plan.shards, selection=plan.stored(),
-            )  # fmt: skip
+                s,
+                key=key,
+                dispatch_pk=None,
+                event_type="pull_request",
+                workflow_name="w",
+                url="",
+                head_sha=None,
+                pr_number=None,
+                shards=plan.shards,
+                selection=plan.stored(),
+            )
             job_pk = job.id
             if outcome is not None:
-                store_result(s, job_pk=job_pk, shard_pk=None,
-                             outcome=TestOutcome(shards[0][0], outcome))  # fmt: skip
+                store_result(
+                    s, job_pk=job_pk, shard_pk=None, outcome=TestOutcome(shards[0][0], outcome)
+                )
             for _ in list(s.scalars(select(Shard.id).where(Shard.job_pk == job_pk))):
                 # as a shard worker does: claim the next shard, run it (here: nothing ran)
                 claimed = scheduling.claim_next(s, owner="h:1:test", task_id="test").shard
@@ -199,9 +237,10 @@ def broken_stack(
 ) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("broken-planner")
     env = {
-        **sample_runs.runner_env(tmp, receiver.url), "RELAY_PLANNER": BROKEN_PLANNER,
+        **sample_runs.runner_env(tmp, receiver.url),
+        "RELAY_PLANNER": BROKEN_PLANNER,
         "RELAY_UPSTREAM_REPO": "pytorch/pytorch",  # the example event's repository
-    }  # fmt: skip
+    }
     with relay_up.running("sqlite+embedded", tmp, extra_env=env) as stack:
         yield stack
 
@@ -220,10 +259,11 @@ def test_a_stack_with_a_broken_planner_says_why_in_its_api_and_callback(
     assert detail["failure_reason"] == REASON
     assert "PlannerSettingError" in detail["failure_error"]
     completed = broken_stack.wait_for(
-        lambda: [c for c in receiver.calls if c.body["delivery_id"] == broken_job.delivery_id]
-        or None,
+        lambda: (
+            [c for c in receiver.calls if c.body["delivery_id"] == broken_job.delivery_id] or None
+        ),
         what="the completed callback",
-    )  # fmt: skip
+    )
     [workflow] = [c.body["workflow"] for c in completed]  # one callback: it never started
     assert (workflow["status"], workflow["conclusion"]) == ("completed", "failure")
     assert workflow["summary"] == REASON

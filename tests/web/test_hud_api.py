@@ -205,9 +205,18 @@ def test_flaky_tests_passed_and_failed_on_one_commit(hud: Any) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["/", "/grid", "/grid?event=push&branch=main", "/downstreams", "/flaky", "/replays",
-     "/specs", "/deliveries", "/deliveries?state=processed"],
-)  # fmt: skip
+    [
+        "/",
+        "/grid",
+        "/grid?event=push&branch=main",
+        "/downstreams",
+        "/flaky",
+        "/replays",
+        "/specs",
+        "/deliveries",
+        "/deliveries?state=processed",
+    ],
+)
 def test_every_page_renders(hud: Any, path: str) -> None:
     response = hud.client.get(path)
     assert response.status_code == 200, response.text[-2000:]
@@ -235,8 +244,12 @@ def test_facets_count_a_run_by_outcome_suite_op_tag_and_mode(hud: Any) -> None:
     assert page.status_code == 200
     per_suite = page.text.split('id="per-suite"', 1)[1].split("</table>", 1)[0]
     # 60 results, 6 suites in turn; the two failures are tests 3 (gradients) and 11 (errors)
-    for suite, expected in [("common", "passed 10"), ("gradients", "failed 1, passed 9"),
-                            ("modules", "passed 10"), ("errors", "failed 1, passed 9")]:  # fmt: skip
+    for suite, expected in [
+        ("common", "passed 10"),
+        ("gradients", "failed 1, passed 9"),
+        ("modules", "passed 10"),
+        ("errors", "failed 1, passed 9"),
+    ]:
         row = per_suite.split(f">{suite}</a>", 1)[1].split("</tr>", 1)[0]
         assert f"<td>10</td><td>{expected}</td>" in row, (suite, row)
     per_op = page.text.split('id="per-op"', 1)[1].split("</table>", 1)[0]
@@ -257,8 +270,15 @@ def test_an_empty_hud_says_what_to_do_first(empty_hud: Any, path: str) -> None:
 
 
 def test_an_empty_hud_answers_every_page_and_endpoint(empty_hud: Any) -> None:
-    for path in ["/downstreams", "/flaky", "/replays", "/deliveries", "/api/v1/hud/grid",
-                 "/api/v1/hud/flaky", "/api/v1/hud/health"]:  # fmt: skip
+    for path in [
+        "/downstreams",
+        "/flaky",
+        "/replays",
+        "/deliveries",
+        "/api/v1/hud/grid",
+        "/api/v1/hud/flaky",
+        "/api/v1/hud/health",
+    ]:
         assert empty_hud.get(path).status_code == 200, path
     assert "No downstream is listed" in empty_hud.get("/downstreams").text
     assert "No release replay yet" in empty_hud.get("/replays").text
@@ -267,9 +287,16 @@ def test_an_empty_hud_answers_every_page_and_endpoint(empty_hud: Any) -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "shown"),
-    [(None, "-"), (0.0, "0.0 ms"), (2.1e-5, "21.0 µs"), (0.26, "260.0 ms"), (4.5, "4.50 s"),
-     (570.0, "9.5 min"), (3 * 3600.0, "3.00 h")],
-)  # fmt: skip
+    [
+        (None, "-"),
+        (0.0, "0.0 ms"),
+        (2.1e-5, "21.0 µs"),
+        (0.26, "260.0 ms"),
+        (4.5, "4.50 s"),
+        (570.0, "9.5 min"),
+        (3 * 3600.0, "3.00 h"),
+    ],
+)
 def test_durations_read_in_their_unit(seconds: float | None, shown: str) -> None:
     from relay.web.render import duration
 

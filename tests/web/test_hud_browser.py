@@ -39,8 +39,19 @@ def _pages(stack: Any) -> dict[str, str]:
     }
 
 
-PAGES = ["overview", "grid", "run", "live run", "test", "flaky", "downstreams", "replays",
-         "replay", "specs", "deliveries"]  # fmt: skip
+PAGES = [
+    "overview",
+    "grid",
+    "run",
+    "live run",
+    "test",
+    "flaky",
+    "downstreams",
+    "replays",
+    "replay",
+    "specs",
+    "deliveries",
+]
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -80,10 +91,13 @@ def test_run_page_shows_the_funnel_the_api_returns(tab: Any, hud_stack: Any) -> 
     rows = tab.page.locator("#funnel tbody tr")
     expect(rows).to_have_count(len(api["funnel"]))
     shown = [
-        (r.get_attribute("data-stage"), r.locator("td.in").inner_text(),
-         r.locator("td.out").inner_text())
+        (
+            r.get_attribute("data-stage"),
+            r.locator("td.in").inner_text(),
+            r.locator("td.out").inner_text(),
+        )
         for r in rows.all()
-    ]  # fmt: skip
+    ]
     assert shown == [(s["stage"], str(s["count_in"]), str(s["count_out"])) for s in api["funnel"]]
     # the chart draws the same numbers
     chart = tab.page.locator("#h-funnel ~ svg.chart").first
@@ -225,9 +239,7 @@ def test_a_running_job_advances_without_a_reload(tab: Any, live_run: Any) -> Non
         "10 more failed since this page loaded: reload to see them"
     )
     expect(page.locator('#shards tr[data-shard="1"] .shard-state')).to_have_text("done")
-    expect(page.locator("#run-counts")).to_have_text(
-        "4 passed · 10 failed · 0 skipped · 14 total"
-    )
+    expect(page.locator("#run-counts")).to_have_text("4 passed · 10 failed · 0 skipped · 14 total")
     assert page.locator("#run-progress").evaluate("e => e.value") == 14
     live_run.finish("failure")
     expect(page.locator("#run-status")).to_have_text("failure")

@@ -11,9 +11,15 @@ T0 = datetime(2026, 11, 29, 12, 0, 5, tzinfo=UTC)
 
 def _base(**kw: object) -> dict:
     args = dict(
-        event_type="push", delivery_id="d-1", payload={"after": "abc"}, workflow_name="wf",
-        url="http://x/run/7", run_id="7", run_attempt="2", job_name="spyre",
-    )  # fmt: skip
+        event_type="push",
+        delivery_id="d-1",
+        payload={"after": "abc"},
+        workflow_name="wf",
+        url="http://x/run/7",
+        run_id="7",
+        run_attempt="2",
+        job_name="spyre",
+    )
     args.update(kw)
     return args
 

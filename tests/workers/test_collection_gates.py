@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from planner.model import VARIANT_COLUMNS
 from store import jobs, migrate
+from store import results as result_rows
 from store.db import session_scope
 from store.models import Conclusion, Job, TestResult
 from workers.harness.launchers import FreshProcessLauncher
@@ -63,17 +64,33 @@ def database_url(tmp_path: Path) -> str:
 def _planned_job(database_url: str, modes: dict[str, str]) -> int:
     """A job whose plan selected ``modes``' tests with those spec modes, in one shard."""
     rows = [
-        {**dict.fromkeys(VARIANT_COLUMNS), "kind": "selected", "test_id": test_id, "rank": rank,
-         "shard": 0, "mode": mode, "gating": mode != "xfail", "signals": [], "reasons": []}
+        {
+            **dict.fromkeys(VARIANT_COLUMNS),
+            "kind": "selected",
+            "test_id": test_id,
+            "rank": rank,
+            "shard": 0,
+            "mode": mode,
+            "gating": mode != "xfail",
+            "signals": [],
+            "reasons": [],
+        }
         for rank, (test_id, mode) in enumerate(modes.items())
-    ]  # fmt: skip
+    ]
     key = jobs.JobKey(uuid.uuid4().hex, "local/spyre", "1", "1", "spyre")
     with session_scope(database_url) as session:
         job, _ = jobs.create_job(
-            session, key=key, dispatch_pk=None, event_type="pull_request", workflow_name="relay",
-            url="", head_sha="0" * 40, pr_number=1, shards=[list(modes)],
+            session,
+            key=key,
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="relay",
+            url="",
+            head_sha="0" * 40,
+            pr_number=1,
+            shards=[list(modes)],
             selection={"plan": {}, "variants": rows},
-        )  # fmt: skip
+        )
         return job.id
 
 
@@ -90,14 +107,17 @@ def _run_and_conclude(
     launcher = FreshProcessLauncher(cwd=suite, env=env)
     try:
         run = run_shard(
-            list(modes), launcher=launcher, pytest_args=["--rootdir", str(suite)],
-            per_test_timeout=300, workdir=suite / f"work-{job_pk}",
+            list(modes),
+            launcher=launcher,
+            pytest_args=["--rootdir", str(suite)],
+            per_test_timeout=300,
+            workdir=suite / f"work-{job_pk}",
             should_stop=(lambda: waiting.exists()) if stop_when_waiting else None,
-        )  # fmt: skip
+        )
     finally:
         launcher.close()
     with session_scope(database_url) as session:
-        jobs.store_results(session, job_pk=job_pk, shard_pk=None, outcomes=run.results)
+        result_rows.store_results(session, job_pk=job_pk, shard_pk=None, outcomes=run.results)
         job = session.get(Job, job_pk)
         assert job is not None
         conclusion = jobs.conclude(session, job=job)
@@ -111,15 +131,17 @@ def test_a_mandatory_test_whose_module_fails_to_import_gates_red_with_the_import
     modes = {ADD: "mandatory_success", MUL: "xfail_strict", PASSES: "mandatory_success"}
     conclusion, results = _run_and_conclude(database_url, suite, modes)
     assert {t: r.outcome for t, r in results.items()} == {
-        ADD: "error", MUL: "error", PASSES: "passed",
-    }  # fmt: skip
+        ADD: "error",
+        MUL: "error",
+        PASSES: "passed",
+    }
     for test_id in (ADD, MUL):
         message = results[test_id].message or ""
         assert message.startswith(f"collection failed: {IMPORT_ERROR}"), message
         assert "test_broken.py" in message
     assert conclusion is Conclusion.FAILURE
     with session_scope(database_url) as session:
-        assert jobs.gating_failures(session, job_pk=results[ADD].job_pk) == 2
+        assert result_rows.gating_failures(session, job_pk=results[ADD].job_pk) == 2
 
 
 def test_the_same_module_planned_as_xfail_does_not_gate(database_url: str, suite: Path) -> None:

@@ -50,7 +50,10 @@ def test_two_environments_interleave_without_mixing(
         for plan, delivery_id in deliveries:
             job = stack.wait_job(delivery_id, timeout=600)
             assert (job.status, job.conclusion) == ("completed", "success"), (
-                plan, stack.results(job.id), stack.log_tail())  # fmt: skip
+                plan,
+                stack.results(job.id),
+                stack.log_tail(),
+            )
             assert set(stack.results(job.id).values()) == {"passed"}
             assert len(stack.results(job.id)) == 4
             tested = httpx.get(f"{stack.base_url}/api/v1/jobs/{job.id}").json()[

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from backends.base import RunnerConfig, torch_build
-from store.settings import get_settings
+from config.settings import get_settings
 from upstream.undertest import (
     RunEnvironment,
     UpstreamUnderTest,

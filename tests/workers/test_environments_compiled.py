@@ -19,9 +19,9 @@ import pytest
 
 from backends import get_backend
 from backends.base import RunnerConfig
+from config.settings import get_settings
 from fanout.checks import job_body
 from planner import plan_event
-from store.settings import get_settings
 from upstream.headenv import wheel_for
 from upstream.undertest import installed_environment, resolve_environment
 from wire.github.events import UpstreamEvent
@@ -58,13 +58,21 @@ def test_a_compiled_change_with_a_head_wheel_runs_in_that_wheel(
     (folder / wheel.name).symlink_to(wheel)
     template = str(tmp_path / "builds" / "{sha}" / wheel.name)
     event = UpstreamEvent(
-        delivery_id="d-wheel", event="pull_request", repo="pytorch/pytorch", pr_number=7,
-        base_sha=overlay_upstream.base, head_sha=overlay_upstream.head,
-    )  # fmt: skip
+        delivery_id="d-wheel",
+        event="pull_request",
+        repo="pytorch/pytorch",
+        pr_number=7,
+        base_sha=overlay_upstream.base,
+        head_sha=overlay_upstream.head,
+    )
     planned = plan_event(
-        event, backend=get_backend("spyre"), specs=[], upstream=overlay_upstream.repo.path,
-        head_wheel=template, budget_seconds=5,
-    )  # fmt: skip
+        event,
+        backend=get_backend("spyre"),
+        specs=[],
+        upstream=overlay_upstream.repo.path,
+        head_wheel=template,
+        budget_seconds=5,
+    )
     tested = planned.upstream
     assert (tested.kind, tested.head_sha) == ("head-wheel", overlay_upstream.head)
     assert tested.head_wheel == str(folder / wheel.name)
@@ -79,14 +87,15 @@ def test_a_compiled_change_with_a_head_wheel_runs_in_that_wheel(
         run = run_shard(
             ["test_head_wheel.py::test_runs_the_head_wheel"],
             launcher=launcher_for(
-                RunnerConfig(rootdir=str(tmp_path)), warm=False,
+                RunnerConfig(rootdir=str(tmp_path)),
+                warm=False,
                 environment=dataclasses.replace(environment, env=env),
                 environment_key=tested.key(),
             ),
             pytest_args=["--rootdir", str(tmp_path), "-p", "no:cacheprovider"],
             per_test_timeout=600,
             workdir=tmp_path / "work",
-        )  # fmt: skip
+        )
     finally:
         close_pools()
     (result,) = run.results
@@ -117,7 +126,9 @@ def test_a_compiled_change_without_head_wheel_lists_what_the_overlay_cannot_test
         detail = httpx.get(f"{stack.base_url}/api/v1/jobs/{job.id}").json()
         tested = detail["upstream_under_test"]
         assert (tested["kind"], tested["head_sha"]) == ("overlay", overlay_upstream.head), (
-            tested, stack.log_tail())  # fmt: skip
+            tested,
+            stack.log_tail(),
+        )
         assert tested["compiled_not_covered"] == [COMPILED]
         assert tested["files_laid_over"] == 2  # functional.py and the new module
         assert tested["summary"].endswith(NOT_TESTED), tested["summary"]
@@ -125,11 +136,15 @@ def test_a_compiled_change_without_head_wheel_lists_what_the_overlay_cannot_test
         check_run = job_body(stack.job_for(delivery_id))  # what the check run shows
         assert check_run["output"]["summary"].endswith(NOT_TESTED), check_run
         done = stack.wait_for(
-            lambda: [
-                c for c in receiver.calls
-                if c.body["delivery_id"] == delivery_id
-                and c.body["workflow"]["status"] == "completed"
-            ] or None,
+            lambda: (
+                [
+                    c
+                    for c in receiver.calls
+                    if c.body["delivery_id"] == delivery_id
+                    and c.body["workflow"]["status"] == "completed"
+                ]
+                or None
+            ),
             what="the completed callback",
-        )  # fmt: skip
+        )
         assert done[0].body["workflow"]["summary"].endswith(NOT_TESTED)

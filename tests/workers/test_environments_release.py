@@ -22,13 +22,13 @@ from sqlalchemy import select
 
 from backends import get_backend
 from cli.relay_client import run_release_replay
+from config.broker import TASK_REPLAY, make_producer
+from config.settings import Settings, get_settings
 from evaluation.groundtruth import release_ground_truth
 from inventory.build import universe_from_inventory
 from planner.release import collected_universe
 from store.db import session_scope
 from store.models import Shard, TestResult
-from store.queue import TASK_REPLAY, make_producer
-from store.settings import Settings, get_settings
 from testspecs.outcomes import FAILURES
 from upstream.headenv import ensure_env
 

@@ -9,12 +9,12 @@ import os
 import time
 from pathlib import Path
 
+from config.settings import Settings
 from store import jobs, migrate, scheduling
 from store.db import session_scope
 from store.jobs import JobKey
 from store.models import ShardState
 from store.outcomes import Outcome, TestOutcome, capped_text
-from store.settings import Settings
 from workers.run import prune_scratch, with_failure_text
 
 
@@ -48,10 +48,17 @@ def _settings(tmp_path: Path, **values: object) -> Settings:
 def _job(settings: Settings, shard_ids: list[list[str]]) -> int:
     with session_scope(settings.database_url) as s:
         job, _ = jobs.create_job(
-            s, key=JobKey("d", "local/spyre", "1", "1", "spyre"), dispatch_pk=None,
-            event_type="pull_request", workflow_name="w", url="", head_sha=None, pr_number=1,
-            shards=shard_ids, selection={"plan": {}},
-        )  # fmt: skip
+            s,
+            key=JobKey("d", "local/spyre", "1", "1", "spyre"),
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="w",
+            url="",
+            head_sha=None,
+            pr_number=1,
+            shards=shard_ids,
+            selection={"plan": {}},
+        )
         return job.id
 
 

@@ -40,7 +40,9 @@ def test_a_fresh_host_builds_what_it_lacks_under_its_var_dir_and_says_so(
     finally:
         stack.stop()
     building = [
-        r for r in stack.log_lines() if r.get("event") == "cache entry missing on this host: building it"
+        r
+        for r in stack.log_lines()
+        if r.get("event") == "cache entry missing on this host: building it"
     ]
     assert [r["cache"] for r in building] == [str(var / "torch_extensions")]
     assert _files(cwd) == [] and _files(home) == []

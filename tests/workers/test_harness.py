@@ -185,9 +185,12 @@ def test_a_module_that_fails_to_import_is_an_error_with_the_import_error(
         "test_shard_sample.py::test_a_passes",
     ]
     run = run_shard(
-        ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
+        ids,
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30,
         workdir=project / "w7",
-    )  # fmt: skip
+    )
     by_id = {r.test_id: r for r in run.results}
     assert [r.outcome for r in run.results] == ["error", "error", "passed"]
     for test_id in ids[:2]:
@@ -208,9 +211,12 @@ def test_one_child_per_test_file(project: Path, launcher: Launcher) -> None:
         "test_shard_sample.py::TestStyle::test_j_unittest_passes",
     ]
     run = run_shard(
-        ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
+        ids,
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30,
         workdir=project / "work3",
-    )  # fmt: skip
+    )
     assert [r.outcome for r in run.results] == ["passed", "passed", "passed"]
     assert run.children == 2
 
@@ -253,13 +259,18 @@ def test_a_child_builds_only_the_unittest_tests_it_was_given(
     (project / "conftest.py").write_text(COUNT_BUILT)
     ids = ["test_many.py::TestMany::test_3", "test_many.py::TestMany::test_150"]
     run = run_shard(
-        ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
+        ids,
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30,
         workdir=project / "work4",
-    )  # fmt: skip
+    )
     assert [(r.test_id, r.outcome) for r in run.results] == [(t, "passed") for t in ids]
     # a module server (RELAY_MODULE_SERVERS) collects its whole module once, by design
     whole = isinstance(launcher, CollectingLauncher)
-    assert (project / "built.txt").read_text().split() == ["TestMany=200" if whole else "TestMany=2"]
+    assert (project / "built.txt").read_text().split() == [
+        "TestMany=200" if whole else "TestMany=2"
+    ]
 
 
 GENERIC = textwrap.dedent(
@@ -296,9 +307,12 @@ def _plain_pytest(project: Path, ids: list[str]) -> dict[str, str]:
     """The outcome of each of ``ids`` in one plain pytest run, no plugin of ours."""
     plain = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *ids],
-        cwd=project, capture_output=True, text=True, timeout=120,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-    )  # fmt: skip
+    )
     return {
         line.split()[1]: line.split()[0].lower()
         for line in plain.stdout.splitlines()
@@ -322,21 +336,32 @@ def test_a_child_builds_only_the_inherited_unittest_tests_it_was_given(
         "test_generic.py::TestGenericCPU::test_own_50_cpu",
     ]
     run = run_shard(
-        ids, launcher=launcher, pytest_args=["--rootdir", str(project)], per_test_timeout=30,
+        ids,
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30,
         workdir=project / "work5",
-    )  # fmt: skip
+    )
     built = (project / "built.txt").read_text().split()
     plain = _plain_pytest(project, ids)
     assert plain == dict(zip(ids, ["failed", "passed", "passed", "passed"], strict=True))
     assert {r.test_id: r.outcome for r in run.results} == plain
     whole = isinstance(launcher, CollectingLauncher)  # a module server builds its whole module
-    assert built == (["TestShared=100", "TestGenericCPU=200"] if whole else ["TestShared=1", "TestGenericCPU=3"])
+    assert built == (
+        ["TestShared=100", "TestGenericCPU=200"] if whole else ["TestShared=1", "TestGenericCPU=3"]
+    )
 
-    calling_up = ["test_generic.py::TestGenericCPU::test_shared_5", ids[0]]  # the base collected last
+    calling_up = [
+        "test_generic.py::TestGenericCPU::test_shared_5",
+        ids[0],
+    ]  # the base collected last
     run = run_shard(
-        calling_up, launcher=launcher, pytest_args=["--rootdir", str(project)],
-        per_test_timeout=30, workdir=project / "work6",
-    )  # fmt: skip
+        calling_up,
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30,
+        workdir=project / "work6",
+    )
     plain = _plain_pytest(project, calling_up)
     assert plain == dict(zip(calling_up, ["passed", "failed"], strict=True))
     assert {r.test_id: r.outcome for r in run.results} == plain
@@ -361,9 +386,12 @@ def test_a_warm_pool_started_ahead_serves_the_first_shard(project: Path) -> None
         warming = threading.Thread(target=pool.warm)
         warming.start()
         run = run_shard(
-            ["test_shard_sample.py::test_a_passes"], launcher=pool,
-            pytest_args=["--rootdir", str(project)], per_test_timeout=30, workdir=project / "w",
-        )  # fmt: skip
+            ["test_shard_sample.py::test_a_passes"],
+            launcher=pool,
+            pytest_args=["--rootdir", str(project)],
+            per_test_timeout=30,
+            workdir=project / "w",
+        )
         warming.join(timeout=60)
         assert server is not None and server.poll() is None and pool._server is server
         assert [r.outcome for r in run.results] == ["passed"]
@@ -378,7 +406,10 @@ def test_warnings_as_errors_do_not_stop_a_warm_child(project: Path, launcher: La
     would warn about: under ``filterwarnings = error`` that warning must not stop the child."""
     (project / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
     run = run_shard(
-        ["test_shard_sample.py::test_a_passes"], launcher=launcher,
-        pytest_args=["--rootdir", str(project)], per_test_timeout=30, workdir=project / "w6",
-    )  # fmt: skip
+        ["test_shard_sample.py::test_a_passes"],
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30,
+        workdir=project / "w6",
+    )
     assert [r.outcome for r in run.results] == ["passed"], run.results[0].message

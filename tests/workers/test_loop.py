@@ -49,7 +49,13 @@ def test_signed_webhook_to_reported_job(loop: Any, receiver: Any, sample_runs: A
     listed = httpx.get(f"{loop.base_url}/api/v1/jobs").json()["items"]
     mine = next(j for j in listed if j["id"] == job.id)
     assert mine["test_results"] == {
-        "passed": 4, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 4}  # fmt: skip
+        "passed": 4,
+        "failed": 0,
+        "skipped": 0,
+        "xfailed": 0,
+        "xpassed": 0,
+        "total": 4,
+    }
     # the job and its delivery link both ways
     assert mine["delivery_id"] == delivery_id
     delivery = httpx.get(f"{loop.base_url}/api/v1/deliveries/{delivery_id}").json()
@@ -63,7 +69,11 @@ def test_signed_webhook_to_reported_job(loop: Any, receiver: Any, sample_runs: A
         "completed",
     ]
     assert [t["from_status"] for t in detail["transitions"]] == [
-        None, "planning", "dispatched", "in_progress"]  # fmt: skip
+        None,
+        "planning",
+        "dispatched",
+        "in_progress",
+    ]
     assert detail["planning_started_at"] is not None
     assert detail["planning_started_at"] <= detail["dispatched_at"] <= detail["started_at"]
     assert [s["state"] for s in detail["shards"]] == ["done", "done"]
@@ -273,13 +283,15 @@ def test_shard_host_lost_mid_shard_is_handed_back_by_the_sweeper(
         )
     assert shard is not None and shard.attempts == 2 and total == 5
     requeued = [
-        line for line in stack.log_lines()
+        line
+        for line in stack.log_lines()
         if line.get("event") == "re-queued shards whose worker was lost"
-    ]  # fmt: skip
+    ]
     assert any(
         entry["shard_pk"] == shard.id and entry["owner"] == owner
-        for line in requeued for entry in line["shards"]
-    ), stack.log_tail()  # fmt: skip
+        for line in requeued
+        for entry in line["shards"]
+    ), stack.log_tail()
 
 
 @embedded_only
@@ -320,8 +332,8 @@ def test_closed_pr_cancels_its_running_job(sqlite_only: Any, sample_runs: Any) -
 
 
 def test_nightly_self_report(loop: Any, receiver: Any, relay_up: Any) -> None:
-    from store.queue import TASK_NIGHTLY, make_producer
-    from store.settings import Settings
+    from config.broker import TASK_NIGHTLY, make_producer
+    from config.settings import Settings
 
     sha = uuid.uuid4().hex + "00000000"
     producer = make_producer(Settings(broker_url=loop.broker_url, database_url=loop.database_url))

@@ -83,6 +83,8 @@ def test_push_is_selected_run_on_spyre_and_reported(
     detail = httpx.get(f"{spyre_loop.base_url}/api/v1/jobs/{job.id}").json()
     assert detail["test_results"]["total"] == len(rows)
     assert detail["selection"]["stage_counts"] == counts
-    cut = httpx.get(f"{spyre_loop.base_url}/api/v1/jobs/{job.id}/selection/tests",
-                    params={"kind": "cut", "limit": 1}).json()  # fmt: skip
+    cut = httpx.get(
+        f"{spyre_loop.base_url}/api/v1/jobs/{job.id}/selection/tests",
+        params={"kind": "cut", "limit": 1},
+    ).json()
     assert cut["total"] == plan["counts"]["cut"] and cut["items"][0]["reasons"]

@@ -133,9 +133,11 @@ def cluster(
                 host.hide = [a.root, tmp / "A", *(tmp / h.name for h in shard_hosts if h != host)]
         for host in shard_hosts:  # it runs its own code: the project is where it is installed
             probe = host.start(
-                "probe", "-c", "import backends.base as b, os; print(b.PROJECT_ROOT, "
+                "probe",
+                "-c",
+                "import backends.base as b, os; print(b.PROJECT_ROOT, "
                 f"os.path.exists({str(a.root / 'Makefile')!r}))",
-            )  # fmt: skip
+            )
             assert probe.wait(timeout=120) == 0, host.log("probe")
             assert host.log("probe").split() == [str(host.root), str(not host.hide)]
             host.procs.remove(probe)
@@ -263,6 +265,7 @@ def test_a_shard_host_killed_mid_shard_loses_nothing_and_runs_nothing_twice(
     swept = [json.loads(x) for x in cluster.a.log("control").splitlines() if x.startswith("{")]
     assert any(
         e["owner"] == owner
-        for r in swept if r.get("event") == "re-queued shards whose worker was lost"
+        for r in swept
+        if r.get("event") == "re-queued shards whose worker was lost"
         for e in r["shards"]
-    )  # fmt: skip
+    )

@@ -47,8 +47,11 @@ TINY_TEST = textwrap.dedent(
 
 
 def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +66,9 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     native.mkdir(parents=True)
     (native / "native_functions.yaml").write_text("- func: abs(Tensor self) -> Tensor\n")
     for i in range(MODULES):
-        (pkg / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n\nclass C{i}:\n    pass\n")
+        (pkg / f"m{i}.py").write_text(
+            f"def f{i}(x):\n    return x + {i}\n\nclass C{i}:\n    pass\n"
+        )
     (root / "test").mkdir()
     (root / "test" / "test_tiny.py").write_text(TINY_TEST)
     _git(root, "init", "-q")
@@ -100,27 +105,36 @@ def test_change_facts_in_a_prefork_child(
     prefork_worker: Any, checkout: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cold"
-    facts = _result(prefork_worker.call("change_facts_in_child", checkout=str(checkout),
-                                base="base", head="head", cache_dir=str(cache)))  # fmt: skip
+    facts = _result(
+        prefork_worker.call(
+            "change_facts_in_child",
+            checkout=str(checkout),
+            base="base",
+            head="head",
+            cache_dir=str(cache),
+        )
+    )
     assert list((cache / "facts").glob("*.json"))  # computed, then cached
     by_path = {p["path"]: p for p in facts["python"]}
     assert len(by_path) == MODULES + 1
     assert by_path["torch/_gen/m1.py"]["symbols"] == [
-        {"qualname": "f1", "kind": "function", "status": "modified"}]  # fmt: skip
+        {"qualname": "f1", "kind": "function", "status": "modified"}
+    ]
     assert by_path["torch/_gen/m2.py"]["symbols"] == [
-        {"qualname": "C2", "kind": "class", "status": "modified"}]  # fmt: skip
+        {"qualname": "C2", "kind": "class", "status": "modified"}
+    ]
     assert by_path["torch/_gen/m10.py"]["status"] == "removed"
     assert by_path["torch/_gen/broken.py"]["parse_error"].startswith("head: SyntaxError")
     # the same facts as one process computes them in the test process, serially
     source = GitCheckout(checkout)
-    serial = compute_change_facts(source, source.resolve("base"), source.resolve("head"),
-                                  workers=1)  # fmt: skip
+    serial = compute_change_facts(source, source.resolve("base"), source.resolve("head"), workers=1)
     assert facts["python"] == [p.model_dump(mode="json") for p in serial.python]
 
 
 def test_fingerprints_in_a_prefork_child(prefork_worker: Any, tmp_path: Path) -> None:
-    result = _result(prefork_worker.call("fingerprints_in_child",
-                                 cache_dir=str(tmp_path / "cold"), only=["abs"]))  # fmt: skip
+    result = _result(
+        prefork_worker.call("fingerprints_in_child", cache_dir=str(tmp_path / "cold"), only=["abs"])
+    )
     assert set(result["entries"]) == {"abs"}
     f32 = result["entries"]["abs"]["by_dtype"]["float32"]
     assert f32["n"] > 0 and "aten.abs.default" in f32["fwd"]
@@ -130,8 +144,14 @@ def test_fingerprints_in_a_prefork_child(prefork_worker: Any, tmp_path: Path) ->
 def test_inventory_collection_in_a_prefork_child(
     prefork_worker: Any, checkout: Path, tmp_path: Path
 ) -> None:
-    ids = _result(prefork_worker.call("inventory_in_child", checkout=str(checkout),
-                              files=["test/test_tiny.py"], cache_dir=str(tmp_path / "cold")))  # fmt: skip
+    ids = _result(
+        prefork_worker.call(
+            "inventory_in_child",
+            checkout=str(checkout),
+            files=["test/test_tiny.py"],
+            cache_dir=str(tmp_path / "cold"),
+        )
+    )
     assert ids == [
         "test/test_tiny.py::TestTinyCPU::test_ones_sum_cpu",
         "test/test_tiny.py::TestTinyCPU::test_zeros_cpu_float16",
@@ -142,9 +162,14 @@ def test_inventory_collection_in_a_prefork_child(
 def test_import_map_learning_in_a_prefork_child(
     prefork_worker: Any, checkout: Path, tmp_path: Path
 ) -> None:
-    learned = _result(prefork_worker.call("import_map_in_child", checkout=str(checkout),
-                                          files=["test/test_tiny.py"],
-                                          cache_dir=str(tmp_path / "cold")))  # fmt: skip
+    learned = _result(
+        prefork_worker.call(
+            "import_map_in_child",
+            checkout=str(checkout),
+            files=["test/test_tiny.py"],
+            cache_dir=str(tmp_path / "cold"),
+        )
+    )
     assert (learned["key"], learned["tests_run"]) == ("tiny", 3)  # the sample ran
     assert "torch/__init__.py" in learned["modules"]  # the torch files the sample loaded
     assert "torch/testing/_internal/common_device_type.py" in learned["modules"]

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from config.broker import TASK_REPLAY, make_producer
+from config.settings import Settings
 from store.db import session_scope
 from store.models import Job, Shard, TestResult
-from store.queue import TASK_REPLAY, make_producer
-from store.settings import Settings
 
 REPLAY_TESTS = 2000
 REPLAY_SHARD = 250

@@ -52,16 +52,32 @@ def test_a_short_job_is_cut_into_one_shard_per_worker() -> None:
     assert seconds == [60.0, 60.0]  # equal shares, each file in one shard here
     assert {t.split("::")[0] for t in shards[0]} != {t.split("::")[0] for t in shards[1]}
     # three workers: three shares of 40 s; ten workers: no shard under 20 s, so six
-    assert len(shard_by_time(ids, {}, target_seconds=200, max_shards=64, prior_seconds=1,
-                             parallel=3)[0]) == 3  # fmt: skip
+    assert (
+        len(
+            shard_by_time(ids, {}, target_seconds=200, max_shards=64, prior_seconds=1, parallel=3)[
+                0
+            ]
+        )
+        == 3
+    )
     tens = shard_by_time(ids, {}, target_seconds=200, max_shards=64, prior_seconds=1, parallel=10)
     assert len(tens[0]) == 6 and min(tens[1]) >= 20
     # too short to share (under 2 x 20 s): one shard; the ceiling still holds
     few = ids[:30]
-    assert len(shard_by_time(few, {}, target_seconds=200, max_shards=64, prior_seconds=1,
-                             parallel=2)[0]) == 1  # fmt: skip
-    assert len(shard_by_time(ids, {}, target_seconds=200, max_shards=2, prior_seconds=1,
-                             parallel=4)[0]) == 2  # fmt: skip
+    assert (
+        len(
+            shard_by_time(few, {}, target_seconds=200, max_shards=64, prior_seconds=1, parallel=2)[
+                0
+            ]
+        )
+        == 1
+    )
+    assert (
+        len(
+            shard_by_time(ids, {}, target_seconds=200, max_shards=2, prior_seconds=1, parallel=4)[0]
+        )
+        == 2
+    )
 
 
 def test_an_empty_plan_has_no_shard() -> None:
@@ -80,9 +96,15 @@ def _job(url: str, name: str, event: str, shards: int, pr: int | None = None) ->
         job, _ = jobs.create_job(
             s,
             key=jobs.JobKey(name, "local/spyre", name, "1", "spyre"),
-            dispatch_pk=None, event_type=event, workflow_name="w", url="", head_sha=None,
-            pr_number=pr, shards=[[f"{name}::t{i}"] for i in range(shards)], selection={},
-        )  # fmt: skip
+            dispatch_pk=None,
+            event_type=event,
+            workflow_name="w",
+            url="",
+            head_sha=None,
+            pr_number=pr,
+            shards=[[f"{name}::t{i}"] for i in range(shards)],
+            selection={},
+        )
         return job.id
 
 
@@ -115,9 +137,15 @@ def test_a_free_worker_takes_the_most_urgent_class_then_interleaves_jobs(db: str
     assert _claim(db) is None
     # pull request, push, then the bulk class with its two jobs alternating
     assert order == [
-        (pr, 0), (pr, 1), (push, 0),
-        (replay, 0), (nightly, 0), (replay, 1), (nightly, 1), (replay, 2),
-    ]  # fmt: skip
+        (pr, 0),
+        (pr, 1),
+        (push, 0),
+        (replay, 0),
+        (nightly, 0),
+        (replay, 1),
+        (nightly, 1),
+        (replay, 2),
+    ]
 
 
 def test_superseded_and_planning_jobs_are_not_claimed(db: str) -> None:
@@ -125,9 +153,14 @@ def test_superseded_and_planning_jobs_are_not_claimed(db: str) -> None:
     with session_scope(db) as s:
         s.execute(update(Job).where(Job.id == old).values(superseded_by_pk=old))
         planning = scheduling.begin_planning(
-            s, key=jobs.JobKey("p", "local/spyre", "p", "1", "spyre"), dispatch_pk=None,
-            event_type="pull_request", workflow_name="w", head_sha=None, pr_number=10,
-        )  # fmt: skip
+            s,
+            key=jobs.JobKey("p", "local/spyre", "p", "1", "spyre"),
+            dispatch_pk=None,
+            event_type="pull_request",
+            workflow_name="w",
+            head_sha=None,
+            pr_number=10,
+        )
         assert planning.status == JobStatus.PLANNING.value and planning.planning_started_at
     assert _claim(db) is None
 

@@ -37,13 +37,17 @@ def test_a_pull_request_without_checkout_concludes_neutral_with_the_reason(
         assert (tested["kind"], tested["reason"]) == ("none", REASON)
         assert tested["summary"] == f"nothing run: {REASON}"
         done = stack.wait_for(
-            lambda: [
-                c for c in receiver.calls
-                if c.body["delivery_id"] == delivery_id
-                and c.body["workflow"]["status"] == "completed"
-            ] or None,
+            lambda: (
+                [
+                    c
+                    for c in receiver.calls
+                    if c.body["delivery_id"] == delivery_id
+                    and c.body["workflow"]["status"] == "completed"
+                ]
+                or None
+            ),
             what="the completed callback",
-        )  # fmt: skip
+        )
     workflow = done[0].body["workflow"]
     # CRCR's schema has no neutral: neither green nor red, and the summary says why
     assert workflow["conclusion"] == "cancelled"

@@ -328,76 +328,96 @@ def normalize(
         "repo": _text(payload, "repository", "full_name", required=True),
         "sender": _text(payload, "sender", "login"),
     }
-    action = common["action"]
     if event == "pull_request":
-        pr = _object(payload, "pull_request")
-        labels = []
-        for lb in _list(pr, "labels"):
-            name = _text(lb, "name") if isinstance(lb, dict) else None
-            labels.append(name or "")
-        merged = pr.get("merged") is True or (action == "closed" and "Merged" in labels)
-        actionable, reason = True, ""
-        if action == "labeled":
-            label = _text(payload, "label", "name") or ""
-            actionable = label.startswith(CIFLOW_LABEL_PREFIX)
-            reason = "" if actionable else f"label {label!r} is not a {CIFLOW_LABEL_PREFIX}* label"
-        elif action not in PR_ACTIONS:
-            actionable, reason = False, f"pull_request action {action!r} is not forwarded"
-        number = payload.get("number")
-        return UpstreamEvent(
-            **common,
-            pr_number=_number(number if number is not None else _require(pr, "number"), "number"),
-            head_sha=_text(pr, "head", "sha", required=True),
-            head_ref=_text(pr, "head", "ref"),
-            base_sha=_text(pr, "base", "sha"),
-            base_ref=_text(pr, "base", "ref", required=True),
-            labels=labels,
-            merged=merged,
-            author_association=_text(pr, "author_association"),
-            draft=pr.get("draft") is True,
-            fork=_fork(pr),
-            actionable=actionable,
-            reason=reason,
-        )
+        return _pull_request(common, payload)
     if event == "push":
-        deleted = payload.get("deleted") is True
-        return UpstreamEvent(
-            **common,
-            ref=_text(payload, "ref", required=True),
-            before_sha=_text(payload, "before"),
-            after_sha=_text(payload, "after", required=True),
-            head_sha=_text(payload, "after"),
-            base_ref=_text(payload, "base_ref"),
-            changed_files=push_files(payload),
-            actionable=not deleted,
-            reason="branch deleted" if deleted else "",
-        )
+        return _push(common, payload)
     if event in ("check_run", "check_suite"):
-        obj = _object(payload, event)
-        name = _text(obj, "name") or _text(obj, "app", "slug")
-        prs = _list(obj, "pull_requests")
-        first = prs[0] if prs and isinstance(prs[0], dict) else None
-        pr_number = first.get("number") if first is not None else None
-        actionable = action == "rerequested" and str(name or "").startswith("crcr/")
-        return UpstreamEvent(
-            **common,
-            head_sha=_text(obj, "head_sha"),
-            pr_number=_number(pr_number, f"{event}.pull_requests[0].number")
-            if pr_number is not None
-            else None,
-            check_name=name,
-            actionable=actionable,
-            reason="" if actionable else f"{event}.{action} on {name!r} is not a crcr/ re-run",
-        )
+        return _check(common, payload, event)
     if event in ("nightly", "periodic"):
-        # CRCR's self-report shape: the tested upstream SHA is the delivery id.
-        sha = _text(payload, "head_sha", required=True)
-        return UpstreamEvent(
-            **{**common, "upstream_delivery_id": sha},
-            head_sha=sha,
-            after_sha=sha,
-            # a release replay names the two versions it compares (our extension)
-            base_ref=_text(payload, "base_version"),
-            head_ref=_text(payload, "head_version"),
-        )
+        return _self_report(common, payload)
     raise EventError(f"unsupported event {event!r}")
+
+
+def _pull_request(common: dict[str, Any], payload: dict[str, Any]) -> UpstreamEvent:
+    """A pull_request event: actionable for the forwarded actions and ciflow/ labels."""
+    action = common["action"]
+    pr = _object(payload, "pull_request")
+    labels = []
+    for lb in _list(pr, "labels"):
+        name = _text(lb, "name") if isinstance(lb, dict) else None
+        labels.append(name or "")
+    merged = pr.get("merged") is True or (action == "closed" and "Merged" in labels)
+    actionable, reason = True, ""
+    if action == "labeled":
+        label = _text(payload, "label", "name") or ""
+        actionable = label.startswith(CIFLOW_LABEL_PREFIX)
+        reason = "" if actionable else f"label {label!r} is not a {CIFLOW_LABEL_PREFIX}* label"
+    elif action not in PR_ACTIONS:
+        actionable, reason = False, f"pull_request action {action!r} is not forwarded"
+    number = payload.get("number")
+    return UpstreamEvent(
+        **common,
+        pr_number=_number(number if number is not None else _require(pr, "number"), "number"),
+        head_sha=_text(pr, "head", "sha", required=True),
+        head_ref=_text(pr, "head", "ref"),
+        base_sha=_text(pr, "base", "sha"),
+        base_ref=_text(pr, "base", "ref", required=True),
+        labels=labels,
+        merged=merged,
+        author_association=_text(pr, "author_association"),
+        draft=pr.get("draft") is True,
+        fork=_fork(pr),
+        actionable=actionable,
+        reason=reason,
+    )
+
+
+def _push(common: dict[str, Any], payload: dict[str, Any]) -> UpstreamEvent:
+    """A push event: actionable unless it deleted the branch."""
+    deleted = payload.get("deleted") is True
+    return UpstreamEvent(
+        **common,
+        ref=_text(payload, "ref", required=True),
+        before_sha=_text(payload, "before"),
+        after_sha=_text(payload, "after", required=True),
+        head_sha=_text(payload, "after"),
+        base_ref=_text(payload, "base_ref"),
+        changed_files=push_files(payload),
+        actionable=not deleted,
+        reason="branch deleted" if deleted else "",
+    )
+
+
+def _check(common: dict[str, Any], payload: dict[str, Any], event: str) -> UpstreamEvent:
+    """A check_run or check_suite event: actionable when it re-requests a crcr/ check."""
+    action = common["action"]
+    obj = _object(payload, event)
+    name = _text(obj, "name") or _text(obj, "app", "slug")
+    prs = _list(obj, "pull_requests")
+    first = prs[0] if prs and isinstance(prs[0], dict) else None
+    pr_number = first.get("number") if first is not None else None
+    actionable = action == "rerequested" and str(name or "").startswith("crcr/")
+    return UpstreamEvent(
+        **common,
+        head_sha=_text(obj, "head_sha"),
+        pr_number=_number(pr_number, f"{event}.pull_requests[0].number")
+        if pr_number is not None
+        else None,
+        check_name=name,
+        actionable=actionable,
+        reason="" if actionable else f"{event}.{action} on {name!r} is not a crcr/ re-run",
+    )
+
+
+def _self_report(common: dict[str, Any], payload: dict[str, Any]) -> UpstreamEvent:
+    """A nightly or periodic self-report (CRCR's shape: the tested upstream SHA is the delivery
+    id); a release replay names the two versions it compares (our extension)."""
+    sha = _text(payload, "head_sha", required=True)
+    return UpstreamEvent(
+        **{**common, "upstream_delivery_id": sha},
+        head_sha=sha,
+        after_sha=sha,
+        base_ref=_text(payload, "base_version"),
+        head_ref=_text(payload, "head_version"),
+    )

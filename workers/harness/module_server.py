@@ -126,10 +126,12 @@ def main(spec: dict[str, Any]) -> None:
     serve = _Serve(proto, started, spec["module"])
     args = [
         *spec["args"],
-        "-p", "workers.harness.report_plugin",
-        "--relay-events", os.devnull,
+        "-p",
+        "workers.harness.report_plugin",
+        "--relay-events",
+        os.devnull,
         spec["module"],
-    ]  # fmt: skip
+    ]
     try:
         code = int(pytest.main(args, plugins=[serve]))
     except BaseException as exc:  # a child must never return into the server's code

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from backends import Backend, RunnerConfig, get_backend
-from store.settings import Settings
+from config.settings import Settings
 from upstream.undertest import INSTALLED_KEY, RunEnvironment
 from workers.harness.collecting import CollectingLauncher
 from workers.harness.launchers import FreshProcessLauncher, Launcher, WarmPool

@@ -174,22 +174,21 @@ def run_shard(
             events = workdir / f"events-{children}.jsonl"
             argsfile = workdir / f"args-{children}.txt"
             argsfile.write_text("\n".join(remaining) + "\n")
-            args = [
-                *pytest_args,
-                "-p", "workers.harness.report_plugin",
-                "--relay-events", str(events),
-                "--relay-artifacts", str(artifacts),
-                *(["--relay-device-time", device_time_property] if device_time_property else []),
-                f"@{argsfile}",
-            ]  # fmt: skip
+            args = _child_args(pytest_args, device_time_property, events, artifacts, argsfile)
             log = workdir / f"child-{children}.log"
             child = launcher.start(args, log=log)
             before = len(results)
             collect_errors: list[dict[str, Any]] = []
             stopped = _supervise(
-                child, _EventTail(events), record, per_test_timeout, poll_interval,
-                should_stop or (lambda: False), heartbeat or (lambda: None), collect_errors,
-            )  # fmt: skip
+                child,
+                _EventTail(events),
+                record,
+                per_test_timeout,
+                poll_interval,
+                should_stop or (lambda: False),
+                heartbeat or (lambda: None),
+                collect_errors,
+            )
             if stopped:
                 for test_id in ids:
                     record(TestOutcome(test_id, Outcome.NOT_RUN, message="cancelled before it ran"))
@@ -203,6 +202,25 @@ def run_shard(
         if launcher_cleanup is not None:
             launcher_cleanup.cleanup()
     return ShardRun([results[t] for t in ids], children, time.perf_counter() - began)
+
+
+def _child_args(
+    pytest_args: list[str],
+    device_time_property: str | None,
+    events: Path,
+    artifacts: Path,
+    argsfile: Path,
+) -> list[str]:
+    """One child's pytest arguments: the backend's, our report plugin writing ``events`` and
+    ``artifacts``, and the node ids listed in ``argsfile``."""
+    return [
+        *pytest_args,
+        "-p", "workers.harness.report_plugin",
+        "--relay-events", str(events),
+        "--relay-artifacts", str(artifacts),
+        *(["--relay-device-time", device_time_property] if device_time_property else []),
+        f"@{argsfile}",
+    ]  # fmt: skip
 
 
 def _supervise(

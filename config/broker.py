@@ -10,7 +10,7 @@ from typing import Any
 
 from celery import Celery
 
-from store.settings import Settings
+from config.settings import Settings
 
 # Task names, one per stage of the loop (workers/<stage>.py) and the supervisors.
 TASK_PROCESS_DELIVERY = "workers.process_delivery"  # ingest

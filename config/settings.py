@@ -217,9 +217,15 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
-        "allowlist_source", "policy_path", "github_app_id", "github_app_private_key",
-        "github_token", "hud_bot_token", "operator_token", mode="before",
-    )  # fmt: skip
+        "allowlist_source",
+        "policy_path",
+        "github_app_id",
+        "github_app_private_key",
+        "github_token",
+        "hud_bot_token",
+        "operator_token",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
