@@ -16,45 +16,55 @@ from evaluation.release import RUNS_PER_TORCH
 from inventory.build import universe_from_inventory
 from planner.durations import base_run_history, costs_for, estimator_for
 
+KIND = typer.Option(
+    "mutation",
+    "--kind",
+    help="mutation (single-function faults) or release (full runs under the base and the "
+    "head torch): the selector against that ground truth; catch: sampled source mutants of "
+    "upstream files as pull requests on a local upstream repository through a real relay "
+    "(default planner, overlay environment) must conclude failure naming a gating test, "
+    "their comment-only twins success",
+)
+
+SUITE = typer.Option(
+    [],
+    "--suite",
+    "-s",
+    help="mutation: restrict the universe (and its runs) to these suites; "
+    "catch: the universe of the observability probe",
+)
+
+RUN = typer.Option(
+    False,
+    "--run",
+    help="run missing ground truth (long: the full universe, then each mutant, cached in "
+    "RELAY_VAR_DIR/eval; release: each torch's missing full runs, stored in "
+    "evaluation/data/groundtruth)",
+)
+
+TORCH_RUNS = typer.Option(
+    RUNS_PER_TORCH,
+    "--torch-runs",
+    min=1,
+    max=2,
+    help="release: full runs per torch --run makes (two show the flaky variants)",
+)
+
+FULL = typer.Option(
+    False,
+    "--full",
+    help="mutation: run the whole universe per mutant, not only the variants the traced "
+    "baseline shows calling the mutated function on the device (same result, hours longer)",
+)
+
 
 def evaluate(
-    kind: str = typer.Option(
-        "mutation",
-        "--kind",
-        help="mutation (single-function faults) or release (full runs under the base and the "
-        "head torch): the selector against that ground truth; catch: sampled source mutants of "
-        "upstream files as pull requests on a local upstream repository through a real relay "
-        "(default planner, overlay environment) must conclude failure naming a gating test, "
-        "their comment-only twins success",
-    ),
-    suite: list[str] = typer.Option(
-        [],
-        "--suite",
-        "-s",
-        help="mutation: restrict the universe (and its runs) to these suites; "
-        "catch: the universe of the observability probe",
-    ),
+    kind: str = KIND,
+    suite: list[str] = SUITE,
     limit: int = typer.Option(0, "--limit", help="first N mutants of the catalogue (0 = all)"),
-    run: bool = typer.Option(
-        False,
-        "--run",
-        help="run missing ground truth (long: the full universe, then each mutant, cached in "
-        "RELAY_VAR_DIR/eval; release: each torch's missing full runs, stored in "
-        "evaluation/data/groundtruth)",
-    ),
-    torch_runs: int = typer.Option(
-        RUNS_PER_TORCH,
-        "--torch-runs",
-        min=1,
-        max=2,
-        help="release: full runs per torch --run makes (two show the flaky variants)",
-    ),
-    full: bool = typer.Option(
-        False,
-        "--full",
-        help="mutation: run the whole universe per mutant, not only the variants the traced "
-        "baseline shows calling the mutated function on the device (same result, hours longer)",
-    ),
+    run: bool = RUN,
+    torch_runs: int = TORCH_RUNS,
+    full: bool = FULL,
     sample: int = typer.Option(60, "--sample", help="catch: how many mutants to sample"),
     seed: int = typer.Option(0, "--seed", help="catch: the sampler's seed"),
     minutes: float = typer.Option(
@@ -77,55 +87,100 @@ def evaluate(
 ) -> None:
     """Recall and cost of the selector against ground truth, beside run-all, random at equal
     cost and PyTorch's file-level target determination."""
-    from evaluation.scores import GroundTruth, recall_curve, scores_json, table
-    from evaluation.scores import evaluate as score_all
-
     if kind not in ("mutation", "release", "catch"):
         typer.echo(f"error: --kind is mutation, release or catch, not {kind!r}", err=True)
         raise typer.Exit(2)
     if kind == "catch":
         _catch(suite, sample=sample, seed=seed, budget=budget, minutes=minutes, report=report)
         return
+    knobs: dict[str, Any] = {
+        "budget": budget,
+        "profiling_map": profiling_map,
+        "no_import_map": no_import_map,
+        "focus": focus,
+        "budget_share": budget_share or None,
+    }
     step = None
     if kind == "release" and ground_truth is None:
         from cli.evaluate_release import release_step
 
         step = release_step(
-            from_, to, upstream=upstream, offline=offline, cache_dir=cache_dir, run=run,
-            torch_runs=torch_runs, budget=budget, profiling_map=profiling_map,
-            no_import_map=no_import_map, focus=focus, budget_share=budget_share or None,
-        )  # fmt: skip
-        truth, universe = step.truth, step.head
-        names = [e.name for e in truth.events]
-        plans = dict.fromkeys(names, step.plans["ours"])
-        more = {
-            "ours, head estimated (--estimate-head)": dict.fromkeys(
-                names, step.plans["ours, head estimated (--estimate-head)"]
-            ),
-            "ours, no budget cut": dict.fromkeys(names, step.uncut),
-        }
-    else:
-        universe = universe_from_inventory(suites=suite)
-        truth = (
-            GroundTruth.load(ground_truth)
-            if ground_truth is not None
-            else _mutation_truth(universe, limit=limit, run=run, full=full)
+            from_,
+            to,
+            upstream=upstream,
+            offline=offline,
+            cache_dir=cache_dir,
+            run=run,
+            torch_runs=torch_runs,
+            **knobs,
         )
-        plans = _event_plans(
-            truth, universe, budget=budget, profiling_map=profiling_map,
-            no_import_map=no_import_map, focus=focus, budget_share=budget_share or None,
-        )  # fmt: skip
-        more = {}
-        if budget_share:  # the same ranking without a budget: the recall-cost curve
-            more["ours, no budget cut"] = _event_plans(
-                truth, universe, budget=None, profiling_map=profiling_map,
-                no_import_map=no_import_map, focus=focus, budget_share=None,
-            )  # fmt: skip
+        truth, universe, plans, more = _release_plans(step)
+    else:
+        truth, universe, plans, more = _mutation_plans(
+            suite, ground_truth, limit=limit, run=run, full=full, knobs=knobs
+        )
+    _print_scores(kind, truth, universe, plans, more, step, profiling_map, report)
+
+
+def _release_plans(step: Any) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+    """The release step's ground truth, head universe, our plan per event and the others."""
+    truth, universe = step.truth, step.head
+    names = [e.name for e in truth.events]
+    plans = dict.fromkeys(names, step.plans["ours"])
+    estimated = "ours, head estimated (--estimate-head)"
+    more = {
+        estimated: dict.fromkeys(names, step.plans[estimated]),
+        "ours, no budget cut": dict.fromkeys(names, step.uncut),
+    }
+    return truth, universe, plans, more
+
+
+def _mutation_plans(
+    suite: list[str],
+    ground_truth: Path | None,
+    *,
+    limit: int,
+    run: bool,
+    full: bool,
+    knobs: dict[str, Any],
+) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+    """The mutation ground truth (or a given one), its universe, our plan per event and, with
+    a budget share, the same ranking uncut (the recall-cost curve)."""
+    from evaluation.scores import GroundTruth
+
+    universe = universe_from_inventory(suites=suite)
+    truth = (
+        GroundTruth.load(ground_truth)
+        if ground_truth is not None
+        else _mutation_truth(universe, limit=limit, run=run, full=full)
+    )
+    plans = _event_plans(truth, universe, **knobs)
+    more = {}
+    if knobs["budget_share"]:
+        more["ours, no budget cut"] = _event_plans(
+            truth, universe, **{**knobs, "budget": None, "budget_share": None}
+        )
+    return truth, universe, plans, more
+
+
+def _print_scores(
+    kind: str,
+    truth: Any,
+    universe: Any,
+    plans: dict[str, Any],
+    more: dict[str, Any],
+    step: Any,
+    profiling_map: Path | None,
+    report: Path | None,
+) -> None:
+    """Score every plan, print the table (and the release step's report), write and store it."""
+    from evaluation.scores import evaluate as score_all
+    from evaluation.scores import recall_curve, scores_json, table
+
     estimator = estimator_for(universe)
     scores = score_all(
-        truth, universe, plans, profiling_map=profiling_map, more_plans=more,
-        estimator=estimator,
-    )  # fmt: skip
+        truth, universe, plans, profiling_map=profiling_map, more_plans=more, estimator=estimator
+    )
     text = table(scores, truth)
     uncut = more.get("ours, no budget cut")
     if uncut:
@@ -176,9 +231,14 @@ def _catch(suites, *, sample, seed, budget, minutes, report) -> None:
 
     start = time.perf_counter()
     catches, text = catch_command(
-        sample=sample, seed=seed, suites=suites, budget=budget,
-        var_root=get_settings().var_dir, minutes=minutes, log=typer.echo,
-    )  # fmt: skip
+        sample=sample,
+        seed=seed,
+        suites=suites,
+        budget=budget,
+        var_root=get_settings().var_dir,
+        minutes=minutes,
+        log=typer.echo,
+    )
     text += f"\n\nwall time {time.perf_counter() - start:.0f} s (repository, relay start included)"
     typer.echo(text)
     if report is not None:
@@ -199,8 +259,9 @@ def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
             universe, names, run=run, traced=not full, log=typer.echo, progress=bar.update
         )
     if not truth.events:
-        typer.echo("no ground truth yet: add --run (runs the full universe, then each mutant)",
-                   err=True)  # fmt: skip
+        typer.echo(
+            "no ground truth yet: add --run (runs the full universe, then each mutant)", err=True
+        )
         raise typer.Exit(1)
     checked = check_trace(universe, names)
     if checked:
@@ -219,8 +280,13 @@ def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus
     plans = {}
     for event in truth.events:
         plans[event.name] = select_event(
-            event, universe, budget=budget, profiling_map=profiling_map,
-            no_import_map=no_import_map, focus=focus, budget_share=budget_share,
+            event,
+            universe,
+            budget=budget,
+            profiling_map=profiling_map,
+            no_import_map=no_import_map,
+            focus=focus,
+            budget_share=budget_share,
             costs=costs,
-        )  # fmt: skip
+        )
     return plans

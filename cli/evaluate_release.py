@@ -69,10 +69,20 @@ def _version(resolved: str) -> str:
 
 
 def release_step(
-    from_: str, to: str, *, upstream: Any, offline: bool, cache_dir: Any, run: bool,
-    torch_runs: int, budget: Any, profiling_map: Any, no_import_map: bool, focus: float,
+    from_: str,
+    to: str,
+    *,
+    upstream: Any,
+    offline: bool,
+    cache_dir: Any,
+    run: bool,
+    torch_runs: int,
+    budget: Any,
+    profiling_map: Any,
+    no_import_map: bool,
+    focus: float,
     budget_share: float | None,
-) -> ReleaseStep:  # fmt: skip
+) -> ReleaseStep:
     """The step's stored ground truth (made first with ``run``) and its plans: the one ``relay
     replay`` makes by default (the head universe collected in the head environment), the one
     over the installed universe adjusted by the facts (``--estimate-head``), and the same
@@ -89,8 +99,9 @@ def release_step(
     base, head, envs = _sides(facts, base_v, head_v, offline=offline, progress=progress)
     if run and step.missing:
         with ProgressBar("ground-truth runs (base and head)") as bar:
-            step = make_runs(step, [base, head], runs=torch_runs, log=typer.echo,
-                             progress=bar.update)  # fmt: skip
+            step = make_runs(
+                step, [base, head], runs=torch_runs, log=typer.echo, progress=bar.update
+            )
     typer.echo(step.describe())
     for note in notes(step, {base_v: base.torch_build, head_v: head.torch_build}):
         typer.echo(f"note: {note}")
@@ -98,18 +109,37 @@ def release_step(
     seed_cache(base.universe, step.runs[base_v][0])
     seed_cache(head.universe, step.runs[head_v][0])
     changed = [f.path for f in facts.files]
-    truth, events = step_truth(step, name=name, changed_files=changed, base=base.universe,
-                               head=head.universe)  # fmt: skip
+    truth, events = step_truth(
+        step, name=name, changed_files=changed, base=base.universe, head=head.universe
+    )
     options = dict(
-        budget_seconds=budget, profiling_map=profiling_map, import_map=not no_import_map,
-        min_closeness=focus, budget_share=budget_share,
-    )  # fmt: skip
-    plans, uncut = _plans(source, facts, base, head, options, envs=envs, cache_dir=cache_dir,
-                          offline=offline, progress=progress)  # fmt: skip
+        budget_seconds=budget,
+        profiling_map=profiling_map,
+        import_map=not no_import_map,
+        min_closeness=focus,
+        budget_share=budget_share,
+    )
+    plans, uncut = _plans(
+        source,
+        facts,
+        base,
+        head,
+        options,
+        envs=envs,
+        cache_dir=cache_dir,
+        offline=offline,
+        progress=progress,
+    )
     return ReleaseStep(
-        name=name, truth=truth, events=events, runs=step, head=head.universe,
-        changed_files=changed, plans=plans, uncut=uncut,
-    )  # fmt: skip
+        name=name,
+        truth=truth,
+        events=events,
+        runs=step,
+        head=head.universe,
+        changed_files=changed,
+        plans=plans,
+        uncut=uncut,
+    )
 
 
 def _sides(
@@ -126,26 +156,44 @@ def _sides(
     else:
         base_env = make_env(facts.base.resolved, offline)
         progress(f"base environment: {base_env.directory} (torch {base_env.torch_build})")
-        base = Side(base_v, base_env.torch_build, collected_universe(base_env),
-                    str(base_env.python), base_env.env)  # fmt: skip
+        base = Side(
+            base_v,
+            base_env.torch_build,
+            collected_universe(base_env),
+            str(base_env.python),
+            base_env.env,
+        )
     env = make_head_env(facts, offline)
     head = Side(head_v, env.torch_build, collected_universe(env), str(env.python), env.env)
     return base, head, (base_env, env)
 
 
 def _plans(
-    source: Any, facts: Any, base: Side, head: Side, options: dict[str, Any], *,
-    envs: tuple[HeadEnv | None, HeadEnv], cache_dir: Any, offline: bool, progress: Any,
-) -> tuple[dict[str, SelectionPlan], SelectionPlan]:  # fmt: skip
+    source: Any,
+    facts: Any,
+    base: Side,
+    head: Side,
+    options: dict[str, Any],
+    *,
+    envs: tuple[HeadEnv | None, HeadEnv],
+    cache_dir: Any,
+    offline: bool,
+    progress: Any,
+) -> tuple[dict[str, SelectionPlan], SelectionPlan]:
     """Ours (the head collected, and the head estimated) and the same ranking uncut, with the
     behaviour fingerprints of both torches (``envs``: their environments)."""
     from planner.release import facts_cache_dir, release_plan, with_behaviour
 
     plan_notes: list[str] = []
     facts = with_behaviour(
-        facts, cache_dir=facts_cache_dir(source, cache_dir), offline=offline, notes=plan_notes,
-        progress=progress, base_env=envs[0], head_env=envs[1],
-    )  # fmt: skip
+        facts,
+        cache_dir=facts_cache_dir(source, cache_dir),
+        offline=offline,
+        notes=plan_notes,
+        progress=progress,
+        base_env=envs[0],
+        head_env=envs[1],
+    )
     for note in plan_notes:
         progress(note)
     installed = base.universe
@@ -162,14 +210,21 @@ def step_report(step: ReleaseStep, *, profiling_map: Any, estimator: Any, shippe
     host has scored (this one recorded first, at every share of :data:`SHARES`)."""
     costs, full = unit_costs(step.head, history=History(), estimator=estimator)
     selections = step_selections(
-        step.name, step.head, costs, ours=step.plans, changed_files=step.changed_files,
-        profiling_map=profiling_map, estimator=estimator,
-    )  # fmt: skip
+        step.name,
+        step.head,
+        costs,
+        ours=step.plans,
+        changed_files=step.changed_files,
+        profiling_map=profiling_map,
+        estimator=estimator,
+    )
     text = step_table(score_step(step.events, selections, full))
     kept = {share: cut_at(step.uncut, share) for share in SHARES}
     folder = eval_dir() / "steps"
     save_step(
-        folder, step.name, setting_results(step.events, kept, costs, full),
+        folder,
+        step.name,
+        setting_results(step.events, kept, costs, full),
         runs=[p.name for p in step.runs.used],
-    )  # fmt: skip
+    )
     return text + "\n\n" + loso_table(leave_one_step_out(load_steps(folder)), shipped=shipped)

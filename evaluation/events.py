@@ -118,8 +118,9 @@ def step_events(
             changed.items(), key=lambda x: (KINDS.index(x[0][1]), x[0][0])
         )
     ]
-    return StepEvents(step=step, events=events, flaky=counts, excluded=len(excluded),
-                      other_changes=other)  # fmt: skip
+    return StepEvents(
+        step=step, events=events, flaky=counts, excluded=len(excluded), other_changes=other
+    )
 
 
 def _one(
@@ -167,10 +168,14 @@ def score_step(
                 totals[e.kind] += 1
         n = max(len(draws), 1)
         seconds = sum(s.seconds for s in draws) / n
-        rows.append(StepRow(
-            selector=name, caught={k: v / n for k, v in totals.items()},
-            share=seconds / full_seconds if full_seconds else 0.0, draws=len(draws),
-        ))  # fmt: skip
+        rows.append(
+            StepRow(
+                selector=name,
+                caught={k: v / n for k, v in totals.items()},
+                share=seconds / full_seconds if full_seconds else 0.0,
+                draws=len(draws),
+            )
+        )
         if len(draws) == 1:
             per_event[name] = [
                 f"{e.entry} ({e.kind})" for e in caught_by(events.events, draws[0].tests)

@@ -360,17 +360,36 @@ def release_ground_truth(
             if not path.is_file():
                 progress(part, 0, len(_ids(universe, tests)))
     before = run_outcomes(
-        base, mutant=None, tests=tests, python=base_python, extra_env=base_env,
-        cache_dir=cache_dir, log=log, progress=progress, label="base",
-    )  # fmt: skip
+        base,
+        mutant=None,
+        tests=tests,
+        python=base_python,
+        extra_env=base_env,
+        cache_dir=cache_dir,
+        log=log,
+        progress=progress,
+        label="base",
+    )
     after = run_outcomes(
-        head, mutant=None, tests=tests, python=head_python, extra_env=head_env,
-        cache_dir=cache_dir, log=log, progress=progress, label="head",
-    )  # fmt: skip
+        head,
+        mutant=None,
+        tests=tests,
+        python=head_python,
+        extra_env=head_env,
+        cache_dir=cache_dir,
+        log=log,
+        progress=progress,
+        label="head",
+    )
     return release_events(
-        name, before, after, changed_files=changed_files, base_label=base.label,
-        head_label=head.label, variants=len(head),
-    )  # fmt: skip
+        name,
+        before,
+        after,
+        changed_files=changed_files,
+        base_label=base.label,
+        head_label=head.label,
+        variants=len(head),
+    )
 
 
 def release_events(
@@ -412,9 +431,12 @@ def release_events(
         ),
     ]
     return GroundTruth(
-        kind="release", universe=head_label, variants=variants, events=events,
+        kind="release",
+        universe=head_label,
+        variants=variants,
+        events=events,
         method="outcomes",
-    )  # fmt: skip
+    )
 
 
 def event_facts(event: GroundTruthEvent) -> ChangeFacts:

@@ -32,8 +32,9 @@ from selector.model import op_keys
 from spyre_stack import optable
 from testspecs.promote import Record, classify, verdict
 
-FLOATING = frozenset({"float16", "bfloat16", "float32", "float64", "complex32", "complex64",
-                      "complex128"})  # fmt: skip
+FLOATING = frozenset(
+    {"float16", "bfloat16", "float32", "float64", "complex32", "complex64", "complex128"}
+)
 UNSUPPORTED_REASON = (
     "unsupported op or dtype: the device spec never generates this variant (it does not run "
     "under the bundled spec)"

@@ -85,8 +85,9 @@ def stored_step(
 
 def missing_error(step: StepRuns, command: str) -> str | None:
     """One line naming the command that makes the runs a step cannot be scored without."""
-    lacking = [run_file(v, 1).name for v in (step.base_version, step.head_version)
-               if not step.runs.get(v)]  # fmt: skip
+    lacking = [
+        run_file(v, 1).name for v in (step.base_version, step.head_version) if not step.runs.get(v)
+    ]
     if not lacking:
         return None
     return (
@@ -128,14 +129,23 @@ def make_runs(
                 continue
             cache = eval_dir(cache_dir) if n == 1 else eval_dir(cache_dir) / f"run{n}"
             outcomes = run_outcomes(
-                side.universe, mutant=None, python=side.python, extra_env=side.env,
-                cache_dir=cache, log=log, progress=progress, label=f"{side.version} run {n}",
-            )  # fmt: skip
+                side.universe,
+                mutant=None,
+                python=side.python,
+                extra_env=side.env,
+                cache_dir=cache,
+                log=log,
+                progress=progress,
+                label=f"{side.version} run {n}",
+            )
             path = run_path(side.universe, None, None, cache)
             header = make_header(
-                torch_version=side.version, torch_build=side.torch_build,
-                backend_version=version, suites=suites, run=n,
-            )  # fmt: skip
+                torch_version=side.version,
+                torch_build=side.torch_build,
+                backend_version=version,
+                suites=suites,
+                run=n,
+            )
             stored = StoredRun(
                 header=header,
                 outcomes=outcomes,
@@ -172,11 +182,15 @@ def notes(step: StepRuns, builds: Mapping[str, str]) -> list[str]:
         for stored in got:
             h = stored.header
             if version in builds and h.torch_build != builds[version]:
-                out.append(f"{version} run {h.run}: torch build {h.torch_build}, "
-                           f"this host's is {builds[version]}")  # fmt: skip
+                out.append(
+                    f"{version} run {h.run}: torch build {h.torch_build}, "
+                    f"this host's is {builds[version]}"
+                )
             if h.suites != suites:
-                out.append(f"{version} run {h.run} ran the suites at {h.suites} (commit "
-                           f"{h.suites_commit or 'unknown'}), they are at {suites} now")  # fmt: skip
+                out.append(
+                    f"{version} run {h.run} ran the suites at {h.suites} (commit "
+                    f"{h.suites_commit or 'unknown'}), they are at {suites} now"
+                )
     return out
 
 
@@ -198,8 +212,13 @@ def step_truth(
         for other in got[1:]:
             unstable |= flaky(got[0], other)
     truth = release_events(
-        name, before[step.base_version][0], after[step.head_version][0],
-        changed_files=changed_files, base_label=base.label, head_label=head.label,
-        variants=len(head), flaky=frozenset(unstable),
-    )  # fmt: skip
+        name,
+        before[step.base_version][0],
+        after[step.head_version][0],
+        changed_files=changed_files,
+        base_label=base.label,
+        head_label=head.label,
+        variants=len(head),
+        flaky=frozenset(unstable),
+    )
     return truth, events

@@ -150,8 +150,9 @@ def decode(data: Any, where: str) -> StoredRun:
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         raise StoredRunError(f"{where}: malformed stored run ({exc!r})") from None
     if len(stored.outcomes) != data.get("variants"):
-        raise StoredRunError(f"{where}: {len(stored.outcomes)} variants, header says "
-                             f"{data.get('variants')}")  # fmt: skip
+        raise StoredRunError(
+            f"{where}: {len(stored.outcomes)} variants, header says {data.get('variants')}"
+        )
     return stored
 
 
@@ -188,8 +189,11 @@ def suites_commit(paths: Iterable[str] = ("spyre_stack/conformance",)) -> str:
     try:
         proc = subprocess.run(
             ["git", "log", "-1", "--format=%H", "--", *paths],
-            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""

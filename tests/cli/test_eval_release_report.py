@@ -15,15 +15,26 @@ from selector.signals import SignalConfig
 
 
 def _write(folder: Path, version: str, run: int, outcomes: dict[str, str]) -> None:
-    header = RunHeader(torch_version=version, torch_build=f"{version}+git0", backend_version="1",
-                       suites="bundled:x", suites_commit="", date="2026-12-06", run=run)  # fmt: skip
+    header = RunHeader(
+        torch_version=version,
+        torch_build=f"{version}+git0",
+        backend_version="1",
+        suites="bundled:x",
+        suites_commit="",
+        date="2026-12-06",
+        run=run,
+    )
     write_run(StoredRun(header=header, outcomes=outcomes), folder)
 
 
 def _step(tmp_path: Path, small_upstream: Any, select: Any, base: str, head: str) -> ReleaseStep:
     universe = small_upstream.make_universe()
-    event = GroundTruthEvent(name="s", kind="release", changed_files=["test/test_ops.py"],
-                             changed_symbols={"test/test_ops.py": ["TestCommon.test_out"]})  # fmt: skip
+    event = GroundTruthEvent(
+        name="s",
+        kind="release",
+        changed_files=["test/test_ops.py"],
+        changed_symbols={"test/test_ops.py": ["TestCommon.test_out"]},
+    )
     plan = select(event_facts(event), universe, config=SignalConfig(profiling_map=None))
     chosen = [t.test_id for t in sorted(plan.tests, key=lambda t: t.rank)]
     others = [v.test_id for v in universe.variants if v.test_id not in set(chosen)]
@@ -35,12 +46,19 @@ def _step(tmp_path: Path, small_upstream: Any, select: Any, base: str, head: str
     _write(folder, head, 2, after)
     runs = stored_step(base, head, folder=folder)
     name = f"{base} -> {head}"
-    truth, events = step_truth(runs, name=name, changed_files=event.changed_files,
-                               base=universe, head=universe)  # fmt: skip
+    truth, events = step_truth(
+        runs, name=name, changed_files=event.changed_files, base=universe, head=universe
+    )
     return ReleaseStep(
-        name=name, truth=truth, events=events, runs=runs, head=universe,
-        changed_files=event.changed_files, plans={"ours": plan}, uncut=plan,
-    )  # fmt: skip
+        name=name,
+        truth=truth,
+        events=events,
+        runs=runs,
+        head=universe,
+        changed_files=event.changed_files,
+        plans={"ours": plan},
+        uncut=plan,
+    )
 
 
 def test_the_step_report_scores_events_and_chooses_the_share_on_the_other_steps(

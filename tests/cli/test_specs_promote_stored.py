@@ -23,8 +23,15 @@ def test_promote_reads_two_stored_runs_of_a_torch(tmp_path: Path) -> None:
 
     args = ["specs", "promote", "--no-classify"]
     for run, relu in ((1, "passed"), (2, "failed")):
-        header = RunHeader(torch_version="2.13.0", torch_build="2.13.0+git0", backend_version="1",
-                           suites="bundled:x", suites_commit="", date="2026-12-06", run=run)  # fmt: skip
+        header = RunHeader(
+            torch_version="2.13.0",
+            torch_build="2.13.0+git0",
+            backend_version="1",
+            suites="bundled:x",
+            suites_commit="",
+            date="2026-12-06",
+            run=run,
+        )
         outcomes = {LINEAR: "passed", RELU: relu}
         args += ["--runs", str(write_run(StoredRun(header=header, outcomes=outcomes), tmp_path))]
     summary, spec = tmp_path / "summary.json", tmp_path / "promoted.yaml"

@@ -30,9 +30,15 @@ CLS = "TestCommonPRIVATEUSE1"
 def _v(name: str, *, op: str | None = None, module: str | None = None) -> Variant:
     base = name.split("_spyre")[0].removesuffix(f"_{op or module}")
     return Variant(
-        test_id=f"{FILE}::{CLS}::{name}", file=FILE, cls=CLS, name=name, base=base,
-        suite="ops", op=op, module=module,
-    )  # fmt: skip
+        test_id=f"{FILE}::{CLS}::{name}",
+        file=FILE,
+        cls=CLS,
+        name=name,
+        base=base,
+        suite="ops",
+        op=op,
+        module=module,
+    )
 
 
 BASE = [
@@ -73,8 +79,9 @@ def _runs() -> tuple[dict[str, str], dict[str, str]]:
 def test_events_are_entries_kept_apart_by_kind() -> None:
     base, head = _universes()
     before, after = _runs()
-    step = step_events("2.13 -> 2.14", {"2.13.0": [before]}, {"2.14.1": [after]},
-                       base=base, head=head)  # fmt: skip
+    step = step_events(
+        "2.13 -> 2.14", {"2.13.0": [before]}, {"2.14.1": [after]}, base=base, head=head
+    )
     got = [(e.entry, e.kind, len(e.variants)) for e in step.events]
     assert got == [
         ("module:nn.Linear", "regression", 1),
@@ -128,15 +135,24 @@ def test_the_baselines_are_the_release_evals_own_and_ours_cuts_in_rank_order(
     small_upstream: Any, select: Any
 ) -> None:
     universe = small_upstream.make_universe()
-    event = GroundTruthEvent(name="s", kind="release", changed_files=["test/test_ops.py"],
-                             changed_symbols={"test/test_ops.py": ["TestCommon.test_out"]})  # fmt: skip
+    event = GroundTruthEvent(
+        name="s",
+        kind="release",
+        changed_files=["test/test_ops.py"],
+        changed_symbols={"test/test_ops.py": ["TestCommon.test_out"]},
+    )
     plan = select(event_facts(event), universe, config=SignalConfig(profiling_map=None))
     assert plan.tests
     costs, full = unit_costs(universe, history=History(), estimator=FLAT_RUNNER_PRIOR)
     sels = step_selections(
-        "s", universe, costs, ours={"ours": plan}, changed_files=["test/test_ops.py"],
-        profiling_map=None, estimator=FLAT_RUNNER_PRIOR,
-    )  # fmt: skip
+        "s",
+        universe,
+        costs,
+        ours={"ours": plan},
+        changed_files=["test/test_ops.py"],
+        profiling_map=None,
+        estimator=FLAT_RUNNER_PRIOR,
+    )
     assert list(sels) == ["ours", "run-all", RANDOM, "pytorch-td top 25%"]
     assert sels["ours"][0].tests == set(plan.test_ids)
     assert sels["run-all"][0].seconds == pytest.approx(full)

@@ -15,23 +15,43 @@ NOT_CLOSE = "AssertionError: Tensor-likes are not close!"
 
 def _v(op: str, dtype: str) -> Variant:
     name = f"test_compare_cpu_{op}_spyre_{dtype}"
-    return Variant(test_id=f"{FILE}::TestCommonPRIVATEUSE1::{name}", file=FILE,
-                   cls="TestCommonPRIVATEUSE1", name=name, base="test_compare_cpu", suite="ops",
-                   op=op, dtype=dtype)  # fmt: skip
+    return Variant(
+        test_id=f"{FILE}::TestCommonPRIVATEUSE1::{name}",
+        file=FILE,
+        cls="TestCommonPRIVATEUSE1",
+        name=name,
+        base="test_compare_cpu",
+        suite="ops",
+        op=op,
+        dtype=dtype,
+    )
 
 
 def _module(dtype: str) -> Variant:
     f = "spyre_stack/conformance/test_modules.py"
     name = f"test_forward_nn_Linear_spyre_{dtype}"
-    return Variant(test_id=f"{f}::TestModulePRIVATEUSE1::{name}", file=f, cls="TestModulePRIVATEUSE1",
-                   name=name, base="test_forward", suite="modules", module="nn.Linear",
-                   dtype=dtype)  # fmt: skip
+    return Variant(
+        test_id=f"{f}::TestModulePRIVATEUSE1::{name}",
+        file=f,
+        cls="TestModulePRIVATEUSE1",
+        name=name,
+        base="test_forward",
+        suite="modules",
+        module="nn.Linear",
+        dtype=dtype,
+    )
 
 
 def test_the_device_spec_and_op_table_say_what_runs_and_where() -> None:
-    variants = [_v("abs", "float16"), _v("abs", "int64"), _v("abs", "float64"),
-                _v("_native_batch_norm_legit", "float16"), _v("nn.functional.gelu", "float32"),
-                _v("add", "bool"), _module("float32")]  # fmt: skip
+    variants = [
+        _v("abs", "float16"),
+        _v("abs", "int64"),
+        _v("abs", "float64"),
+        _v("_native_batch_norm_legit", "float16"),
+        _v("nn.functional.gelu", "float32"),
+        _v("add", "bool"),
+        _module("float32"),
+    ]
     facts = device_facts(variants, spec=SPECS_DIR / "device.yaml")
     got = [(facts[v.test_id].generated, facts[v.test_id].on_device) for v in variants]
     assert got == [
@@ -49,26 +69,36 @@ def test_precision_only_for_floating_dtypes_computed_on_the_device() -> None:
     device, host = DeviceFacts(True, True), DeviceFacts(True, False)
     assert label(NOT_CLOSE, dtype="float16", facts=device) == ("precision", PRECISION_REASON)
     assert label(NOT_CLOSE, dtype="int64", facts=device) == (
-        "error", "wrong result at int64: an exact dtype differs from the CPU's",
-    )  # fmt: skip
+        "error",
+        "wrong result at int64: an exact dtype differs from the CPU's",
+    )
     assert label(NOT_CLOSE, dtype="bool", facts=device)[0] == "error"
     assert label(NOT_CLOSE, dtype="float32", facts=host) == (
-        "error", "wrong result computed on the host: no native kernel at this dtype",
-    )  # fmt: skip
+        "error",
+        "wrong result computed on the host: no native kernel at this dtype",
+    )
     never = DeviceFacts(False, False)
     assert label(NOT_CLOSE, dtype="float64", facts=never) == ("unsupported", UNSUPPORTED_REASON)
     assert label("RuntimeError: boom", dtype="float64", facts=never)[0] == "unsupported"
     # any other failure keeps the message's class
     assert label("NotImplementedError: aten::x", dtype="int64", facts=host)[0] == "unsupported"
     assert label("RuntimeError: boom 12", dtype="float16", facts=device) == (
-        "error", "RuntimeError: boom N",
-    )  # fmt: skip
+        "error",
+        "RuntimeError: boom N",
+    )
 
 
 def test_a_summary_is_relabelled_variant_by_variant() -> None:
     def rec(op: str, dtype: str, outcomes: str, message: str | None = NOT_CLOSE) -> Record:
-        return Record(file="${TORCH_DEVICE_ROOT}/" + FILE, name="TestCommon::test_compare_cpu",
-                      op=op, module=None, dtype=dtype, outcomes=outcomes, message=message)  # fmt: skip
+        return Record(
+            file="${TORCH_DEVICE_ROOT}/" + FILE,
+            name="TestCommon::test_compare_cpu",
+            op=op,
+            module=None,
+            dtype=dtype,
+            outcomes=outcomes,
+            message=message,
+        )
 
     records = [
         rec("abs", "float16", "f"),
@@ -96,6 +126,9 @@ def test_a_summary_is_relabelled_variant_by_variant() -> None:
         ("int64", "fail/error"),
     ]
     assert counts(after) == {
-        "mandatory_success": 1, "skip": 1, "xfail error": 1, "xfail precision": 2,
+        "mandatory_success": 1,
+        "skip": 1,
+        "xfail error": 1,
+        "xfail precision": 2,
         "xfail unsupported": 1,
-    }  # fmt: skip
+    }

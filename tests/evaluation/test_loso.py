@@ -78,8 +78,10 @@ def test_step_results_are_recorded_and_read_back(tmp_path: Path) -> None:
             EntryEvent("op:polar", "new-failing", ("p1",)),
             EntryEvent("op:mul", "fix", ("m1",)),
         ],
-        flaky={}, excluded=0, other_changes=0,
-    )  # fmt: skip
+        flaky={},
+        excluded=0,
+        other_changes=0,
+    )
     costs = {"a1": 1.0, "a2": 1.0, "p1": 2.0, "m1": 1.0, "x": 5.0}
     kept = {0.1: {"a2"}, 0.5: {"a2", "p1", "x"}}
     results = setting_results(events, kept, costs, full_seconds=10.0)

@@ -23,8 +23,12 @@ from evaluation.storedruns import RunHeader, StoredRun, read_run, write_run
 from selector import Universe, Variant
 
 FILE = "tests/evaluation/mutation_suite/mutant_cases.py"
-NAMES = ["test_relu_on_device", "test_relu_on_cpu_only", "test_gelu_shape_on_device",
-         "test_nothing_mutated"]  # fmt: skip
+NAMES = [
+    "test_relu_on_device",
+    "test_relu_on_cpu_only",
+    "test_gelu_shape_on_device",
+    "test_nothing_mutated",
+]
 
 
 def _id(name: str) -> str:
@@ -48,8 +52,15 @@ def _universe(key: str) -> Universe:
 
 
 def _stored(version: str, run: int, outcomes: dict[str, str]) -> StoredRun:
-    header = RunHeader(torch_version=version, torch_build=f"{version}+gitabc", backend_version="1",
-                       suites="bundled:old", suites_commit="", date="2026-12-06", run=run)  # fmt: skip
+    header = RunHeader(
+        torch_version=version,
+        torch_build=f"{version}+gitabc",
+        backend_version="1",
+        suites="bundled:old",
+        suites_commit="",
+        date="2026-12-06",
+        run=run,
+    )
     return StoredRun(header=header, outcomes=outcomes)
 
 
@@ -108,8 +119,9 @@ def test_run_2_is_a_run_of_its_own(tmp_path: Path) -> None:
     cache, folder = tmp_path / "cache", tmp_path / "stored"
     _cached(universe, cache)
     side = Side("9.9.0", "9.9.0+gitabc", universe)  # this interpreter
-    step = make_runs(stored_step("9.9.0", "9.9.1", folder=folder), [side], runs=2,
-                     folder=folder, cache_dir=cache)  # fmt: skip
+    step = make_runs(
+        stored_step("9.9.0", "9.9.1", folder=folder), [side], runs=2, folder=folder, cache_dir=cache
+    )
     first, second = step.runs["9.9.0"]
     assert first.outcomes[_id("test_relu_on_device")] == "failed"  # the cached run 1
     # run 2 really ran, in its own cache folder: every test passes without a mutant
@@ -127,8 +139,9 @@ def test_the_step_truth_leaves_flaky_variants_out_of_both_tables(tmp_path: Path)
     write_run(_stored("2.14.1", 1, after), tmp_path)
     write_run(_stored("2.14.1", 2, again), tmp_path)
     step = stored_step("2.13.0", "2.14.1", folder=tmp_path)
-    truth, events = step_truth(step, name="2.13.0 -> 2.14.1", changed_files=["torch/x.py"],
-                               base=base, head=head)  # fmt: skip
+    truth, events = step_truth(
+        step, name="2.13.0 -> 2.14.1", changed_files=["torch/x.py"], base=base, head=head
+    )
     changed, new = truth.events
     assert changed.failing == [_id("test_relu_on_device")]
     assert "1 flaky variants left out" in changed.detail and new.failing == []

@@ -35,10 +35,22 @@ def _synthetic(count: int, seed: int = 0) -> StoredRun:
     """``count`` variants named like the bundled suites' (files, classes, templates, ops,
     dtypes), outcomes, runner-seconds and a few distinct failure messages."""
     rng = random.Random(seed)
-    files = [f"spyre_stack/conformance/test_{n}.py" for n in
-             ("ops", "common", "binary_ufuncs", "unary_ufuncs", "reductions", "modules", "nn")]  # fmt: skip
-    templates = [f"test_{w}" for w in ("compare_cpu", "noncontiguous_samples", "out", "variant_"
-                 "consistency_eager", "backward_compare_cpu", "dtype_coverage", "errors")]  # fmt: skip
+    files = [
+        f"spyre_stack/conformance/test_{n}.py"
+        for n in ("ops", "common", "binary_ufuncs", "unary_ufuncs", "reductions", "modules", "nn")
+    ]
+    templates = [
+        f"test_{w}"
+        for w in (
+            "compare_cpu",
+            "noncontiguous_samples",
+            "out",
+            "variant_consistency_eager",
+            "backward_compare_cpu",
+            "dtype_coverage",
+            "errors",
+        )
+    ]
     ops = [f"op_{i:03d}" for i in range(700)]
     dtypes = ["float32", "float16", "bfloat16", "float64", "int64", "int32", "bool", "complex64"]
     messages = [
