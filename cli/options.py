@@ -20,6 +20,7 @@ def plan_dir() -> Path:
 
     return get_settings().var_dir / "plans"
 
+
 UPSTREAM = typer.Option(
     None,
     "--upstream",
