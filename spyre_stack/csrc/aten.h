@@ -144,6 +144,13 @@ inline void check_card_dtype(at::ScalarType dtype) {
               dtype, " (device model ", p.model_path, ", SPYRE_DEVICE_MODEL=card)");
 }
 
+// A refused dtype is refused when data is written into a device tensor of it: an empty
+// allocation passes (torch-spyre's configs run float64 out= allocations as mandatory_success),
+// a copy to the device, a fill or a computed result does not.
+inline void check_card_written(const at::Tensor& t) {
+  if (t.defined() && t.is_privateuseone() && t.numel() > 0) check_card_dtype(t.scalar_type());
+}
+
 inline void check_card_op(const std::string& base, const c10::FunctionSchema& schema) {
   auto& p = policy();
   if (p.refused_ops.empty()) return;
@@ -178,7 +185,6 @@ inline at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::S
   auto dev = device.value_or(at::Device(at::kPrivateUse1, current_device()));
   c10::DeviceGuard guard(dev.has_index() ? dev : at::Device(at::kPrivateUse1, current_device()));
   TORCH_CHECK(!pin_memory.value_or(false), "spyre: only host tensors can be pinned");
-  check_card_dtype(c10::dtype_or_default(dtype));
   return at::detail::empty_generic(size, &device_allocator(),
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -192,7 +198,6 @@ inline at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   auto dev = device.value_or(at::Device(at::kPrivateUse1, current_device()));
   c10::DeviceGuard guard(dev.has_index() ? dev : at::Device(at::kPrivateUse1, current_device()));
   TORCH_CHECK(!pin_memory.value_or(false), "spyre: only host tensors can be pinned");
-  check_card_dtype(c10::dtype_or_default(dtype));
   return at::detail::empty_strided_generic(size, stride, &device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
@@ -203,6 +208,7 @@ inline at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool 
                 self.scalar_type() == dst.scalar_type()),
               "Error: In-device copy not implemented (device model ", policy().model_path,
               ", SPYRE_DEVICE_MODEL=card)");
+  if (self.numel() > 0) check_card_written(dst);
   if (self.numel() > 0 && dst.numel() > 0) {
     host_alias(dst).copy_(self.is_cpu() ? self : host_alias(self));
   }
@@ -644,6 +650,7 @@ inline void spyre_fallback(const c10::OperatorHandle& op, torch::jit::Stack* sta
     }
   }
   for (const auto& t : mutated) outs.push_back(t);
+  for (const auto& t : outs) check_card_written(t);
   if (rounds && !zero_copy) {  // the zero-copy path rounds while it moves results
     for (const auto& t : outs) {
       if (!on_device(t)) continue;
@@ -674,6 +681,7 @@ inline at::Tensor host_result_to_device(const at::Tensor& r, int device) {
   if (!r.defined()) return r;
   c10::DeviceGuard guard(at::Device(at::kPrivateUse1, static_cast<c10::DeviceIndex>(device)));
   at::Tensor out = at::empty(r.sizes(), r.options().device(at::kPrivateUse1));
+  check_card_written(out);
   if (r.numel() > 0) host_alias(out).copy_(r);
   return out;
 }

@@ -81,6 +81,12 @@ CARD_ERRORS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "Spyre backend does not support dtype ComplexFloat",
     ),
     (
+        "float64 to the device",
+        lambda: torch.ones(2, dtype=torch.float64).to("spyre"),
+        RuntimeError,
+        "Spyre backend does not support dtype Double",
+    ),
+    (
         "float64 result",
         lambda: half(2).double(),
         RuntimeError,
@@ -121,6 +127,10 @@ def test_card_mode_keeps_what_the_card_does(card: None) -> None:
     assert torch.equal(x.t().cpu(), x.cpu())  # views are not copies
     y = torch.zeros(4, dtype=torch.float16).to("spyre")  # host -> device copies stay
     assert torch.equal(y.cpu(), torch.zeros(4, dtype=torch.float16))
+    # an empty float64 allocation passes (torch-spyre runs float64 out= allocations as
+    # mandatory_success); writing data into it is refused
+    out = torch.empty_like(x, dtype=torch.float64)
+    assert out.dtype == torch.float64 and out.device.type == "spyre"
     drawn = torch.randint(0, 5, (3,), device="spyre")  # aten::random_.from: the card draws
     assert drawn.dtype == torch.int64 and bool(((drawn >= 0) & (drawn < 5)).all().item())
     assert torch.equal(y.cpu(), torch.zeros(4, dtype=torch.float16))
