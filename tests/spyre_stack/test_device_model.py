@@ -136,6 +136,17 @@ def test_card_mode_keeps_what_the_card_does(card: None) -> None:
     assert torch.equal(y.cpu(), torch.zeros(4, dtype=torch.float16))
 
 
+def test_card_mode_reports_pytorchs_argument_errors_before_a_missing_kernel(card: None) -> None:
+    """An index_put_ the card cannot run still fails PyTorch's shape check first, as torch-spyre's
+    test_indexing config records (NumpyTests::test_boolean_assignment_value_mismatch passes)."""
+    a = torch.arange(0, 4, device="spyre")
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        a[a > -1] = torch.tensor([1, 2, 3]).to("spyre")
+    assert torch.equal(a.cpu(), torch.arange(0, 4))  # the check ran on host copies
+    with pytest.raises(NotImplementedError, match="'aten::_index_put_impl_'"):
+        a[a > 1] = torch.tensor(7).to("spyre")
+
+
 @pytest.mark.parametrize(("what", "call", "error", "message"), CARD_ERRORS, ids=lambda v: v)
 def test_simulator_mode_keeps_its_own_behaviour(
     spyre: None, what: str, call: Callable[[], Any], error: type[Exception], message: str
