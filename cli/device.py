@@ -62,6 +62,10 @@ def agreement(
     source: str = typer.Option(
         "https://raw.githubusercontent.com", "--from", help="with --fetch: base URL of raw files"
     ),
+    config_path: str = typer.Option(
+        "tests/configs/upstream_tests/{name}_config.yaml",
+        help="with --fetch: a config's path in torch-spyre ({name} is the test file's name)",
+    ),
     timeout: float = typer.Option(3600.0, help="seconds one test file may run"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of text"),
 ) -> None:
@@ -84,6 +88,7 @@ def agreement(
                 spyre_commit=spyre_commit,
                 names=tuple(file or da.UPSTREAM_FILES),
                 base_url=source.rstrip("/"),
+                config_path=config_path,
             )
         if configs is None or tests is None:
             _fail("give --configs and --tests (or --fetch)")

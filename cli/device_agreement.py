@@ -69,16 +69,19 @@ def fetch_inputs(
     for label, commit in (("torch", torch_commit), ("torch-spyre", spyre_commit)):
         if not _COMMIT.match(commit):
             raise AgreementError(f"{label} commit {commit!r} is not a commit hash (7-40 hex)")
+    if "{name}" not in config_path or config_path.startswith("/") or ".." in config_path:
+        raise AgreementError(f"--config-path {config_path!r}: a relative path with {{name}}")
+    bad = [n for n in names if not re.match(r"^[\w.-]+$", n)]
+    if bad:
+        raise AgreementError(f"{bad[0]!r} is not a test file name")
     tests = cache / f"pytorch-{torch_commit}"
     configs = cache / f"torch-spyre-{spyre_commit}"
     for name in names:
-        if not re.match(r"^[\w.-]+$", name):
-            raise AgreementError(f"{name!r} is not a test file name")
         _download(
             f"{base_url}/pytorch/pytorch/{torch_commit}/test/{name}.py",
             tests / "test" / f"{name}.py",
         )
-        remote = config_path.format(name=name)
+        remote = config_path.replace("{name}", name)
         _download(
             f"{base_url}/torch-spyre/torch-spyre/{spyre_commit}/{remote}", configs / f"{name}.yaml"
         )

@@ -80,8 +80,9 @@ def raw_files(tmp_path: Path) -> str:
     """A folder laid out like raw.githubusercontent.com, as a file:// URL."""
     raw = tmp_path / "raw"
     test = raw / "pytorch" / "pytorch" / TORCH_SHA / "test" / "test_tiny_ops.py"
+    # torch-spyre keeps some configs as tests/configs/<name>.yaml (--config-path says so)
     config = raw / "torch-spyre" / "torch-spyre" / SPYRE_SHA / "tests" / "configs"
-    config = config / "upstream_tests" / "test_tiny_ops_config.yaml"
+    config = config / "test_tiny_ops.yaml"
     for path, text in ((test, TEST_FILE), (config, CONFIG)):
         path.parent.mkdir(parents=True)
         path.write_text(text)
@@ -96,7 +97,7 @@ def _statuses(output: str) -> tuple[dict[str, str], dict[str, object]]:
 def test_fetched_files_under_the_cards_model(fresh_host: Path, raw_files: str) -> None:
     args = ["device", "agreement", "--fetch", "--torch-commit", TORCH_SHA, "--spyre-commit",
             SPYRE_SHA, "--file", "test_tiny_ops", "--from", raw_files, "--device-model", "card",
-            "--json"]  # fmt: skip
+            "--config-path", "tests/configs/{name}.yaml", "--json"]  # fmt: skip
     out = CliRunner().invoke(build_app(), args)
     assert out.exit_code == 0, out.output
     cache = fresh_host / "upstream-tests"
@@ -150,5 +151,8 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     out = runner.invoke(app, ["device", "agreement", "--fetch", "--torch-commit", "main",
                               "--spyre-commit", SPYRE_SHA])  # fmt: skip
     assert out.output == "error: torch commit 'main' is not a commit hash (7-40 hex)\n"
+    out = runner.invoke(app, ["device", "agreement", "--fetch", "--torch-commit", SPYRE_SHA,
+                              "--spyre-commit", SPYRE_SHA, "--config-path", "../x.yaml"])  # fmt: skip
+    assert out.output == "error: --config-path '../x.yaml': a relative path with {name}\n"
     out = runner.invoke(app, ["device", "agreement", "--configs", ".", "--device-model", "gpu"])
     assert out.output == "error: --device-model must be simulator or card, not 'gpu'\n"
