@@ -152,7 +152,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
                               "--spyre-commit", SPYRE_SHA])  # fmt: skip
     assert out.output == "error: torch commit 'main' is not a commit hash (7-40 hex)\n"
     out = runner.invoke(app, ["device", "agreement", "--fetch", "--torch-commit", SPYRE_SHA,
-                              "--spyre-commit", SPYRE_SHA, "--config-path", "../x.yaml"])  # fmt: skip
-    assert out.output == "error: --config-path '../x.yaml': a relative path with {name}\n"
+                              "--spyre-commit", SPYRE_SHA, "--config-path", "/x.yaml"])  # fmt: skip
+    assert out.output == "error: --config-path '/x.yaml': a relative path with {name}\n"
     out = runner.invoke(app, ["device", "agreement", "--configs", ".", "--device-model", "gpu"])
     assert out.output == "error: --device-model must be simulator or card, not 'gpu'\n"
