@@ -20,7 +20,6 @@ def plan_dir() -> Path:
 
     return get_settings().var_dir / "plans"
 
-
 UPSTREAM = typer.Option(
     None,
     "--upstream",

@@ -159,9 +159,7 @@ def _rerun(variants: list[Any], processes: int) -> dict[str, tuple[str, str | No
 
 def promote(
     runs: list[Path] = typer.Option(
-        [],
-        "--runs",
-        help="full runs ({test id: outcome} JSON, e.g. RELAY_VAR_DIR/eval/runs/*-baseline.json)",
+        [], "--runs", help="full runs ({test id: outcome} JSON, e.g. RELAY_VAR_DIR/eval/runs/*-baseline.json)"
     ),
     summary: Path = typer.Option(
         BASELINE_SUMMARY, "--summary", help="the baseline summary (written when --runs is given)"
