@@ -69,7 +69,8 @@ class Finding:
         return f"{self.loc}: {prefix}{self.kind}: {self.message}"
 
 
-def _resolve_path(spec_path: str, roots: dict[str, Path]) -> list[Path]:
+def resolve_spec_path(spec_path: str, roots: dict[str, Path]) -> list[Path]:
+    """The test files a spec `path` names, with its tokens replaced by `roots`."""
     for token, root in roots.items():
         if spec_path.startswith(token):
             rel = spec_path[len(token) :].lstrip("/")
@@ -156,7 +157,7 @@ def _defined_tests(specs: list[LoadedSpec], roots: dict[str, Path]) -> frozenset
     names: set[str] = set()
     for s in specs:
         for f in s.document.files:
-            for path in _resolve_path(f.path, roots) if roots else []:
+            for path in resolve_spec_path(f.path, roots) if roots else []:
                 try:
                     tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
                 except SyntaxError:
@@ -295,7 +296,7 @@ def _against_tests(
     explicit_unlisted: dict[Path, bool] = {}
     for s in specs:
         for f in s.document.files:
-            files = _resolve_path(f.path, roots)
+            files = resolve_spec_path(f.path, roots)
             if not files:
                 out.append(Finding("missing-file", _where(f, s.file), f"{f.path} matches no file"))
                 continue
@@ -359,7 +360,7 @@ def _overlaps(specs: list[LoadedSpec], roots: dict[str, Path], tests: _Tests) ->
     owners: dict[tuple[Path, str, str], list[tuple[SourceLoc, tuple[str, ...]]]] = {}
     for s in specs:
         for f in s.document.files:
-            files = _resolve_path(f.path, roots)
+            files = resolve_spec_path(f.path, roots)
             for entry in f.tests:
                 key = _scope_key(entry)
                 for p in files:

@@ -44,7 +44,8 @@ def test_every_row_names_its_source_and_refusals_their_error() -> None:
     assert set(r.dtypes) == {"float64", "complex32", "complex64", "complex128"}
     assert r.device_copy and r.resize
     assert r.ops["clone"].startswith("in-device-copy|")
-    assert r.ops["random.from"].startswith("no-kernel|")
+    assert r.ops["eq.Scalar"].startswith("no-kernel|")
+    assert "random.from" not in r.ops  # the card draws int64 (mandatory int64 variants)
 
 
 def test_malformed_model_reports_every_problem(tmp_path: Path) -> None:
@@ -80,6 +81,12 @@ CARD_ERRORS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "Spyre backend does not support dtype ComplexFloat",
     ),
     (
+        "float64 to the device",
+        lambda: torch.ones(2, dtype=torch.float64).to("spyre"),
+        RuntimeError,
+        "Spyre backend does not support dtype Double",
+    ),
+    (
         "float64 result",
         lambda: half(2).double(),
         RuntimeError,
@@ -99,12 +106,6 @@ CARD_ERRORS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         lambda: half(3).index_put_((torch.tensor([0], device="spyre"),), half(1)),
         NotImplementedError,
         "'aten::_index_put_impl_'",
-    ),
-    (
-        "randint",
-        lambda: torch.randint(0, 5, (3,), device="spyre"),
-        NotImplementedError,
-        "'aten::random_.from'",
     ),
     ("eq.Scalar", lambda: half(3).eq(1), NotImplementedError, "'aten::eq.Scalar"),
 ]
@@ -126,6 +127,24 @@ def test_card_mode_keeps_what_the_card_does(card: None) -> None:
     assert torch.equal(x.t().cpu(), x.cpu())  # views are not copies
     y = torch.zeros(4, dtype=torch.float16).to("spyre")  # host -> device copies stay
     assert torch.equal(y.cpu(), torch.zeros(4, dtype=torch.float16))
+    # an empty float64 allocation passes (torch-spyre runs float64 out= allocations as
+    # mandatory_success); writing data into it is refused
+    out = torch.empty_like(x, dtype=torch.float64)
+    assert out.dtype == torch.float64 and out.device.type == "spyre"
+    drawn = torch.randint(0, 5, (3,), device="spyre")  # aten::random_.from: the card draws
+    assert drawn.dtype == torch.int64 and bool(((drawn >= 0) & (drawn < 5)).all().item())
+    assert torch.equal(y.cpu(), torch.zeros(4, dtype=torch.float16))
+
+
+def test_card_mode_reports_pytorchs_argument_errors_before_a_missing_kernel(card: None) -> None:
+    """An index_put_ the card cannot run still fails PyTorch's shape check first, as torch-spyre's
+    test_indexing config records (NumpyTests::test_boolean_assignment_value_mismatch passes)."""
+    a = torch.arange(0, 4, device="spyre")
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        a[a > -1] = torch.tensor([1, 2, 3]).to("spyre")
+    assert torch.equal(a.cpu(), torch.arange(0, 4))  # the check ran on host copies
+    with pytest.raises(NotImplementedError, match="'aten::_index_put_impl_'"):
+        a[a > 1] = torch.tensor(7).to("spyre")
 
 
 @pytest.mark.parametrize(("what", "call", "error", "message"), CARD_ERRORS, ids=lambda v: v)
