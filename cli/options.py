@@ -20,6 +20,7 @@ def plan_dir() -> Path:
 
     return get_settings().var_dir / "plans"
 
+
 UPSTREAM = typer.Option(
     None,
     "--upstream",
@@ -94,8 +95,11 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         if not self.quiet:
-            print(f"[{time.perf_counter() - self.start:6.1f} s] {message}", file=sys.stderr,
-                  flush=True)  # fmt: skip
+            print(
+                f"[{time.perf_counter() - self.start:6.1f} s] {message}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def open_facts(
@@ -109,9 +113,13 @@ def open_facts(
     """The upstream source and the change facts base..head, or exit 2 with the error."""
     try:
         return open_release(
-            base, head, upstream=upstream, cache_dir=cache_dir, offline=offline,
+            base,
+            head,
+            upstream=upstream,
+            cache_dir=cache_dir,
+            offline=offline,
             progress=progress or Progress(quiet=True),
-        )  # fmt: skip
+        )
     except UpstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

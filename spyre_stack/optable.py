@@ -21,8 +21,17 @@ import yaml
 TABLE_PATH = Path(__file__).resolve().parent / "ops.yaml"
 STATUSES = ("native", "fallback", "unsupported")
 STATUS_CODES = {"native": 0, "fallback": 1, "unsupported": 2}
-KINDS = ("pointwise", "special", "reduction", "matmul", "softmax", "norm", "movement", "random",
-         "other")  # fmt: skip
+KINDS = (
+    "pointwise",
+    "special",
+    "reduction",
+    "matmul",
+    "softmax",
+    "norm",
+    "movement",
+    "random",
+    "other",
+)
 
 
 class OpTableError(ValueError):

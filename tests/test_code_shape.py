@@ -32,7 +32,6 @@ MAX_FUNCTION_LINES = 80
 #: left them alone to merge cleanly: testspecs/ by h32b, the evaluation by h28a): split them,
 #: then empty this set
 LONG_FUNCTIONS_TO_SPLIT = {
-    "testspecs/resolve.py: resolve",
     "evaluation/groundtruth.py: run_outcomes",
 }
 
@@ -77,20 +76,8 @@ MAX_FMT_SKIPS = 20
 #: upstream/ by h27, the release planner and environments by h26p, the evaluation by h28a), and
 #: the Alembic history (written once). Let ruff format them, then empty this set.
 FMT_SKIPS_LEFT = {
-    "cli/options.py",
     "planner/release.py",
     "migrations/versions/0004_selection_tests.py",
-    "spyre_stack/compile/backend.py",
-    "spyre_stack/optable.py",
-    "spyre_stack/sim/cost.py",
-    "spyre_stack/sim/trace.py",
-    "tests/spyre_stack/generic/device_generic_ops.py",
-    "tests/spyre_stack/test_build.py",
-    "tests/spyre_stack/test_crash_isolation.py",
-    "tests/spyre_stack/test_device_generic.py",
-    "tests/testspecs/test_bundled.py",
-    "tests/testspecs/test_opcases.py",
-    "tests/testspecs/test_plugin.py",
     "tests/upstream/test_behaviour.py",
     "tests/upstream/test_overlay.py",
     "tests/workers/test_environments_release.py",

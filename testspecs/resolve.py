@@ -380,21 +380,7 @@ def resolve(
     dtype = norm_dtype(dtype or v.dtype)
     files = cs.files_for(v.file)
     why: list[str] = []
-    cls = v.base_cls
-    candidates: list[_CEntry] = []
-    if base is not None:
-        if "::" in base:
-            cls, _, method = base.partition("::")
-        else:
-            method = base
-        candidates = cs.lookup(files, cls, method)
-    else:
-        found, op_guess = _infer_base(cs, files, cls, v.prefix, op)
-        candidates = cs.lookup(files, cls, found) if found else []
-        if op is None and op_guess:
-            op = op_guess
-        method = found or v.prefix
-    base_name = f"{cls}::{method}" if cls else method
+    base_name, candidates, op = _candidates(cs, files, v, base, op)
     if v.file is not None and not files:
         why.append(f"no spec file entry covers {v.file}")
 
@@ -409,19 +395,7 @@ def resolve(
             "modules / dtypes) to other variants"
         )
         candidates = scoped
-    ce: _CEntry | None = None
-    if candidates:
-        ce, how = _choose(candidates, base_dtypes, dtype)
-        why.append(how)
-        if ce.entry.mode is not None:
-            mode, rule = ce.entry.mode, "rule 1: listed with a mode"
-        else:
-            mode, rule = "mandatory_success", "rule 1: listed without a mode -> mandatory_success"
-    elif files:
-        mode, rule = files[0].file.unlisted_test_mode, "rule 1: unlisted -> unlisted_test_mode"
-        why.append(f"not listed in {files[0].file.path}; unlisted_test_mode is {mode}")
-    else:
-        mode, rule = "xfail", "rule 1: no file entry -> default unlisted_test_mode xfail"
+    ce, mode, rule = _listed_mode(candidates, files, base_dtypes, dtype, why)
 
     def decision(run: bool, mode: str, rule: str, **kw: Any) -> Decision:
         return Decision(
@@ -441,41 +415,16 @@ def resolve(
 
     if mode == "skip":
         return decision(False, "skip", rule)
-
     # Filters: op, module and dtype lists (the variant is then not generated at all).
-    if op_key is not None:
-        if ce is not None and op_key in ce.op_exclude:
-            return decision(False, "skip", f"edits.ops.exclude removes {op}")
-        included = ce is not None and op_key in ce.op_include
-        if cs.ops is not None and op_cfg is None and not included:
-            return decision(False, "skip", f"op {op} is not in global.supported_ops")
-    if module is not None:
-        short = module.rsplit(".", 1)[-1]
-        if ce is not None and short in ce.mod_exclude:
-            return decision(False, "skip", f"edits.modules.exclude removes {module}")
-        mod_included = ce is not None and short in ce.mod_include
-        if cs.modules is not None and cs.module_config(module) is None and not mod_included:
-            return decision(False, "skip", f"module {module} is not in global.supported_modules")
-    if dtype is not None and not _contains(base_dtypes, ce, dtype):
-        if ce is not None and dtype in ce.xclude:
-            return decision(False, "skip", f"rule 2: edits.dtypes.exclude removes {dtype}")
-        return decision(
-            False,
-            "skip",
-            f"rule 2: {dtype} is not in the effective dtypes {sorted(base_dtypes or ())}",
-        )
+    removed = _not_generated(cs, ce, op, op_key, op_cfg, module, dtype, base_dtypes)
+    if removed is not None:
+        return decision(False, "skip", removed)
 
     # force_xfail (rule 1, second half) and tolerances.
     inc = ce.include.get(dtype) if (ce is not None and dtype) else None
     gdt = cs.g_dtypes.get(dtype) if dtype else None
     if mode == "mandatory_success":
-        forced = None
-        if op_cfg is not None and op_cfg.force_xfail:
-            forced = f"op {op}"
-        elif (inc is not None and inc.force_xfail) or (gdt is not None and gdt.force_xfail):
-            forced = f"dtype {dtype}"
-        elif module is not None and (mc := cs.module_config(module)) is not None and mc.force_xfail:
-            forced = f"module {module}"
+        forced = _forced_xfail(cs, op_cfg, inc, gdt, op=op, dtype=dtype, module=module)
         if forced:
             why.append(f"force_xfail on {forced} turns mandatory_success into xfail")
             mode, rule = "xfail", f"rule 1: force_xfail on {forced}"
@@ -488,6 +437,99 @@ def resolve(
         tags += tuple(t for t in ce.op_include[op_key].tags if t not in tags)
     cpu_move = (ce.cpu_move if ce else ()) + cs.cpu_move
     return decision(True, mode, rule, tags=tags, atol=atol, rtol=rtol, cpu_move=cpu_move)
+
+
+def _listed_mode(
+    candidates: list[_CEntry],
+    files: list[Any],
+    base_dtypes: Any,
+    dtype: str | None,
+    why: list[str],
+) -> tuple[_CEntry | None, str, str]:
+    """Rule 1's first half: the entry chosen among ``candidates``, its mode and the rule."""
+    if candidates:
+        ce, how = _choose(candidates, base_dtypes, dtype)
+        why.append(how)
+        if ce.entry.mode is not None:
+            return ce, ce.entry.mode, "rule 1: listed with a mode"
+        return ce, "mandatory_success", "rule 1: listed without a mode -> mandatory_success"
+    if files:
+        mode = files[0].file.unlisted_test_mode
+        why.append(f"not listed in {files[0].file.path}; unlisted_test_mode is {mode}")
+        return None, mode, "rule 1: unlisted -> unlisted_test_mode"
+    return None, "xfail", "rule 1: no file entry -> default unlisted_test_mode xfail"
+
+
+def _candidates(
+    cs: CompiledSpec, files: list[Any], v: Any, base: str | None, op: str | None
+) -> tuple[str, list[_CEntry], str | None]:
+    """The variant's base name (``Class::method``), the entries listing it and its op (inferred
+    from the name when not given)."""
+    cls = v.base_cls
+    if base is not None:
+        if "::" in base:
+            cls, _, method = base.partition("::")
+        else:
+            method = base
+        candidates = cs.lookup(files, cls, method)
+    else:
+        found, op_guess = _infer_base(cs, files, cls, v.prefix, op)
+        candidates = cs.lookup(files, cls, found) if found else []
+        if op is None and op_guess:
+            op = op_guess
+        method = found or v.prefix
+    return (f"{cls}::{method}" if cls else method), candidates, op
+
+
+def _not_generated(
+    cs: CompiledSpec,
+    ce: _CEntry | None,
+    op: str | None,
+    op_key: str | None,
+    op_cfg: Any,
+    module: str | None,
+    dtype: str | None,
+    base_dtypes: Any,
+) -> str | None:
+    """Why the op, module and dtype lists remove the variant (it is then not generated), or None."""
+    if op_key is not None:
+        if ce is not None and op_key in ce.op_exclude:
+            return f"edits.ops.exclude removes {op}"
+        included = ce is not None and op_key in ce.op_include
+        if cs.ops is not None and op_cfg is None and not included:
+            return f"op {op} is not in global.supported_ops"
+    if module is not None:
+        short = module.rsplit(".", 1)[-1]
+        if ce is not None and short in ce.mod_exclude:
+            return f"edits.modules.exclude removes {module}"
+        mod_included = ce is not None and short in ce.mod_include
+        if cs.modules is not None and cs.module_config(module) is None and not mod_included:
+            return f"module {module} is not in global.supported_modules"
+    if dtype is not None and not _contains(base_dtypes, ce, dtype):
+        if ce is not None and dtype in ce.xclude:
+            return f"rule 2: edits.dtypes.exclude removes {dtype}"
+        return f"rule 2: {dtype} is not in the effective dtypes {sorted(base_dtypes or ())}"
+    return None
+
+
+def _forced_xfail(
+    cs: CompiledSpec,
+    op_cfg: Any,
+    inc: Any,
+    gdt: Any,
+    *,
+    op: str | None,
+    dtype: str | None,
+    module: str | None,
+) -> str | None:
+    """What a force_xfail is set on (the op, the dtype or the module), or None."""
+    if op_cfg is not None and op_cfg.force_xfail:
+        return f"op {op}"
+    if (inc is not None and inc.force_xfail) or (gdt is not None and gdt.force_xfail):
+        return f"dtype {dtype}"
+    if module is not None and (mc := cs.module_config(module)) is not None and mc.force_xfail:
+        return f"module {module}"
+    return None
 
 
 def _infer_base(

@@ -37,10 +37,29 @@ from spyre_stack.sim.cost import TensorMeta
 log = logging.getLogger(__name__)
 
 VIEW_OPS = {
-    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "squeeze",
-    "unsqueeze", "alias", "slice", "select", "detach", "as_strided", "unfold", "split",
-    "split_with_sizes", "unbind", "diagonal", "narrow", "view_as", "expand_as",
-}  # fmt: skip
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "squeeze",
+    "unsqueeze",
+    "alias",
+    "slice",
+    "select",
+    "detach",
+    "as_strided",
+    "unfold",
+    "split",
+    "split_with_sizes",
+    "unbind",
+    "diagonal",
+    "narrow",
+    "view_as",
+    "expand_as",
+}
 MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm"}
 SOFTMAX_OPS = {"_softmax", "_log_softmax"}
 NORM_OPS = {"native_layer_norm"}
@@ -304,19 +323,29 @@ class SpyreProgram:
             if any(u not in members for u in users):
                 outputs.append(_meta(value))
         member_metas = [
-            (n, [_meta(env[a]) for a in n.all_input_nodes if isinstance(env.get(a), torch.Tensor)],
-             [_meta(env[n])] if isinstance(env.get(n), torch.Tensor) else [])
+            (
+                n,
+                [_meta(env[a]) for a in n.all_input_nodes if isinstance(env.get(a), torch.Tensor)],
+                [_meta(env[n])] if isinstance(env.get(n), torch.Tensor) else [],
+            )
             for n in kernel.nodes
-        ]  # fmt: skip
+        ]
         est = estimate_fused(kernel.kind, member_metas, inputs, outputs)
         device = next(
             (env[n].device.index for n in kernel.nodes if isinstance(env.get(n), torch.Tensor)), 0
         )
         names = "+".join(b for b in (_base(n) for n in kernel.nodes) if b)
         return trace.record_from_estimate(
-            kernel.name, names, "native", kernel.kind, device or 0, inputs, outputs, est,
+            kernel.name,
+            names,
+            "native",
+            kernel.kind,
+            device or 0,
+            inputs,
+            outputs,
+            est,
             note=f"fused {len(kernel.nodes)} ops",
-        )  # fmt: skip
+        )
 
 
 def _meta(t: torch.Tensor) -> TensorMeta:

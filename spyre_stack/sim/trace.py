@@ -171,9 +171,15 @@ def _hook(op, overload, execution, in_shapes, in_dtypes, out_shapes, out_dtypes,
     if getattr(_local, "suppressed", False):
         return
     rec = _cached_record(
-        op, overload, execution, tuple(map(tuple, in_shapes)), tuple(in_dtypes),
-        tuple(map(tuple, out_shapes)), tuple(out_dtypes), device,
-    )  # fmt: skip
+        op,
+        overload,
+        execution,
+        tuple(map(tuple, in_shapes)),
+        tuple(in_dtypes),
+        tuple(map(tuple, out_shapes)),
+        tuple(out_dtypes),
+        device,
+    )
     emit(rec)
 
 

@@ -94,6 +94,7 @@ def _statuses(output: str) -> tuple[dict[str, str], dict[str, object]]:
     return {n["name"].split("::")[1]: n["status"] for n in result["names"]}, result
 
 
+@pytest.mark.long
 def test_fetched_files_under_the_cards_model(fresh_host: Path, raw_files: str) -> None:
     args = ["device", "agreement", "--fetch", "--torch-commit", TORCH_SHA, "--spyre-commit",
             SPYRE_SHA, "--file", "test_tiny_ops", "--from", raw_files, "--device-model", "card",

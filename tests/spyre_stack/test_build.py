@@ -53,12 +53,16 @@ def test_each_torch_build_gets_its_own_directory(tmp_path: Path) -> None:
 def test_the_build_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
     directory = tmp_path / "spyre_stack_core-key"
     with subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom pathlib import Path\nfrom spyre_stack._build import build_lock\n"
-         f"with build_lock(Path({str(directory)!r})):\n"
-         "    print('held', flush=True)\n    time.sleep(600)\n"],
-        stdout=subprocess.PIPE, text=True,
-    ) as holder:  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom pathlib import Path\nfrom spyre_stack._build import build_lock\n"
+            f"with build_lock(Path({str(directory)!r})):\n"
+            "    print('held', flush=True)\n    time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
             with open(directory.with_name(directory.name + ".lock"), "a+b") as handle:
@@ -73,9 +77,14 @@ def test_the_build_lock_is_released_when_its_holder_is_killed(tmp_path: Path) ->
 
 def _start(env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", USE_THE_DEVICE], env=env, cwd=cwd, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-c", USE_THE_DEVICE],
+        env=env,
+        cwd=cwd,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 @pytest.mark.long

@@ -43,8 +43,13 @@ def test_after_two():
 """
 
 
-NAMES = ["test_before", "test_crashes_the_device", "test_after_one", "test_fails_normally",
-         "test_after_two"]  # fmt: skip
+NAMES = [
+    "test_before",
+    "test_crashes_the_device",
+    "test_after_one",
+    "test_fails_normally",
+    "test_after_two",
+]
 
 
 def _run(tmp_path: Path, source: str, names: list[str]) -> ShardRun:
@@ -76,7 +81,10 @@ def test_crash_is_isolated_and_the_rest_still_runs(tmp_path: Path) -> None:
 
 
 def test_a_clean_run_takes_one_process(tmp_path: Path) -> None:
-    run = _run(tmp_path, "def test_one():\n    pass\n\ndef test_two():\n    pass\n",
-               ["test_one", "test_two"])  # fmt: skip
+    run = _run(
+        tmp_path,
+        "def test_one():\n    pass\n\ndef test_two():\n    pass\n",
+        ["test_one", "test_two"],
+    )
     assert run.children == 1
     assert [r.outcome for r in run.results] == [Outcome.PASSED, Outcome.PASSED]

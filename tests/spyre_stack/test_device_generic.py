@@ -34,12 +34,18 @@ def test_generic_module_runs_privateuse1_variants_on_spyre(
         targets=[MODULE],
     )
     proc = subprocess.run(
-        fresh_pytest(args), cwd=repo_root, env={**os.environ, **runner.env},
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    results = [
-        r for r in map(json.loads, events.read_text().splitlines()) if r["kind"] == "result"
-    ] if events.exists() else []  # fmt: skip
+        fresh_pytest(args),
+        cwd=repo_root,
+        env={**os.environ, **runner.env},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    results = (
+        [r for r in map(json.loads, events.read_text().splitlines()) if r["kind"] == "result"]
+        if events.exists()
+        else []
+    )
     ids = [r["nodeid"] for r in results]
     assert ids, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert all("TestSpyreGenericOpsPRIVATEUSE1::" in i for i in ids)
@@ -48,10 +54,10 @@ def test_generic_module_runs_privateuse1_variants_on_spyre(
     record_property("spyre_generic_summary", summary)
     device_us = sum(r["device_us"] or 0.0 for r in results)
     record_property("spyre_generic_device_us", round(device_us, 1))
-    print(f"device-generic on spyre: {summary}, "
-          f"{device_us / 1e3:.1f} ms simulated device time")  # fmt: skip
-    failures = {r["nodeid"]: (r["message"] or "")[-300:] for r in results
-                if r["outcome"] != "passed"}  # fmt: skip
+    print(f"device-generic on spyre: {summary}, {device_us / 1e3:.1f} ms simulated device time")
+    failures = {
+        r["nodeid"]: (r["message"] or "")[-300:] for r in results if r["outcome"] != "passed"
+    }
     assert not failures, failures
     assert summary["passed"] >= 60
     assert device_us > 0

@@ -69,12 +69,23 @@ def test_bundled_decisions() -> None:
 def test_plugin_on_the_real_backend(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     cmd = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-        "-p", "spyre_stack.testing.pytest_plugin", "-p", "testspecs.pytest_plugin",
-        "--spec", str(SPECS), "--spec-report", str(report),
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "spyre_stack.testing.pytest_plugin",
+        "-p",
+        "testspecs.pytest_plugin",
+        "--spec",
+        str(SPECS),
+        "--spec-report",
+        str(report),
         str(ROOT / "spyre_stack" / "conformance" / "test_common.py"),
-        "-k", "test_compare_cpu_neg_spyre or test_compare_cpu_linalg_qr_spyre",
-    ]  # fmt: skip
+        "-k",
+        "test_compare_cpu_neg_spyre or test_compare_cpu_linalg_qr_spyre",
+    ]
     # the backend's run environment, as its runner has it (the one-time fp32 -> fp16 warning
     # silenced: this project's pytest settings turn warnings into errors)
     env = {**os.environ, **get_backend("spyre").run_env}

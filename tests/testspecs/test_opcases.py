@@ -23,10 +23,23 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(tmp_path: Path, *extra: str, spec: Path = TINY) -> dict[str, str]:
     junit = tmp_path / "j.xml"
     cmd = [
-        sys.executable, "-P", "-m", "pytest", "-p", "no:cacheprovider",
-        "-p", "spyre_stack.testing.pytest_plugin", "-p", "testspecs.opcases",
-        "--rootdir", str(spec.parent), "--junitxml", str(junit), str(spec), *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-P",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "spyre_stack.testing.pytest_plugin",
+        "-p",
+        "testspecs.opcases",
+        "--rootdir",
+        str(spec.parent),
+        "--junitxml",
+        str(junit),
+        str(spec),
+        *extra,
+    ]
     subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     outcomes = {}
     for case in ET.parse(junit).getroot().iter("testcase"):

@@ -30,15 +30,25 @@ def run_pytest(
     ini = tmp_path / "pytest.ini"
     ini.write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     cmd = [
-        sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(PLUGIN),
-        "-p", "testspecs.pytest_plugin",
-        "--spec", str(PLUGIN / "modes_demo.yaml"),
-        "--spec-device-base", str(PLUGIN / "fake_device_base.py"),
-        "-W", "error",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        str(ini),
+        "--rootdir",
+        str(PLUGIN),
+        "-p",
+        "testspecs.pytest_plugin",
+        "--spec",
+        str(PLUGIN / "modes_demo.yaml"),
+        "--spec-device-base",
+        str(PLUGIN / "fake_device_base.py"),
+        "-W",
+        "error",
         "-rA",
         str(module),
         *extra,
-    ]  # fmt: skip
+    ]
     env = {
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(ROOT),

@@ -15,8 +15,24 @@ from torch.testing._internal.common_utils import TestCase, run_tests
 
 # A slice of upstream's OpInfo database that covers the kinds of kernel the simulator models:
 # pointwise (vector and special-function unit), reductions, matmul, and a fallback op.
-OP_NAMES = {"add", "mul", "abs", "neg", "exp", "sigmoid", "tanh", "sum", "mean", "amax", "mm",
-            "bmm", "softmax", "cumsum", "where", "clamp"}  # fmt: skip
+OP_NAMES = {
+    "add",
+    "mul",
+    "abs",
+    "neg",
+    "exp",
+    "sigmoid",
+    "tanh",
+    "sum",
+    "mean",
+    "amax",
+    "mm",
+    "bmm",
+    "softmax",
+    "cumsum",
+    "where",
+    "clamp",
+}
 SELECTED = [op for op in op_db if op.name in OP_NAMES and op.variant_test_name == ""]
 DTYPES = (torch.float16, torch.bfloat16)
 
