@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import IO, Any
 
 from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest, package_dir
@@ -86,64 +87,12 @@ def run_outcomes(
     if mutant:
         env["RELAY_MUTANT"] = mutant
     start = time.perf_counter()
-    outcomes: dict[str, str] = {}
-    durations: dict[str, float] = {}
-    messages: dict[str, str] = {}
-    traced: dict[str, set[str]] = {}
     with tempfile.TemporaryDirectory(prefix="relay-groundtruth-") as tmp:
-        procs = []
-        for i, part in enumerate(_split(ids, processes)):
-            args = Path(tmp) / f"ids-{i}.txt"
-            args.write_text("\n".join(part) + "\n", encoding="utf-8")
-            options = ["--outcomes-out", f"{tmp}/outcomes-{i}.json", "--only-ids", str(args)]
-            options += ["--durations-out", f"{tmp}/durations-{i}.json"]
-            options += ["--progress-out", f"{tmp}/progress-{i}.txt"]
-            options += ["--failure-messages-out", f"{tmp}/messages-{i}.json"]
-            if trace:
-                options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
-            files = list(dict.fromkeys(universe.by_id[t].file for t in part))
-            cmd = fresh_pytest(
-                be.pytest_args(
-                    plugins=["evaluation.mutations"], options=options, targets=files, specs=specs
-                ),
-                python=python,
-            )
-            log_file = open(Path(tmp) / f"log-{i}.txt", "w", encoding="utf-8")  # noqa: SIM115
-            procs.append(
-                (
-                    i,
-                    log_file,
-                    subprocess.Popen(
-                        cmd, cwd=PROJECT_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
-                    ),
-                )
-            )
+        procs = _start_parts(be, universe, ids, Path(tmp), env, processes, trace, specs, python)
         label = label or mutant or "baseline"
         _follow([p for _, _, p in procs], Path(tmp), label, len(ids), start, timeout, progress)
-        for i, log_file, proc in procs:
-            try:
-                proc.wait(timeout=max(timeout - (time.perf_counter() - start), 1))
-            except subprocess.TimeoutExpired:
-                for _, _, other in procs:
-                    other.kill()
-                raise RuntimeError(f"ground-truth run exceeded {timeout:.0f} s") from None
-            finally:
-                log_file.close()
-            out = Path(tmp) / f"outcomes-{i}.json"
-            if not out.is_file():
-                text = (Path(tmp) / f"log-{i}.txt").read_text(encoding="utf-8", errors="replace")
-                raise RuntimeError(f"ground-truth run failed:\n{text[-2000:]}")
-            outcomes.update(json.loads(out.read_text(encoding="utf-8")))
-            timed = Path(tmp) / f"durations-{i}.json"
-            if timed.is_file():
-                durations.update(json.loads(timed.read_text(encoding="utf-8")))
-            said = Path(tmp) / f"messages-{i}.json"
-            if said.is_file():
-                messages.update(json.loads(said.read_text(encoding="utf-8")))
-            if trace:
-                part_trace = json.loads((Path(tmp) / f"trace-{i}.json").read_text("utf-8"))
-                for name, node_ids in part_trace.items():
-                    traced.setdefault(name, set()).update(node_ids)
+        _wait_parts(procs, start, timeout)
+        outcomes, durations, messages, traced = _read_parts(Path(tmp), len(procs), trace)
     log(f"{mutant or 'baseline'}: {len(outcomes)} outcomes in {time.perf_counter() - start:.0f} s")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(outcomes, sort_keys=True), encoding="utf-8")
@@ -154,6 +103,84 @@ def run_outcomes(
         body = {name: sorted(node_ids) for name, node_ids in sorted(traced.items())}
         trace_path.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
     return outcomes
+
+
+_Part = tuple[int, IO[str], "subprocess.Popen[bytes]"]
+
+
+def _start_parts(
+    be: Any,
+    universe: Universe,
+    ids: list[str],
+    tmp: Path,
+    env: dict[str, str],
+    processes: int,
+    trace: bool,
+    specs: Sequence[Path],
+    python: str | None,
+) -> list[_Part]:
+    """One fresh pytest per part of ``ids``, side by side, each writing its outcomes, durations,
+    progress, failure messages (and trace) under ``tmp`` and its output to ``tmp/log-N.txt``."""
+    procs: list[_Part] = []
+    for i, part in enumerate(_split(ids, processes)):
+        args = tmp / f"ids-{i}.txt"
+        args.write_text("\n".join(part) + "\n", encoding="utf-8")
+        options = ["--outcomes-out", f"{tmp}/outcomes-{i}.json", "--only-ids", str(args)]
+        options += ["--durations-out", f"{tmp}/durations-{i}.json"]
+        options += ["--progress-out", f"{tmp}/progress-{i}.txt"]
+        options += ["--failure-messages-out", f"{tmp}/messages-{i}.json"]
+        if trace:
+            options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
+        files = list(dict.fromkeys(universe.by_id[t].file for t in part))
+        plugins = ["evaluation.mutations"]
+        args_ = be.pytest_args(plugins=plugins, options=options, targets=files, specs=specs)
+        cmd = fresh_pytest(args_, python=python)
+        log_file = open(tmp / f"log-{i}.txt", "w", encoding="utf-8")  # noqa: SIM115
+        proc = subprocess.Popen(
+            cmd, cwd=PROJECT_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
+        )
+        procs.append((i, log_file, proc))
+    return procs
+
+
+def _wait_parts(procs: list[_Part], start: float, timeout: float) -> None:
+    """Wait for every part within ``timeout`` of ``start`` (all killed past it)."""
+    for _, log_file, proc in procs:
+        try:
+            proc.wait(timeout=max(timeout - (time.perf_counter() - start), 1))
+        except subprocess.TimeoutExpired:
+            for _, _, other in procs:
+                other.kill()
+            raise RuntimeError(f"ground-truth run exceeded {timeout:.0f} s") from None
+        finally:
+            log_file.close()
+
+
+def _read_parts(
+    tmp: Path, parts: int, trace: bool
+) -> tuple[dict[str, str], dict[str, float], dict[str, str], dict[str, set[str]]]:
+    """The parts' outcomes, durations, failure messages and trace, joined."""
+    outcomes: dict[str, str] = {}
+    durations: dict[str, float] = {}
+    messages: dict[str, str] = {}
+    traced: dict[str, set[str]] = {}
+    for i in range(parts):
+        out = tmp / f"outcomes-{i}.json"
+        if not out.is_file():
+            text = (tmp / f"log-{i}.txt").read_text(encoding="utf-8", errors="replace")
+            raise RuntimeError(f"ground-truth run failed:\n{text[-2000:]}")
+        outcomes.update(json.loads(out.read_text(encoding="utf-8")))
+        timed = tmp / f"durations-{i}.json"
+        if timed.is_file():
+            durations.update(json.loads(timed.read_text(encoding="utf-8")))
+        said = tmp / f"messages-{i}.json"
+        if said.is_file():
+            messages.update(json.loads(said.read_text(encoding="utf-8")))
+        if trace:
+            part_trace = json.loads((tmp / f"trace-{i}.json").read_text("utf-8"))
+            for name, node_ids in part_trace.items():
+                traced.setdefault(name, set()).update(node_ids)
+    return outcomes, durations, messages, traced
 
 
 def _follow(
