@@ -69,11 +69,18 @@ RUNTIME_PACKAGES = (
 # requires setuptools<82, which a pin to this environment's newer one made unsatisfiable).
 UNPINNED = frozenset({"torch", "crcr-relay", "pip", "setuptools"})
 
+# The check also imports what the bundled suites import from torch's testing package: the
+# install compiled nothing (--no-compile), so this writes the bytecode every later process of
+# the environment reads (the step runs with bytecode writing on, see EnvPlan.steps).
 CHECK_SCRIPT = """\
 import json
 import spyre_stack
 spyre_stack.register()
 import torch
+import torch.testing._internal.common_device_type
+import torch.testing._internal.common_methods_invocations
+import torch.testing._internal.common_modules
+import torch.testing._internal.common_utils
 from backends.base import torch_build
 t = torch.ones(2, device="spyre") * 2
 assert t.device.type == "spyre", t.device
@@ -188,7 +195,8 @@ class EnvPlan:
             Step(
                 "check",
                 (str(self.python), "-P", "-c", CHECK_SCRIPT),
-                env={"SPYRE_EXTENSIONS_DIR": str(self.extensions_dir)},
+                # empty: bytecode is written even where the caller's shell turned it off
+                env={"SPYRE_EXTENSIONS_DIR": str(self.extensions_dir), "PYTHONDONTWRITEBYTECODE": ""},
             ),
         ]
 
