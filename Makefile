@@ -9,7 +9,7 @@ PYTHON ?= python3
 PACKAGES := cli relay workers planner evaluation fanout inventory selector upstream backends \
 	migrations store wire testspecs spyre_stack plugins config
 
-.PHONY: run test test-fast test-slow test-long test-clone lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec
+.PHONY: run test test-fast test-slow test-long test-clone lint typecheck bench migrate openapi eval eval-check screenshots test-browser promote-spec seed-fingerprints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,12 @@ screenshots: $(STAMP)
 # New runs: relay specs promote --runs var/eval/runs/<key>-baseline.json [--runs ...] --write
 promote-spec: $(STAMP)
 	$(BIN)/relay specs promote --write
+
+# The shipped behaviour fingerprints of the demo replay's two torches
+# (upstream/changes/fingerprint_seeds), made again after upstream/changes/fingerprint_ops.py
+# changed (a test says so): about an hour on 2 cores, the 2.14.1 environment made once.
+seed-fingerprints: $(STAMP)
+	$(BIN)/relay upstream fingerprints --torch 2.13.0 --torch 2.14.1 --write-seeds
 
 # Ground truth on the whole bundled universe, then the recall tables (long, cached in var/eval):
 # mutation = one traced full run, then each mutant over the variants that call its function on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -10,6 +11,7 @@ import typer
 
 from upstream import UpstreamError, UpstreamSource, default_cache_dir, open_source
 from upstream.changes import ChangeFacts, compute_change_facts, facts_to_json
+from upstream.changes.behaviour import Side
 from upstream.headenv import HeadEnvError, default_root, ensure_env
 
 app = typer.Typer(
@@ -128,6 +130,49 @@ def env_cmd(
     if collect:
         _collect_both(env.python, env.env)
     typer.echo(str(env.python))
+
+
+@app.command("fingerprints")
+def fingerprints_cmd(
+    torch: Annotated[
+        list[str], typer.Option("--torch", help="torch release, e.g. 2.14.1 (repeat for more)")
+    ],
+    cache_dir: CacheOpt = None,
+    offline: OfflineOpt = False,
+    write_seeds: Annotated[
+        bool,
+        typer.Option(
+            "--write-seeds",
+            help="Also write them as the project's seeds (upstream/changes/fingerprint_seeds).",
+        ),
+    ] = False,
+) -> None:
+    """The behaviour fingerprints of the OpInfo database under each torch (cached; each release
+    in its own environment unless it is the installed one). ``--write-seeds`` refreshes the
+    shipped seeds after the fingerprint script changed (``make seed-fingerprints``)."""
+    from upstream.changes.behaviour import FingerprintError, fingerprints, write_seed
+
+    cache = cache_dir or default_cache_dir()
+    try:
+        sides = [_side(version, cache, offline) for version in torch]
+        results = fingerprints(sides, cache, progress=lambda line: typer.echo(f"  {line}"))
+    except (HeadEnvError, FingerprintError) as exc:
+        _fail(exc)
+    for side, result in zip(sides, results, strict=True):
+        typer.echo(f"torch {side.build}: {len(result.get('entries', {}))} OpInfo entries")
+        if write_seeds:
+            typer.echo(f"  seed: {write_seed(cache, side.build)}")
+
+
+def _side(version: str, cache: Path, offline: bool) -> Side:
+    """The interpreter of ``version``: this one when it has that torch, else its environment."""
+    from backends.base import torch_build
+    from planner.release import is_installed
+
+    if is_installed(version):
+        return Side(python=sys.executable, build=torch_build())
+    env = ensure_env(version, wheel_cache=cache, offline=offline)
+    return Side(python=str(env.python), build=env.torch_build, env=env.env)
 
 
 def _collect_both(python: Path, env: dict[str, str]) -> None:

@@ -4,6 +4,9 @@ fingerprints compared (what changed, at which dtypes, and what is noise)."""
 from __future__ import annotations
 
 import copy
+import json
+import lzma
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,12 +14,20 @@ from typing import Any
 import pytest
 
 from backends.base import torch_build
+from upstream import default_cache_dir
 from upstream.changes.behaviour import (
+    SEED_DIR,
+    SEED_SUFFIX,
+    VERSION,
     FingerprintError,
     Side,
     diff_fingerprints,
     fingerprint_path,
     fingerprints,
+    script_digest,
+    seed_cache,
+    seed_path,
+    write_seed,
 )
 
 ROW = [[2, 3], "float32", 1.5, 4.0, 0, 0]  # shape, dtype, sum, abs sum, NaNs, infinities
@@ -124,3 +135,117 @@ def test_a_failing_interpreter_is_a_clear_error(tmp_path: Path) -> None:
     broken.chmod(0o755)
     with pytest.raises(FingerprintError, match=r"failed \(exit 3\): no torch here"):
         fingerprints([Side(python=str(broken), build="9.9.9")], tmp_path)
+
+
+def test_the_shipped_seeds_are_what_the_current_script_makes() -> None:
+    """A changed fingerprint script (or format version) makes the shipped seeds stale: they are
+    then never used, and this says how to make them again."""
+    seeds = sorted(SEED_DIR.glob(f"*{SEED_SUFFIX}"))
+    assert seeds, f"no fingerprint seed in {SEED_DIR}"
+    current = f"v{VERSION}-{script_digest()}-"
+    stale = [s.name for s in seeds if not s.name.startswith(current)]
+    assert not stale, (
+        f"{stale} were made by another fingerprint script than {current}...: refresh them with "
+        "`make seed-fingerprints` (relay upstream fingerprints --torch 2.13.0 --torch 2.14.1 "
+        "--write-seeds) and commit upstream/changes/fingerprint_seeds"
+    )
+    for seed in seeds:
+        assert seed.stat().st_size < 1_000_000, f"{seed.name} is over 1 MB"
+        build = seed.name.removeprefix(current).removesuffix(".json" + SEED_SUFFIX)
+        assert seed_path(build) == seed
+
+
+def test_each_seed_holds_the_whole_database_of_the_build_it_names() -> None:
+    for seed in sorted(SEED_DIR.glob(f"*{SEED_SUFFIX}")):
+        text = lzma.decompress(seed.read_bytes()).decode()
+        build = seed.name.split("-", 2)[2].removesuffix(".json" + SEED_SUFFIX)
+        # the script writes {"entries": {...}, "seconds": s, "torch": version} (sorted keys)
+        torch = re.search(r'"torch": "([^"]+)"}$', text.rstrip())
+        assert torch and build.startswith(f"{torch.group(1)}+git"), (seed.name, text[-80:])
+        assert text.count('"backward_dtypes"') > 500, seed.name  # not a part of it
+
+
+def _fake_interpreter(tmp_path: Path) -> Path:
+    """An interpreter that fails loudly: a fingerprint run that should not happen says so."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'computed instead of seeded' >&2\nexit 3\n")
+    python.chmod(0o755)
+    return python
+
+
+def test_a_cold_cache_takes_the_seed_of_exactly_that_build(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    build = "2.14.1+cu130+git5c4886908584"
+    made = db(add=entry(float32={}))
+    made["torch"] = "2.14.1+cu130"
+    cache = tmp_path / "cache"
+    fingerprint_path(cache, build).parent.mkdir(parents=True)
+    fingerprint_path(cache, build).write_text(json.dumps(made))
+    seed = write_seed(cache, build, seeds)
+    assert seed == seed_path(build, seeds) and seed.is_file()
+
+    cold = tmp_path / "cold"
+    assert seed_cache(fingerprint_path(cold, build), build, seeds)
+    assert json.loads(fingerprint_path(cold, build).read_text()) == made
+    # another build (same version, another git revision) has no seed: computed, not seeded
+    other = "2.14.1+cu130+git000000000000"
+    assert not seed_cache(fingerprint_path(cold, other), other, seeds)
+    assert not fingerprint_path(cold, other).exists()
+
+
+def test_a_seed_from_another_build_is_refused_when_written(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    build = "2.14.1+cu130+git5c4886908584"
+    fingerprint_path(cache, build).parent.mkdir(parents=True)
+    fingerprint_path(cache, build).write_text(json.dumps({"torch": "2.13.0+cpu", "entries": {}}))
+    with pytest.raises(FingerprintError, match=r"holds torch '2\.13\.0\+cpu'"):
+        write_seed(cache, build, tmp_path / "seeds")
+
+
+def test_fingerprints_on_a_cold_home_load_the_shipped_seed_and_compute_other_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The product path on a fresh machine: HOME and RELAY_VAR_DIR empty, the demo's head torch
+    named by its build. Its shipped seed answers without running anything; another build of
+    the same version runs the (here failing) interpreter."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RELAY_VAR_DIR", str(tmp_path / "var"))
+    shipped = sorted(SEED_DIR.glob(f"v{VERSION}-{script_digest()}-2.14.1+*{SEED_SUFFIX}"))
+    assert shipped, "the demo's head torch has a seed"
+    build = shipped[0].name.split("-", 2)[2].removesuffix(".json" + SEED_SUFFIX)
+    cache = default_cache_dir()
+    assert str(cache).startswith(str(tmp_path)) and not cache.exists()
+    python = _fake_interpreter(tmp_path)
+    said: list[str] = []
+    [result] = fingerprints([Side(python=str(python), build=build)], cache, progress=said.append)
+    assert result["torch"] == build.rsplit("+git", 1)[0] and len(result["entries"]) > 500
+    assert fingerprint_path(cache, build).is_file()  # now cached
+    assert said == [f"behaviour fingerprints under torch {build}: the project's seed"]
+    other = build.rsplit("+git", 1)[0] + "+git000000000000"
+    with pytest.raises(FingerprintError, match="computed instead of seeded"):
+        fingerprints([Side(python=str(python), build=other)], cache)
+    # a part of the database (``only``) is never a seed's
+    with pytest.raises(FingerprintError, match="computed instead of seeded"):
+        fingerprints([Side(python=str(python), build=build)], cache, only=("add",))
+
+
+def test_relay_upstream_fingerprints_answers_the_installed_torch_from_its_seed(
+    tmp_path: Path,
+) -> None:
+    """The refresh command's read side (``make seed-fingerprints`` adds ``--write-seeds``): the
+    installed torch runs in this interpreter, and its shipped seed fills the cold cache."""
+    from typer.testing import CliRunner
+
+    from cli import build_app
+
+    build = torch_build()
+    assert seed_path(build).is_file(), f"the installed torch (the project's pin) {build} has one"
+    version = build.split("+", 1)[0]
+    result = CliRunner().invoke(
+        build_app(), ["upstream", "fingerprints", "--torch", version, "--cache-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"torch {build}: the project's seed" in result.output
+    entries = len(json.loads(fingerprint_path(tmp_path, build).read_text())["entries"])
+    assert f"torch {build}: {entries} OpInfo entries" in result.output

@@ -13,9 +13,9 @@ commands and the first steps of its five-minute tour:
 4. The dashboard's ``/`` and the job's run page load in chromium.
 
 The first start's demo release replay is turned off (``RELAY_DEMO_REPLAY=``): on a cold machine it
-makes torch 2.14.1's environment (5.5 GB), fingerprints the OpInfo database under both torches
-and collects the head universe, which took 77 minutes on this 2-core machine under load, more
-than CI's budget. The planner's process work inside a Celery prefork child, what broke it, is
+makes torch 2.14.1's environment (5.5 GB), collects the bundled universe under both torches and
+learns the traced import map; even with the OpInfo fingerprints shipped as seeds that took more
+than half an hour on this 2-core machine under load (docs/benchmarks.md), more than CI's budget. The planner's process work inside a Celery prefork child, what broke it, is
 tested in tests/workers/test_prefork_spawning.py; the demo job is measured by hand (docs/benchmarks.md).
 
 It clones HEAD: uncommitted changes are not in it.

@@ -9,12 +9,20 @@ an entry whose fingerprint changed is a :class:`BehaviourChange` with the reason
 
 Cache: ``<cache_dir>/fingerprints/v<VERSION>-<digest of the script>-<torch build>.json``; a change
 of the script makes new fingerprints, never compares two made by different scripts.
+
+Seeds: the project ships the whole-database fingerprints of the demo release step's two torches
+(``fingerprint_seeds/<the cache file's name>.xz``, derived data: figures from running public
+wheels), so a cold cache does not spend most of an hour making them. A seed fills the cache only
+for exactly its name, so the same version, script digest and torch build (version and git
+revision); any other build, or a changed script, computes as before. ``make seed-fingerprints``
+(``relay upstream fingerprints --write-seeds``) refreshes them after the script changes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import math
 import os
 import subprocess
@@ -29,6 +37,8 @@ from upstream.changes.facts import BehaviourChange
 
 VERSION = 1
 SCRIPT = Path(__file__).with_name("fingerprint_ops.py")
+SEED_DIR = Path(__file__).with_name("fingerprint_seeds")
+SEED_SUFFIX = ".xz"
 TIMEOUT_SECONDS = 3600.0
 # two value summaries agree within this share of their absolute sums (releases reorder
 # floating-point reductions; a real change moves a sum by far more)
@@ -64,6 +74,43 @@ def fingerprint_path(cache_dir: Path, build: str, only: Sequence[str] = ()) -> P
     return Path(cache_dir) / "fingerprints" / f"v{VERSION}-{script_digest()}-{safe}{part}.json"
 
 
+def seed_path(build: str, seed_dir: Path = SEED_DIR) -> Path:
+    """The shipped seed that stands for the whole-database fingerprints of ``build`` (which
+    need not exist): the cache file's own name, so only that key and build ever match."""
+    return seed_dir / (fingerprint_path(Path("."), build).name + SEED_SUFFIX)
+
+
+def seed_cache(path: Path, build: str, seed_dir: Path = SEED_DIR) -> bool:
+    """Fill the missing cache file ``path`` (of ``build``, whole database) from its seed; False
+    when no seed has exactly that key and build."""
+    seed = seed_path(build, seed_dir)
+    if seed.name != path.name + SEED_SUFFIX or not seed.is_file():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(lzma.decompress(seed.read_bytes()))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
+
+
+def write_seed(cache_dir: Path, build: str, seed_dir: Path = SEED_DIR) -> Path:
+    """Compress the cached whole-database fingerprints of ``build`` into ``seed_dir`` (the
+    refresh after a change of the script: ``make seed-fingerprints``); returns the seed."""
+    source = fingerprint_path(cache_dir, build)
+    data = json.loads(source.read_text(encoding="utf-8"))
+    if not str(build).startswith(f"{data.get('torch')}+git"):
+        raise FingerprintError(f"{source} holds torch {data.get('torch')!r}, not {build}")
+    seed = seed_path(build, seed_dir)
+    seed.parent.mkdir(parents=True, exist_ok=True)
+    for old in seed_dir.glob(f"v*-{build.replace('/', '_')}.json{SEED_SUFFIX}"):
+        old.unlink()  # the same build's seed from an older script
+    seed.write_bytes(lzma.compress(source.read_bytes(), preset=9 | lzma.PRESET_EXTREME))
+    return seed
+
+
 def fingerprints(
     sides: Sequence[Side],
     cache_dir: Path,
@@ -79,6 +126,9 @@ def fingerprints(
     tmp = Path(tempfile.mkdtemp(prefix="fingerprints-"))
     for side, path in zip(sides, paths, strict=True):
         if path.is_file() or any(r[1] == path for r in running):
+            continue
+        if not only and seed_cache(path, side.build):
+            progress(f"behaviour fingerprints under torch {side.build}: the project's seed")
             continue
         progress(f"behaviour fingerprints of the OpInfo database under torch {side.build} "
                  f"(once per build; minutes)")  # fmt: skip
