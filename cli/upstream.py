@@ -102,8 +102,7 @@ def diff_cmd(
 def env_cmd(
     torch: Annotated[str, typer.Option("--torch", help="torch release, e.g. 2.14.1")],
     root: Annotated[
-        Path | None,
-        typer.Option(help="Folder of the environments [default: RELAY_VAR_DIR/envs].")
+        Path | None, typer.Option(help="Folder of the environments [default: RELAY_VAR_DIR/envs].")
     ] = None,
     cache_dir: CacheOpt = None,
     offline: OfflineOpt = False,

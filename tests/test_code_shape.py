@@ -74,12 +74,7 @@ MAX_FMT_SKIPS = 20
 FMT_SKIPS_LEFT = {
     "planner/release.py",
     "migrations/versions/0004_selection_tests.py",
-    "tests/upstream/test_behaviour.py",
-    "tests/upstream/test_overlay.py",
     "tests/workers/test_environments_release.py",
-    "upstream/changes/behaviour.py",
-    "upstream/changes/parsers.py",
-    "upstream/overlay.py",
 }
 
 

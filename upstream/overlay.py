@@ -123,20 +123,23 @@ def base_release(checkout: Path, base: str, head: str) -> BaseRelease:
     try:
         merge = _git(checkout, "merge-base", base, head).decode().strip()
     except OverlayError as exc:
-        raise OverlayError(f"no merge base of {base[:12]} and {head[:12]} in {checkout}: {exc}") from None
+        raise OverlayError(
+            f"no merge base of {base[:12]} and {head[:12]} in {checkout}: {exc}"
+        ) from None
     tags = _git(checkout, "tag", "--merged", merge, "--list", "v*").decode().split()
     found = sorted(
-        (tuple(int(n) for n in m.groups()), tag)
-        for tag in tags
-        if (m := RELEASE_TAG.match(tag))
+        (tuple(int(n) for n in m.groups()), tag) for tag in tags if (m := RELEASE_TAG.match(tag))
     )
     if not found:
-        return BaseRelease(None, merge, f"no release tag (vX.Y.Z) is an ancestor of the merge base {merge[:12]}")
+        return BaseRelease(
+            None, merge, f"no release tag (vX.Y.Z) is an ancestor of the merge base {merge[:12]}"
+        )
     tag = found[-1][1]
     return BaseRelease(
-        tag.removeprefix("v"), merge,
+        tag.removeprefix("v"),
+        merge,
         f"{tag}, the newest release the merge base {merge[:12]} descends from",
-    )  # fmt: skip
+    )
 
 
 def overlay_dir(root: Path, sha: str, base_build: str) -> Path:
@@ -166,8 +169,14 @@ def ensure_overlay(
         contents = read_blobs(checkout, changed.values())
         (directory / "torch").mkdir(parents=True)
         _lay(directory / "torch", base_torch, {rel: contents[b] for rel, b in changed.items()})
-        data = {"format": OVERLAY_FORMAT, "head_sha": full, "base_torch": str(base_torch),
-                "base_build": base_build, "laid_over": len(changed), "files": sorted(changed)}  # fmt: skip
+        data = {
+            "format": OVERLAY_FORMAT,
+            "head_sha": full,
+            "base_torch": str(base_torch),
+            "base_build": base_build,
+            "laid_over": len(changed),
+            "files": sorted(changed),
+        }
         tmp = directory / (MARKER + ".tmp")
         tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         tmp.replace(directory / MARKER)

@@ -49,7 +49,8 @@ def test_worker_processes_are_the_ones_relay_up_starts(pages: str) -> None:
     from cli import serve
 
     started = len(serve.WORKER_QUEUES)
-    assert "for name, queues in WORKER_QUEUES" in inspect.getsource(serve.up)
+    assert "_start_workers(" in inspect.getsource(serve.up)
+    assert "for name, queues in WORKER_QUEUES" in inspect.getsource(serve._start_workers)
     quoted = re.findall(r"\b(\w+) (?:real )?(?:Celery )?worker processes\b", pages)
     assert quoted, "the README says how many worker processes `relay up` starts"
     assert set(quoted) == {WORDS[started]}, (started, quoted)

@@ -38,11 +38,17 @@ def entry(**by_dtype: Any) -> dict[str, Any]:
         "dtypes": sorted(by_dtype),
         "backward_dtypes": sorted(by_dtype),
         "by_dtype": {
-            d: {"fwd": ["aten.add.Tensor"], "bwd": ["aten.mul.Tensor"], "errors": [], "n": 1,
-                "vals": [[list(ROW), [list(ROW)]]]} | fields
+            d: {
+                "fwd": ["aten.add.Tensor"],
+                "bwd": ["aten.mul.Tensor"],
+                "errors": [],
+                "n": 1,
+                "vals": [[list(ROW), [list(ROW)]]],
+            }
+            | fields
             for d, fields in by_dtype.items()
         },
-    }  # fmt: skip
+    }
 
 
 def db(**entries: Any) -> dict[str, Any]:

@@ -68,15 +68,20 @@ def test_the_overlay_environment_imports_the_heads_python(
     assert (probe, new, ones) == ("laid over", 7, [2.0, 2.0])
     # the installed torch itself is untouched
     plain = subprocess.run(
-        [env.python, "-P", "-c", "import torch.functional as f; print(hasattr(f, 'RELAY_OVERLAY_PROBE'))"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [
+            env.python,
+            "-P",
+            "-c",
+            "import torch.functional as f; print(hasattr(f, 'RELAY_OVERLAY_PROBE'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert plain.stdout.strip() == "False"
 
 
-def test_the_base_commit_lays_nothing_over(
-    upstream: tuple[Any, str, str], tmp_path: Path
-) -> None:
+def test_the_base_commit_lays_nothing_over(upstream: tuple[Any, str, str], tmp_path: Path) -> None:
     repo, base, _ = upstream
     made = ensure_overlay(repo.path, base, base_torch=TORCH, root=tmp_path, base_build="b")
     assert made.laid_over == 0

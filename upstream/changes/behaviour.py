@@ -130,18 +130,29 @@ def fingerprints(
         if not only and seed_cache(path, side.build):
             progress(f"behaviour fingerprints under torch {side.build}: the project's seed")
             continue
-        progress(f"behaviour fingerprints of the OpInfo database under torch {side.build} "
-                 f"(once per build; minutes)")  # fmt: skip
+        progress(
+            f"behaviour fingerprints of the OpInfo database under torch {side.build} "
+            f"(once per build; minutes)"
+        )
         log_path = tmp / f"{len(running)}.log"
         out = tmp / f"{len(running)}.json"
         env = dict(os.environ if side.env is None else side.env)
         env.pop("PYTHONPATH", None)  # the script needs torch only; never our modules
         with log_path.open("wb") as log_file:
             proc = subprocess.Popen(
-                [side.python, "-P", str(SCRIPT), "--out", str(out),
-                 *(a for key in only for a in ("--only", key))],
-                stdout=subprocess.DEVNULL, stderr=log_file, env=env, cwd=tmp,
-            )  # fmt: skip
+                [
+                    side.python,
+                    "-P",
+                    str(SCRIPT),
+                    "--out",
+                    str(out),
+                    *(a for key in only for a in ("--only", key)),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+                env=env,
+                cwd=tmp,
+            )
         running.append((side, path, proc, log_path))
     start = time.monotonic()
     said: dict[str, str] = {}

@@ -57,8 +57,11 @@ class _Child:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "upstream.changes.parser_child"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=_ROOT,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=_ROOT,
+        )
 
     def call(self, tasks: Sequence[Task]) -> list[Outcome]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
