@@ -163,7 +163,8 @@ def test_variants_new_at_head_are_decided_by_the_installed_specs(
         v.decision, v.rule, v.tags = resolve(v)
 
     head = head_universe(installed, facts, source, resolve=resolve)
-    new = {v.name: v for v in head.universe.variants if head.universe.flags.get(v.test_id) == NEW_AT_HEAD}
+    flags = head.universe.flags
+    new = {v.name: v for v in head.universe.variants if flags.get(v.test_id) == NEW_AT_HEAD}
     assert sorted(new) == [
         "test_compare_cpu_div_spyre_float16", "test_compare_cpu_sub_spyre_float16",
         "test_out_div_spyre_float16", "test_out_sub_spyre_float16",
