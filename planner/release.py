@@ -20,7 +20,7 @@ from pathlib import Path
 from backends import get_backend
 from backends.base import torch_build
 from config.settings import get_settings
-from inventory.build import universe_from_inventory
+from inventory.build import spec_resolver, universe_from_inventory
 from inventory.head import head_universe
 from inventory.importmap import import_map_for
 from planner.durations import base_run_history, costs_for, merged
@@ -86,16 +86,19 @@ def release_plan(
     backend: str = "spyre",
     runs: Path | None = None,
     budget_share: float | None = None,
+    specs: Sequence[Path] = (),
 ) -> ReleasePlan:
     """The release step's plan over ``head`` (a collected head universe) or, without it, the
-    installed universe adjusted by the change facts. Costs are runner-seconds
+    installed universe adjusted by the change facts, whose new variants ``specs`` decide (the
+    spec files ``installed`` was decided by: none, no decisions, as for ``installed``). Costs are runner-seconds
     (:mod:`planner.durations`: ``history``, the ground-truth runs in ``runs``, the prior);
     failures come from ``history`` and the cached full run of the base universe (``installed``:
     the release we are on), never from a run of the head. ``budget_share`` without
     ``budget_seconds`` cuts to that share of the applicable universe's runner-seconds."""
     start = time.perf_counter()
     if head is None:
-        adjusted = head_universe(installed, facts, source)
+        resolve = spec_resolver(specs, backend=backend, torch_root=None)
+        adjusted = head_universe(installed, facts, source, resolve=resolve)
         universe, notes = adjusted.universe, adjusted.notes
     else:
         universe = with_new_at_head(head, installed)
@@ -246,6 +249,7 @@ def plan_release(
         min_closeness=min_closeness,
         backend=backend,
         budget_share=budget_share,
+        specs=spec_paths,
     )
     release.notes[:0] = behaviour_notes
     release.plan.decision_seconds = round(time.perf_counter() - start, 4)
