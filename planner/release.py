@@ -215,9 +215,12 @@ def plan_release(
     )
     behaviour_notes: list[str] = []
     facts = with_behaviour(
-        facts, cache_dir=facts_cache_dir(source, cache_dir), offline=offline,
-        notes=behaviour_notes, progress=progress,
-    )  # fmt: skip
+        facts,
+        cache_dir=facts_cache_dir(source, cache_dir),
+        offline=offline,
+        notes=behaviour_notes,
+        progress=progress,
+    )
     spec_paths = backend_specs(backend, specs)
     progress(f"universe of {backend} under {len(spec_paths)} spec file(s) (cached after the first)")
     installed = universe_from_inventory(backend=backend, specs=spec_paths)
@@ -291,8 +294,10 @@ def with_behaviour(
         before, after = fingerprints(sides, cache_dir, progress=progress)
     except (HeadEnvError, FingerprintError, OSError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        notes.append(f"behaviour fingerprints not computed ({first}); compiled code's changes "
-                     "rest on the broad signals")  # fmt: skip
+        notes.append(
+            f"behaviour fingerprints not computed ({first}); compiled code's changes "
+            "rest on the broad signals"
+        )
         log.warning("behaviour fingerprints not computed: %s", first)
         return facts
     changes = diff_fingerprints(before, after)

@@ -72,9 +72,7 @@ MAX_FMT_SKIPS = 20
 #: upstream/ by h27, the release planner and environments by h26p, the evaluation by h28a), and
 #: the Alembic history (written once). Let ruff format them, then empty this set.
 FMT_SKIPS_LEFT = {
-    "planner/release.py",
     "migrations/versions/0004_selection_tests.py",
-    "tests/workers/test_environments_release.py",
 }
 
 

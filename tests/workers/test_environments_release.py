@@ -82,9 +82,13 @@ def test_the_release_jobs_differ_exactly_where_the_ground_truth_says(
     try:
         settings = Settings(broker_url=stack.broker_url, database_url=stack.database_url)
         replay = run_release_replay(
-            "2.13", "2.14", url=stack.base_url, wait=3600, echo=print,
+            "2.13",
+            "2.14",
+            url=stack.base_url,
+            wait=3600,
+            echo=print,
             send=lambda b, h: str(make_producer(settings).send_task(TASK_REPLAY, args=[b, h]).id),
-        )  # fmt: skip
+        )
         assert replay["status"] == "completed", replay
         head_job = httpx.get(f"{stack.base_url}/api/v1/jobs/{replay['job_id']}").json()
         tested = head_job["upstream_under_test"]
@@ -93,8 +97,16 @@ def test_the_release_jobs_differ_exactly_where_the_ground_truth_says(
         assert tested["summary"] == f"torch {tested['torch_build']} in its own environment"
         shards = shards_of(stack, replay["job_id"])
         # the same plan on the installed torch (2.13.0): its shards, the runner's recipe
-        plans.write_text(json.dumps({"installed": {
-            "shards": shards, **SPYRE.runner_config(SPYRE.default_specs).model_dump()}}))  # fmt: skip
+        plans.write_text(
+            json.dumps(
+                {
+                    "installed": {
+                        "shards": shards,
+                        **SPYRE.runner_config(SPYRE.default_specs).model_dump(),
+                    }
+                }
+            )
+        )
         base_job = stack.wait_job(stack.submit(sample_runs.pr_body("installed")), timeout=3600)
         after, before = outcomes(stack, replay["job_id"]), outcomes(stack, base_job.id)
     finally:
@@ -108,9 +120,15 @@ def test_the_release_jobs_differ_exactly_where_the_ground_truth_says(
     head = collected_universe(env)
     test_of = {v.node_id: v.test_id for v in head.variants}
     truth = release_ground_truth(
-        base, head, name="2.13 -> 2.14", changed_files=[], head_python=str(env.python),
-        head_env=env.env, tests=[test_of[n] for n in planned], run=True,
-    )  # fmt: skip
+        base,
+        head,
+        name="2.13 -> 2.14",
+        changed_files=[],
+        head_python=str(env.python),
+        head_env=env.env,
+        tests=[test_of[n] for n in planned],
+        run=True,
+    )
     changed, new_failing = (set(e.failing) for e in truth.events)
     new = {n for n in planned if test_of[n] not in base.by_id}
     common = [n for n in planned if n not in new]
@@ -158,12 +176,25 @@ def test_a_release_job_runs_the_variants_its_head_adds(
     assert any("_compare_cpu_polar_spyre_float16" in t for t in ids), ids
     assert set(selected["estimated"]) & set(ids), selected  # the estimate finds some of them
     plans = tmp_path / "plans.json"
-    plans.write_text(json.dumps({"default": {
-        "shards": [ids], "upstream": {"kind": "release", "torch_version": "2.14.1"},
-        **SPYRE.runner_config(SPYRE.default_specs).model_dump()}}))  # fmt: skip
-    env = {"RELAY_VAR_DIR": str(var), "RELAY_RUNNER_ENABLED": "true", "RELAY_EVENT_HANDLERS": "[]",
-           "RELAY_PLANNER": sample_runs.LABELLED_PLANNER, "RELAY_TEST_PLANS": str(plans),
-           "RELAY_WARM_POOL_AT_BOOT": "false"}  # fmt: skip
+    plans.write_text(
+        json.dumps(
+            {
+                "default": {
+                    "shards": [ids],
+                    "upstream": {"kind": "release", "torch_version": "2.14.1"},
+                    **SPYRE.runner_config(SPYRE.default_specs).model_dump(),
+                }
+            }
+        )
+    )
+    env = {
+        "RELAY_VAR_DIR": str(var),
+        "RELAY_RUNNER_ENABLED": "true",
+        "RELAY_EVENT_HANDLERS": "[]",
+        "RELAY_PLANNER": sample_runs.LABELLED_PLANNER,
+        "RELAY_TEST_PLANS": str(plans),
+        "RELAY_WARM_POOL_AT_BOOT": "false",
+    }
     stack = relay_up.local(tmp_path, extra_env=env)
     try:
         job = stack.wait_job(stack.submit(sample_runs.pr_body("default")), timeout=1800)
