@@ -62,6 +62,12 @@ def shards_of(stack: Any, job_pk: int) -> list[list[str]]:
     return [list(ids) for _, ids in sorted(rows)]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-06 (docs/selection.md): the 2.13.0 job's shards that hold ids only "
+    "2.14.1 collects end all not_run (pytest stops at the first 'not found' node id) and the job "
+    "still concludes success; the runner must run the ids a shard can collect (issue #26)",
+)
 def test_the_release_jobs_differ_exactly_where_the_ground_truth_says(
     relay_up: Any, sample_runs: Any, tmp_path: Path
 ) -> None:
