@@ -74,7 +74,7 @@ def agreement(
     agrees with the recorded mode, XPASS and unexpected failures grouped by reason, names that
     match no collected test and tests two entries match. Exit 1 when a file could not be run."""
     from cli import device_agreement as da
-    from store.settings import get_settings
+    from config.settings import get_settings
 
     if device_model is not None and device_model not in ("simulator", "card"):
         _fail(f"--device-model must be simulator or card, not {device_model!r}")
