@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 from benchmarks.report import Report
+from testspecs.compiled import CompiledSpec
 from testspecs.loader import load_files
 from testspecs.merge import merge
 from testspecs.names import parse_variant
-from testspecs.resolve import CompiledSpec, resolve
+from testspecs.resolve import resolve
 
 N_FILES = 100
 N_VARIANTS = 50_000

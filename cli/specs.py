@@ -106,8 +106,8 @@ def pytest_collector(backend_name: str) -> Collector:
 def _base_name(record: dict[str, str], device: str) -> str:
     """The template's name; for a test generated under another function name (``setattr(cls,
     "test___add___not_implemented", test)``) the variant's name without device and dtype."""
+    from testspecs.compiled import norm_op
     from testspecs.names import parse_variant
-    from testspecs.resolve import norm_op
 
     base, op = record["base"], record.get("op")
     prefix = parse_variant(record["name"], device).prefix
@@ -231,10 +231,11 @@ def explain(
     """Which entry and rule decide this test, with the op, dtype and module pytest collects for
     it on the device (what the spec plugin sees). An id pytest does not collect is an error."""
     from testspecs.collect import CollectionError
+    from testspecs.compiled import CompiledSpec
     from testspecs.errors import SpecError
     from testspecs.loader import load_files
     from testspecs.merge import merge
-    from testspecs.resolve import CompiledSpec, resolve
+    from testspecs.resolve import resolve
 
     file_part, sep, name = test_id.partition("::")
     if not sep or not name:

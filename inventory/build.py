@@ -120,9 +120,10 @@ def spec_resolver(
     files = _spec_files(spec_paths)
     if not files:
         return None
+    from testspecs.compiled import compile_spec
     from testspecs.loader import load_files
     from testspecs.merge import merge
-    from testspecs.resolve import compile_spec, resolve
+    from testspecs.resolve import resolve
 
     merged = merge(load_files(files))
     compiled = compile_spec(

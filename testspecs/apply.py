@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testspecs.compiled import CompiledSpec, norm_dtype
 from testspecs.loader import load_files
 from testspecs.merge import merge
-from testspecs.resolve import CompiledSpec, Decision, norm_dtype, resolve
+from testspecs.resolve import Decision, resolve
 
 # (test module, instantiated class name, variant method name) -> decision
 DECISIONS: dict[tuple[str, str, str], Decision] = {}

@@ -13,11 +13,11 @@ from collections import defaultdict
 from pathlib import Path
 
 from testspecs.collect import collect_file
+from testspecs.compiled import compile_spec
 from testspecs.errors import SpecError
 from testspecs.loader import LoadedSpec, load_files, load_text
 from testspecs.models import EXTENSION_KEY, MODES, FileEntry, TestEntry
 from testspecs.report import TestRecord, read_report
-from testspecs.resolve import compile_spec
 
 
 def new_skeleton(

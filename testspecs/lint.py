@@ -36,11 +36,12 @@ from testspecs.collect import (
     Collector,
     collect_file,
 )
+from testspecs.compiled import CompiledSpec
 from testspecs.errors import SourceLoc, SpecError
 from testspecs.loader import LoadedSpec, load_files
 from testspecs.merge import merge
 from testspecs.names import DTYPE_TOKENS, NamePattern, parse_name
-from testspecs.resolve import CompiledSpec, resolve
+from testspecs.resolve import resolve
 
 _DEVICE_TOKENS = ("spyre", "privateuse1", "cpu", "cuda", "meta")
 _VARIANT_RE = re.compile(

@@ -93,10 +93,10 @@ def load_specs(settings: Any) -> SpecView:
             return _SPECS[key]
     view = SpecView(files=files)
     try:
+        from testspecs.compiled import compile_spec
         from testspecs.lint import lint
         from testspecs.loader import load_files
         from testspecs.merge import merge
-        from testspecs.resolve import compile_spec
 
         merged = merge(load_files(files))
         view.document = merged.document

@@ -11,10 +11,11 @@ from pathlib import Path
 from backends import get_backend
 from backends.spyre import specgen as spyre_gen
 from spyre_stack import optable
+from testspecs.compiled import CompiledSpec
 from testspecs.lint import lint
 from testspecs.loader import load_files
 from testspecs.merge import merge
-from testspecs.resolve import CompiledSpec, resolve
+from testspecs.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "backends" / "spyre" / "specs"

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backends.spyre import BASELINE_SUMMARY, PROMOTED_SPEC
+from testspecs.compiled import CompiledSpec
 from testspecs.loader import load_file, load_text
 from testspecs.promote import (
     PRECISION_REASON,
@@ -22,7 +23,7 @@ from testspecs.promote import (
     render,
     summarize,
 )
-from testspecs.resolve import CompiledSpec, resolve
+from testspecs.resolve import resolve
 
 FILE = "${TORCH_DEVICE_ROOT}/suite/test_ops.py"
 TEST_FILE = "suite/test_ops.py"

@@ -6,11 +6,12 @@ import textwrap
 
 import pytest
 
+from testspecs.compiled import compile_spec
 from testspecs.errors import SpecError
 from testspecs.loader import load_text
 from testspecs.merge import merge
 from testspecs.names import parse_variant, variant_dtype
-from testspecs.resolve import compile_spec, resolve
+from testspecs.resolve import resolve
 
 FILE = "test/test_binary_ufuncs.py"
 CLS = "TestBinaryUfuncsPRIVATEUSE1"

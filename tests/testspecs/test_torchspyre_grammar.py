@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testspecs.compiled import compile_spec
 from testspecs.loader import load_file
 from testspecs.merge import merge
-from testspecs.resolve import compile_spec, resolve
+from testspecs.resolve import resolve
 
 VALID = Path(__file__).parent / "fixtures" / "valid"
 
