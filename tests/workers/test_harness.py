@@ -170,6 +170,24 @@ def test_unknown_test_ids_are_reported_not_run(project: Path, launcher: Launcher
     assert "test_does_not_exist" in (run.results[0].message or "")
 
 
+def test_an_unknown_id_does_not_stop_the_known_ids_of_its_file(
+    project: Path, launcher: Launcher
+) -> None:
+    """pytest runs nothing when one node id is not found: the runner reports that id and runs the
+    others (a shard planned for another torch's tests must not end all not_run)."""
+    ids = ["test_shard_sample.py::test_a_passes", "test_shard_sample.py::test_does_not_exist"]
+    ids.append("test_shard_sample.py::test_b_fails")
+    run = run_shard(
+        ids,
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=30,
+        workdir=project / "work-mixed",
+    )
+    assert [r.outcome for r in run.results] == ["passed", "not_run", "failed"]
+    assert (run.results[1].message or "").startswith("not found:")
+
+
 def test_a_module_that_fails_to_import_is_an_error_with_the_import_error(
     project: Path, launcher: Launcher
 ) -> None:

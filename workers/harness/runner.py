@@ -105,6 +105,25 @@ def unrun(test_id: str, collect_errors: list[dict[str, Any]], log: Path) -> Test
     return TestOutcome(test_id, Outcome.NOT_RUN, message=f"runner ran nothing: {tail}")
 
 
+def _not_found(log: Path, ids: list[str]) -> list[str]:
+    """The ids of ``ids`` that the child's pytest said it could not find (``ERROR: not found:
+    <id>``, the test module collected but defines no such test)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    said = {
+        line.split("not found:", 1)[1].strip() for line in text.splitlines() if "not found:" in line
+    }
+    # pytest names an id by its absolute path ("/srv/x/test_a.py::test_b"), the module server as given
+    return [t for t in ids if any(n == t or n.endswith("/" + t) for n in said)]
+
+
+def _missing(test_id: str) -> TestOutcome:
+    return TestOutcome(
+        test_id,
+        Outcome.NOT_RUN,
+        message=f"not found: {test_id} (the tests of this environment do not define it)",
+    )
+
+
 def _collect_error_of(test_id: str, errors: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The collection error of the collector nearest ``test_id`` (its class, its module, its
     folder), else the first one (a conftest, for instance: pytest then runs nothing)."""
@@ -194,9 +213,11 @@ def run_shard(
                     record(TestOutcome(test_id, Outcome.NOT_RUN, message="cancelled before it ran"))
                 break
             if len(results) == before:
-                # The child finished without running anything it was given.
-                for test_id in remaining:
-                    record(unrun(test_id, collect_errors, log))
+                # The child finished without running anything it was given. pytest runs nothing
+                # when one node id is not found: those are reported, the others run again.
+                missing = _not_found(log, remaining) if not collect_errors else []
+                for test_id in missing or remaining:
+                    record(_missing(test_id) if missing else unrun(test_id, collect_errors, log))
     finally:
         launcher_cleanup = own_tmp
         if launcher_cleanup is not None:
