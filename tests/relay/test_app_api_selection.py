@@ -8,43 +8,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-JOB_FIELDS = {
-    "id",
-    "delivery_id",
-    "repo",
-    "run_id",
-    "run_attempt",
-    "job_name",
-    "workflow_name",
-    "event_type",
-    "head_sha",
-    "pr_number",
-    "status",
-    "conclusion",
-    "planning_started_at",
-    "dispatched_at",
-    "started_at",
-    "completed_at",
-    "url",
-    "superseded",
-    "planned",
-    "test_results",
-    "crcr_delivery_id",
-    "links",
-    "upstream_under_test",
-    "failure_reason",
-}
-COST_FIELDS = (
-    "cost_runner_minutes",
-    "universe_runner_minutes",
-    "budget_runner_minutes",
-    "budget_reason",
-    "workers",
-    "estimated_finish_minutes",
-    "estimated_finish_at",
-)
-ZERO = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "total": 0}
-
 
 def test_job_results(client: Any, jobs: Any) -> None:
     job = jobs.create([["t::a", "t::b", "t::c"]])
