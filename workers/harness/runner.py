@@ -105,6 +105,18 @@ def unrun(test_id: str, collect_errors: list[dict[str, Any]], log: Path) -> Test
     return TestOutcome(test_id, Outcome.NOT_RUN, message=f"runner ran nothing: {tail}")
 
 
+def _nothing_ran(
+    remaining: list[str], collect_errors: list[dict[str, Any]], log: Path
+) -> list[TestOutcome]:
+    """Outcomes for a child that ran none of ``remaining``. pytest runs nothing when one node id
+    is not found: only those are reported (the others run in the next child); otherwise every
+    id is :func:`unrun`."""
+    missing = _not_found(log, remaining) if not collect_errors else []
+    if missing:
+        return [_missing(test_id) for test_id in missing]
+    return [unrun(test_id, collect_errors, log) for test_id in remaining]
+
+
 def _not_found(log: Path, ids: list[str]) -> list[str]:
     """The ids of ``ids`` that the child's pytest said it could not find (``ERROR: not found:
     <id>``, the test module collected but defines no such test)."""
@@ -212,12 +224,9 @@ def run_shard(
                 for test_id in ids:
                     record(TestOutcome(test_id, Outcome.NOT_RUN, message="cancelled before it ran"))
                 break
-            if len(results) == before:
-                # The child finished without running anything it was given. pytest runs nothing
-                # when one node id is not found: those are reported, the others run again.
-                missing = _not_found(log, remaining) if not collect_errors else []
-                for test_id in missing or remaining:
-                    record(_missing(test_id) if missing else unrun(test_id, collect_errors, log))
+            if len(results) == before:  # the child ran nothing it was given
+                for outcome in _nothing_ran(remaining, collect_errors, log):
+                    record(outcome)
     finally:
         launcher_cleanup = own_tmp
         if launcher_cleanup is not None:
