@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.loadgen import run_loadgen
 from benchmarks.report import Report
 from tests.support.fake_github import FakeGitHub, serve
 from tests.support.services import free_port
@@ -31,29 +32,14 @@ DRAIN_SECONDS = 60.0
 
 
 def _load(url: str, body: Path) -> dict[str, object]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchmarks.loadgen",
-        "--url",
+    return run_loadgen(
         url,
-        "--count",
-        str(COUNT),
-        "--concurrency",
-        str(CONCURRENCY),
-        "--max-seconds",
-        "300",
-        "--webhook",
-        "--body",
-        str(body),
-        "--secret",
-        SECRETS[0],
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
-    if out.returncode != 0:
-        raise RuntimeError(f"loadgen failed on {url}: {out.stderr.strip()[-2000:]}")
-    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+        count=COUNT,
+        concurrency=CONCURRENCY,
+        max_seconds=300,
+        signed=(body, SECRETS[0]),
+        timeout=400,
+    )
 
 
 def _baseline(fake: FakeGitHub, repos: int, body: Path) -> dict[str, object]:

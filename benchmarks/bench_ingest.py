@@ -11,13 +11,12 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.loadgen import run_loadgen
 from benchmarks.report import Report
 from tests.support.services import free_port
 from tests.support.stack import SECRETS, UPSTREAM, start_stack
@@ -30,23 +29,14 @@ DRAIN_SECONDS = 180.0
 
 
 def _load(url: str, *, webhook: bool, body: Path) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchmarks.loadgen",
-        "--url",
+    return run_loadgen(
         url,
-        "--count",
-        str(COUNT),
-        "--concurrency",
-        str(CONCURRENCY),
-        "--max-seconds",
-        str(MAX_SECONDS),
-    ]
-    if webhook:
-        cmd += ["--webhook", "--body", str(body), "--secret", SECRETS[0]]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=MAX_SECONDS + 60)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        count=COUNT,
+        concurrency=CONCURRENCY,
+        max_seconds=MAX_SECONDS,
+        signed=(body, SECRETS[0]) if webhook else None,
+        timeout=MAX_SECONDS + 60,
+    )
 
 
 def _body(tmp: Path) -> Path:

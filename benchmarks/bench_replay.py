@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.loadgen import run_loadgen
 from benchmarks.report import Report
 from tests.support.services import free_port
 from tests.support.stack import SECRETS, UPSTREAM, start_stack
@@ -45,23 +46,8 @@ def _events(tmp: Path) -> tuple[Path, Path]:
 
 
 def _loadgen(url: str, body: Path | None) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchmarks.loadgen",
-        "--url",
-        url,
-        "--count",
-        str(COUNT),
-        "--concurrency",
-        "1",
-        "--max-seconds",
-        "120",
-    ]
-    if body is not None:
-        cmd += ["--webhook", "--body", str(body), "--secret", SECRETS[0]]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300, cwd=ROOT)
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    signed = (body, SECRETS[0]) if body is not None else None
+    return run_loadgen(url, count=COUNT, concurrency=1, max_seconds=120, signed=signed, timeout=300)
 
 
 def _replay(url: str, events: Path, *extra: str) -> dict[str, Any]:

@@ -20,6 +20,8 @@ import argparse
 import asyncio
 import json
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -123,6 +125,33 @@ async def _run(args: argparse.Namespace) -> dict[str, object]:
         "statuses": statuses,
         "loadgen_cpu_s": cpu,  # the generator's own CPU time over the timed part
     }
+
+
+def run_loadgen(
+    url: str,
+    *,
+    count: int,
+    concurrency: int,
+    max_seconds: float,
+    signed: tuple[Path, str] | None = None,
+    timeout: float,
+) -> dict[str, object]:
+    """Run this generator as its own process and return its JSON line.
+
+    ``signed`` is (body, secret) for signed webhook deliveries; without it the URL is GET.
+    A failed run raises with the generator's stderr (its last 2,000 characters).
+    """
+    cmd = [sys.executable, "-m", "benchmarks.loadgen", "--url", url]
+    cmd += ["--count", str(count), "--concurrency", str(concurrency)]
+    cmd += ["--max-seconds", str(max_seconds)]
+    if signed is not None:
+        cmd += ["--webhook", "--body", str(signed[0]), "--secret", signed[1]]
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root)
+    if out.returncode != 0:
+        raise RuntimeError(f"loadgen failed on {url}: {out.stderr.strip()[-2000:]}")
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
