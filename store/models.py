@@ -349,6 +349,12 @@ class SelectionTest(Base):
 
     __table_args__ = (UniqueConstraint("job_pk", "kind", "test_id"),)
 
+    @classmethod
+    def variant_columns(cls) -> tuple[str, ...]:
+        """The columns a variant fills: the selector's per-test record (``selector.model.Ranked``,
+        the cut and removed records a subset of it), with ``kind`` and the runner's ``shard``."""
+        return tuple(c.name for c in cls.__table__.columns if c.name not in ("id", "job_pk"))
+
 
 class Shard(Base):
     __tablename__ = "shard"
