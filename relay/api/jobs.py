@@ -27,7 +27,7 @@ from store.models import (
     TestResult,
 )
 from store.outcomes import Outcome
-from testspecs.models import MODES
+from testspecs.vocabulary import MODES
 from upstream.undertest import UpstreamUnderTest
 
 router = APIRouter(tags=["api"])
@@ -35,7 +35,7 @@ router = APIRouter(tags=["api"])
 #: a job id: an integer primary key (PostgreSQL's INTEGER range; larger ones are refused)
 JobId = Annotated[int, Path(ge=1, le=MAX_INT, description="the job's id")]
 
-#: a selected variant's mode: its spec's (testspecs.models.MODES), or "run" without a spec
+#: a selected variant's mode: its spec's (testspecs.vocabulary.MODES), or "run" without a spec
 SpecMode = enum.StrEnum("SpecMode", {m: m for m in ("run", *MODES)})  # type: ignore[misc]
 
 BASE = "/api/v1"
