@@ -12,6 +12,7 @@ runner and the API read that row back.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -118,7 +119,7 @@ class RunPlan(BaseModel):
             "stage_counts": {}
             if sel is None
             else {s.stage: {"in": s.count_in, "out": s.count_out} for s in sel.funnel},
-            "fallbacks": [] if sel is None else [f.model_dump(mode="json") for f in sel.fallbacks],
+            "fallbacks": [] if sel is None else plan["fallbacks"],
             "estimated_device_seconds": None if sel is None else sel.estimated_device_seconds,
             # no host's paths: each worker resolves the recipe against its own install
             "plan": {
@@ -132,60 +133,34 @@ class RunPlan(BaseModel):
 
 #: the SelectionPlan fields kept as rows (SelectionTest), not in the plan's JSON
 PER_VARIANT = ("tests", "cut", "removed")
-VARIANT_COLUMNS = (
-    "kind",
-    "test_id",
-    "rank",
-    "shard",
-    "risk",
-    "seconds",
-    "seconds_source",
-    "mode",
-    "gating",
-    "flag",
-    "signals",
-    "reasons",
-)
 
 
 def _variant_rows(plan: RunPlan, sel: SelectionPlan) -> list[dict[str, Any]]:
-    """Selected tests (with the index of the shard that runs each), then cut, then removed."""
+    """Selected tests (each record with the index of the shard that runs it), then cut, then
+    removed: the selector's records as they are, the store fills the columns a kind lacks."""
     shard_of = {node: i for i, shard in enumerate(plan.shards) for node in shard}
     rows: list[dict[str, Any]] = [
-        {
-            "kind": "selected",
-            "test_id": t.test_id,
-            "rank": t.rank,
-            "shard": shard_of.get(plan.node_id(t.test_id)),
-            "risk": t.risk,
-            "seconds": t.seconds,
-            "seconds_source": t.seconds_source,
-            "mode": t.mode,
-            "gating": t.gating,
-            "flag": t.flag,
-            "signals": list(t.signals),
-            "reasons": list(t.reasons),
-        }
+        {"kind": "selected", **_record(t), "shard": shard_of.get(plan.node_id(t.test_id))}
         for t in sel.tests
     ]
     rows += [
-        {
-            "kind": "cut",
-            "test_id": c.test_id,
-            "rank": c.rank,
-            "risk": c.risk,
-            "seconds": c.seconds,
-            "signals": [],
-            "reasons": [c.reason],
-        }
+        {"kind": "cut", **_record(c, "reason"), "signals": [], "reasons": [c.reason]}
         for c in sel.cut
     ]
     rows += [
         {"kind": "removed", "test_id": r.test_id, "signals": [], "reasons": [r.reason]}
         for r in sel.removed
     ]
-    blank = dict.fromkeys(VARIANT_COLUMNS)
-    return [{**blank, **r} for r in rows]  # one key set: one multi-row INSERT
+    return rows
+
+
+def _record(record: Any, *drop: str) -> dict[str, Any]:
+    """A selector record's fields as a row's columns (tuples as the JSON columns' lists)."""
+    return {
+        f.name: list(v) if isinstance(v := getattr(record, f.name), tuple) else v
+        for f in dataclasses.fields(record)
+        if f.name not in drop
+    }
 
 
 class PlanCounts(BaseModel):

@@ -360,15 +360,20 @@ class Applicable:
 
 @dataclass(frozen=True)
 class Ranked:
+    """A selected test: the one per-test selection record. The plan lists these
+    (``SelectionPlan.tests``, in this field order in its JSON); the store keeps each as a
+    ``selection_test`` row (these fields, plus ``kind`` and the runner's ``shard``) and the jobs
+    API serves that row."""
+
     test_id: str
     rank: int
     risk: float
-    seconds: float
+    seconds: float  # runner-seconds
     seconds_source: str
     mode: str
     gating: bool
-    reasons: tuple[str, ...]
     signals: tuple[str, ...]
+    reasons: tuple[str, ...]
     flag: str | None = None
 
 

@@ -37,6 +37,10 @@ from selector.model import (
     NEW_AT_HEAD,
     REMOVED_AT_HEAD,
     Costs,
+    Cut,
+    Fallback,
+    Ranked,
+    Removed,
     StageRecord,
     Universe,
 )
@@ -65,39 +69,6 @@ class FunnelStep(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class PlannedTest(BaseModel):
-    test_id: str
-    rank: int
-    risk: float
-    seconds: float
-    seconds_source: str
-    mode: str
-    gating: bool
-    signals: list[str]
-    reasons: list[str]
-    flag: str | None = None
-
-
-class CutTest(BaseModel):
-    test_id: str
-    rank: int
-    risk: float
-    seconds: float
-    reason: str
-
-
-class RemovedTest(BaseModel):
-    test_id: str
-    reason: str
-
-
-class FallbackInfo(BaseModel):
-    scope: str
-    units: list[str]
-    reason: str
-    tests: int
-
-
 class UniverseInfo(BaseModel):
     label: str
     kind: str
@@ -117,13 +88,13 @@ class SelectionPlan(BaseModel):
     universe: UniverseInfo
     funnel: list[FunnelStep]
     fallback: bool
-    fallbacks: list[FallbackInfo] = Field(default_factory=list)
+    fallbacks: list[Fallback] = Field(default_factory=list)
     unexplained: list[str] = Field(default_factory=list)
     explained: dict[str, list[str]] = Field(default_factory=dict)
     signals: dict[str, int] = Field(default_factory=dict)
-    tests: list[PlannedTest]
-    cut: list[CutTest] = Field(default_factory=list)
-    removed: list[RemovedTest] = Field(default_factory=list)
+    tests: list[Ranked]  # the selector's own records: one definition from selector to API
+    cut: list[Cut] = Field(default_factory=list)
+    removed: list[Removed] = Field(default_factory=list)
     budget_seconds: float | None = None  # runner-seconds
     budget_reason: str = ""  # where the budget comes from when no one gave it
     min_closeness: float = 0.0
@@ -305,16 +276,13 @@ def select(request: SelectionRequest) -> SelectionPlan:
         ),
         funnel=_funnel([changes.record, impact.record, applicable.record, budget.record]),
         fallback=bool(impact.fallbacks),
-        fallbacks=[
-            FallbackInfo(scope=f.scope, units=list(f.units), reason=f.reason, tests=f.tests)
-            for f in impact.fallbacks
-        ],
+        fallbacks=list(impact.fallbacks),
         unexplained=[u.key for u in impact.unexplained],
         explained=impact.explained,
         signals=impact.per_signal,
-        tests=[PlannedTest.model_validate(r, from_attributes=True) for r in budget.selected],
-        cut=[CutTest.model_validate(c, from_attributes=True) for c in budget.cut],
-        removed=[RemovedTest(test_id=r.test_id, reason=r.reason) for r in applicable.removed],
+        tests=list(budget.selected),
+        cut=list(budget.cut),
+        removed=list(applicable.removed),
         budget_seconds=budget_seconds,
         budget_reason=budget_reason,
         min_closeness=request.min_closeness,

@@ -209,7 +209,8 @@ def _add_plan(
     variants = columns.pop("variants", [])
     session.add(Selection(job_pk=job.id, **columns))
     if variants:  # one multi-row INSERT, in rank order (so the row id orders a page)
-        session.execute(insert(SelectionTest), [{**v, "job_pk": job.id} for v in variants])
+        blank = dict.fromkeys(SelectionTest.variant_columns())  # one key set for every row
+        session.execute(insert(SelectionTest), [{**blank, **v, "job_pk": job.id} for v in variants])
     # a job superseded while it was planned never runs: its shards are cancelled at once
     state = ShardState.CANCELLED if job.superseded_by_pk is not None else ShardState.PENDING
     for index, ids in enumerate(shards):

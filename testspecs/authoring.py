@@ -16,8 +16,9 @@ from testspecs.collect import collect_file
 from testspecs.compiled import compile_spec
 from testspecs.errors import SpecError
 from testspecs.loader import LoadedSpec, load_files, load_text
-from testspecs.models import EXTENSION_KEY, MODES, FileEntry, TestEntry
+from testspecs.models import FileEntry, TestEntry
 from testspecs.report import TestRecord, read_report
+from testspecs.vocabulary import EXTENSION_KEY, MODES
 
 
 def new_skeleton(

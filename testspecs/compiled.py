@@ -12,15 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from testspecs.errors import SourceLoc
-from testspecs.models import (
-    DtypeNamedItem,
-    FileEntry,
-    SpecDocument,
-    SupportedModule,
-    SupportedOp,
-    TestEntry,
-)
+from testspecs.models import FileEntry, SpecDocument, SupportedModule, SupportedOp, TestEntry
 from testspecs.names import NamePattern
+from testspecs.vocabulary import DtypeNamedItem
 
 _ALIASES = {"half": "float16"}
 

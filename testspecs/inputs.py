@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from testspecs.models import InputArg, Inputs, TensorSpec
+from testspecs.input_specs import InputArg, Inputs, TensorSpec
 
 #: device strings as recorded on the machine the model ran on: they mean "the device under test"
 RECORDED_DEVICES = ("cuda", "privateuse1", "spyre", "xpu", "mps", "hpu")

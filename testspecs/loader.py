@@ -20,7 +20,8 @@ from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from testspecs.errors import SourceLoc, SpecError, SpecIssue
-from testspecs.models import PATH_TOKENS, SpecDocument, did_you_mean
+from testspecs.models import SpecDocument
+from testspecs.vocabulary import PATH_TOKENS, did_you_mean
 
 _MAX_DEPTH = 64
 _COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

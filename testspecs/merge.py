@@ -16,17 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from testspecs.edits import CpuMove
 from testspecs.errors import SourceLoc, SpecError, SpecIssue
 from testspecs.loader import LoadedSpec
-from testspecs.models import (
-    CpuMove,
-    DtypeNamedItem,
-    FileEntry,
-    GlobalConfig,
-    SpecDocument,
-    SuiteConfig,
-    TestEntry,
-)
+from testspecs.models import FileEntry, GlobalConfig, SpecDocument, SuiteConfig, TestEntry
+from testspecs.vocabulary import DtypeNamedItem
 
 _UNKNOWN = SourceLoc("<merged>", 1, 1)
 

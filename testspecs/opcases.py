@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 
+from testspecs.edits import OpsIncludeItem
 from testspecs.errors import SpecError
-from testspecs.models import OpsIncludeItem, SpecDocument
+from testspecs.models import SpecDocument
 
 _ID_SAFE = re.compile(r"[^0-9A-Za-z_.\-]+")
 

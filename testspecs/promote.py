@@ -30,7 +30,8 @@ from typing import Any
 import yaml
 
 from testspecs.errors import SpecError
-from testspecs.models import DTYPE_NAMES, EXTENSION_KEY, SpecDocument
+from testspecs.models import SpecDocument
+from testspecs.vocabulary import DTYPE_NAMES, EXTENSION_KEY
 
 SUMMARY_VERSION = 1
 

@@ -30,11 +30,9 @@ from testspecs.compiled import (
     norm_dtype,
     norm_op,
 )
-from testspecs.models import (
-    Precision,
-    SupportedOp,
-)
+from testspecs.models import SupportedOp
 from testspecs.names import parse_variant
+from testspecs.vocabulary import Precision
 
 
 @dataclass

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from testspecs.models import EXTENSION_KEY, GRAMMAR_VERSION, SpecDocument
+from testspecs.models import SpecDocument
+from testspecs.vocabulary import EXTENSION_KEY, GRAMMAR_VERSION
 
 # Committed artifact for editors (yaml-language-server: $schema=...); a test keeps it fresh.
 SCHEMA_FILE = Path(__file__).resolve().parent / f"testspec-v{GRAMMAR_VERSION}.schema.json"

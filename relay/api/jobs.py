@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from planner import StoredPlan
-from relay.api.pagination import MAX_INT, Page, PageParams, page_params, paginate
+from relay.api.pagination import MAX_INT, Page, PageParams, page_params, paginate, row_model
 from store import jobs as job_rows
 from store import results, selections
 from store.db import session_scope
@@ -27,7 +27,7 @@ from store.models import (
     TestResult,
 )
 from store.outcomes import Outcome
-from testspecs.models import MODES
+from testspecs.vocabulary import MODES
 from upstream.undertest import UpstreamUnderTest
 
 router = APIRouter(tags=["api"])
@@ -35,7 +35,7 @@ router = APIRouter(tags=["api"])
 #: a job id: an integer primary key (PostgreSQL's INTEGER range; larger ones are refused)
 JobId = Annotated[int, Path(ge=1, le=MAX_INT, description="the job's id")]
 
-#: a selected variant's mode: its spec's (testspecs.models.MODES), or "run" without a spec
+#: a selected variant's mode: its spec's (testspecs.vocabulary.MODES), or "run" without a spec
 SpecMode = enum.StrEnum("SpecMode", {m: m for m in ("run", *MODES)})  # type: ignore[misc]
 
 BASE = "/api/v1"
@@ -185,20 +185,9 @@ class SelectionPublic(BaseModel):
     plan: dict[str, Any]  # the SelectionPlan's other fields, the list sizes under "counts"
 
 
-class SelectionTestPublic(BaseModel):
-    id: int
-    kind: str
-    test_id: str
-    rank: int | None
-    shard: int | None
-    risk: float | None
-    seconds: float | None
-    seconds_source: str | None
-    mode: str | None
-    gating: bool | None
-    flag: str | None
-    signals: list[Any]
-    reasons: list[Any]
+#: a variant of a stored selection: the ``selection_test`` row as it is (the selector's
+#: per-test record, ``selector.model.Ranked``, with ``kind``, the runner's ``shard`` and its id)
+SelectionTestPublic = row_model(SelectionTest, "SelectionTestPublic", exclude=("job_pk",))
 
 
 def _links(job_pk: int, delivery_id: str | None) -> JobLinks:
@@ -383,7 +372,7 @@ def job_selection(request: Request, job_id: JobId) -> SelectionPublic:
 
 @router.get(
     "/jobs/{job_id}/selection/tests",
-    response_model=Page[SelectionTestPublic],
+    response_model=Page[SelectionTestPublic],  # type: ignore[valid-type]
     responses={**NO_JOB, **BAD_QUERY},
 )
 def job_selection_tests(
@@ -393,7 +382,7 @@ def job_selection_tests(
     shard: int | None = Query(default=None, ge=0, le=100_000),
     mode: SpecMode | None = Query(default=None, description="spec mode"),
     params: PageParams = Depends(page_params(default_limit=500, max_limit=5000)),
-) -> Page[SelectionTestPublic]:
+) -> Page[BaseModel]:
     """The variants of the job's selection with their rank, shard, mode, signals and reasons:
     selected ones in rank order, then the ones the budget cut, then the ones removed at head."""
     with session_scope(request.app.state.settings.database_url) as session:

@@ -22,11 +22,11 @@ import binascii
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, get_args, get_type_hints
 
 from fastapi import HTTPException, Query, Request, Response
 from fastapi.dependencies.models import Dependant
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 from sqlalchemy import Select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
@@ -179,3 +179,16 @@ def page_of(
         offset=0 if params.cursor is not None else params.offset,
         next_cursor=cursor,
     )
+
+
+def row_model(orm: type[Any], name: str, *, exclude: Sequence[str] = ()) -> type[BaseModel]:
+    """The public model of a table's row, derived from its mapped columns (their order, Python
+    types and nullability) instead of restated: a column the store adds or renames shows in the
+    API and its schema, and nothing else has to follow."""
+    hints = get_type_hints(orm)
+    fields: dict[str, Any] = {
+        column.key: (get_args(hints[column.key])[0], ...)
+        for column in orm.__table__.columns
+        if column.key not in exclude
+    }
+    return create_model(name, **fields)

@@ -192,7 +192,8 @@ def test_one_job_with_shards_transitions_and_selection(
         "head_rev": "b" * 40,
         "stage_counts": {s.stage: {"in": s.count_in, "out": s.count_out} for s in selection.funnel},
         "fallbacks": [
-            {**f.model_dump(mode="json"), "units_total": len(f.units)} for f in selection.fallbacks
+            {**f, "units_total": len(f["units"])}
+            for f in selection.model_dump(mode="json")["fallbacks"]
         ],
         "estimated_device_seconds": selection.estimated_device_seconds,
         "universe_variants": len(universe),

@@ -138,14 +138,8 @@ def test_a_transition_records_the_status_the_row_came_from(
 def _big_selection(tests: int, *, units: int = 200) -> Any:
     """A SelectionPlan of ``tests`` selected variants as the selector writes them (reasons,
     signals, a fallback naming ``units`` changed units), a tenth as many cut."""
-    from selector.plan import (
-        CutTest,
-        FallbackInfo,
-        FunnelStep,
-        PlannedTest,
-        SelectionPlan,
-        UniverseInfo,
-    )
+    from selector.model import Cut, Fallback, Ranked
+    from selector.plan import FunnelStep, SelectionPlan, UniverseInfo
 
     ids = [
         f"spyre_stack/conformance/test_common.py::TestCommonPRIVATEUSE1::"
@@ -165,12 +159,12 @@ def _big_selection(tests: int, *, units: int = 200) -> Any:
         ],
         fallback=True,
         fallbacks=[
-            FallbackInfo(
-                scope="all", units=fallback_units, reason="no signal maps these", tests=tests
+            Fallback(
+                scope="all", units=tuple(fallback_units), reason="no signal maps these", tests=tests
             )
         ],
         tests=[
-            PlannedTest(
+            Ranked(
                 test_id=t,
                 rank=i,
                 risk=0.5,
@@ -178,16 +172,16 @@ def _big_selection(tests: int, *, units: int = 200) -> Any:
                 seconds_source="model",
                 mode="xfail",
                 gating=False,
-                signals=["fallback", "operator"],
-                reasons=[
+                signals=("fallback", "operator"),
+                reasons=(
                     "fallback: all (no signal maps 200 units)",
                     f"operator: op{i} changed in native_functions.yaml",
-                ],
+                ),
             )
             for i, t in enumerate(ids)
         ],
         cut=[
-            CutTest(
+            Cut(
                 test_id=f"cut::{i}",
                 rank=tests + i,
                 risk=0.1,
@@ -232,7 +226,7 @@ def test_a_30000_test_job_is_served_compactly(client: Any, jobs: Any) -> None:
     assert top["test_id"] == selection.tests[0].test_id
     top_shard = next(i for i, ids in enumerate(split) if top["test_id"] in ids)
     assert (top["shard"], top["mode"], top["gating"]) == (top_shard, "xfail", False)
-    assert top["reasons"] == selection.tests[0].reasons
+    assert top["reasons"] == list(selection.tests[0].reasons)
     second = client.get(
         url, params={"kind": "selected", "limit": 500, "cursor": first["next_cursor"]}
     ).json()

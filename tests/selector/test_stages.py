@@ -78,7 +78,7 @@ def test_edited_test_selects_itself_and_nothing_else(
     assert len(plan.tests) == 4 * len(
         small_upstream.DTYPES
     )  # every op, every dtype of the edited template
-    assert all(t.signals == ["edited-tests"] for t in plan.tests)
+    assert all(t.signals == ("edited-tests",) for t in plan.tests)
     assert "modified test TestCommon.test_out" in plan.tests[0].reasons[0]
 
 
@@ -213,7 +213,7 @@ def test_unmapped_cpp_change_triggers_the_fallback_and_says_so(
     assert fb.scope == "all" and fb.tests == len(small_upstream.make_universe())
     assert "no signal maps aten/src/ATen/native/Mystery.cpp" in fb.reason
     assert len(plan.tests) == len(small_upstream.make_universe())
-    assert all(t.signals == ["fallback"] for t in plan.tests)
+    assert all(t.signals == ("fallback",) for t in plan.tests)
     assert plan.signals["fallback"] == len(small_upstream.make_universe())
     assert "FALLBACK" in plan.summary()
 
@@ -230,7 +230,7 @@ def test_path_rules_core_cpp_selects_all_and_docs_nothing(
     facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
     plan = select(facts, small_upstream.make_universe(), config=NO_PRIOR)
     assert not plan.fallback and len(plan.tests) == len(small_upstream.make_universe())
-    assert plan.tests[0].signals == ["path-rules"]
+    assert plan.tests[0].signals == ("path-rules",)
 
 
 def test_coverage_prior_maps_unexplained_python_files(
@@ -248,7 +248,7 @@ def test_coverage_prior_maps_unexplained_python_files(
     )
     plan = plan_for(repo, config=SignalConfig(profiling_map=prior))
     assert not plan.fallback
-    assert len(plan.tests) == 16 and all(t.signals == ["coverage"] for t in plan.tests)
+    assert len(plan.tests) == 16 and all(t.signals == ("coverage",) for t in plan.tests)
     assert "outside the universe" in plan.explained["torch/other.py::g"][0]
 
 

@@ -233,7 +233,8 @@ def test_mutated_valid_specs_only_raise_spec_error(data: st.DataObject) -> None:
 
 
 def test_extension_key_is_the_alias_everywhere() -> None:
-    from testspecs.models import EXTENSION_KEY, FileEntry, SuiteConfig, TestEntry
+    from testspecs.models import FileEntry, SuiteConfig, TestEntry
+    from testspecs.vocabulary import EXTENSION_KEY
 
     for model in (TestEntry, FileEntry, SuiteConfig):
         assert model.model_fields["ext"].alias == EXTENSION_KEY

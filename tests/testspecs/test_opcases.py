@@ -185,8 +185,8 @@ def test_inputs_of_the_newer_grammar_are_built_as_recorded() -> None:
 
 
 def test_an_op_test_refuses_module_test_arguments() -> None:
+    from testspecs.input_specs import Inputs
     from testspecs.inputs import InputError, build_call
-    from testspecs.models import Inputs
 
     inputs = Inputs.model_validate({"args": [{"config_path": "toy.Config", "config_kwargs": {}}]})
     with pytest.raises(InputError, match="describes a module test's inputs"):
@@ -217,8 +217,8 @@ def test_an_expanded_view_moves_with_its_strides_and_offset() -> None:
 
 def test_a_python_constant_written_as_text_is_that_constant() -> None:
     """Recorders write a keyword argument's repr: ``attn_mask: None`` is YAML text, not null."""
+    from testspecs.input_specs import Inputs
     from testspecs.inputs import build_call
-    from testspecs.models import Inputs
 
     inputs = Inputs.model_validate(
         {

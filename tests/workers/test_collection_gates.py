@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from planner.model import VARIANT_COLUMNS
 from store import jobs, migrate
 from store import results as result_rows
 from store.db import session_scope
@@ -65,7 +64,6 @@ def _planned_job(database_url: str, modes: dict[str, str]) -> int:
     """A job whose plan selected ``modes``' tests with those spec modes, in one shard."""
     rows = [
         {
-            **dict.fromkeys(VARIANT_COLUMNS),
             "kind": "selected",
             "test_id": test_id,
             "rank": rank,

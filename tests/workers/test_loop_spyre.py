@@ -88,3 +88,18 @@ def test_push_is_selected_run_on_spyre_and_reported(
         params={"kind": "cut", "limit": 1},
     ).json()
     assert cut["total"] == plan["counts"]["cut"] and cut["items"][0]["reasons"]
+    # the split the API shows is the split that ran: for every shard N of the finished job its
+    # selected tests and its results are the same tests (and one past the last lists nothing)
+    sizes = plan["counts"]["shards"]
+    assert len(sizes) >= 1 and sum(sizes) == len(rows)
+    for n in range(len(sizes) + 1):
+        listed = {
+            path: httpx.get(
+                f"{spyre_loop.base_url}/api/v1/jobs/{job.id}/{path}",
+                params={"shard": n, "limit": 5000},
+            ).json()
+            for path in ("selection/tests", "results")
+        }
+        selected = {t["test_id"] for t in listed["selection/tests"]["items"]}
+        assert selected == {r["test_id"] for r in listed["results"]["items"]}, n
+        assert len(selected) == (sizes[n] if n < len(sizes) else 0), n
