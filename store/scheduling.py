@@ -1,6 +1,7 @@
 """Data access for scheduling: jobs in ``planning`` and which shard a free worker runs next.
 
-Planning is leased too: the plan task renews its dispatch's ``lease_until`` while the planner
+Planning is leased too: a planner claims its dispatch (:func:`claim_planning`: one attempt
+counted, refused while another planner's lease runs) and renews ``lease_until`` while it
 works, so a plan whose worker was killed (lease expired) or whose message was lost before it
 started (no lease, enqueued long ago, the plan queue empty) is found by :func:`stalled_plans`
 and re-queued by the sweeper, or given up after RELAY_PLAN_ATTEMPTS starts.
@@ -231,6 +232,30 @@ class StalledPlan:
     started: bool
     job_pk: int | None  # its job in ``planning``, if planning had started
     created_at: datetime
+
+
+def claim_planning(session: Session, *, dispatch_pk: int, lease: float, max_attempts: int) -> bool:
+    """A planner takes ``dispatch_pk``: one conditional update counts its attempt and gives it
+    the lease. False (nothing counted) when the dispatch is planned or given up, another live
+    planner holds it (a redelivered message beside the sweeper's re-queued one), or
+    ``max_attempts`` planners started it already (the sweeper gives it up with the reason)."""
+    now = utcnow()
+    result = session.execute(
+        update(Dispatch)
+        .where(
+            Dispatch.id == dispatch_pk,
+            Dispatch.state == DispatchState.PENDING.value,
+            or_(Dispatch.lease_until.is_(None), Dispatch.lease_until < now),
+            func.coalesce(Dispatch.attempts, 0) < max_attempts,
+        )
+        .values(
+            attempts=func.coalesce(Dispatch.attempts, 0) + 1,
+            lease_until=now + timedelta(seconds=lease),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
 def renew_planning(session: Session, *, dispatch_pk: int, lease: float) -> None:

@@ -117,11 +117,16 @@ def plan(self: Task, dispatch_pk: int) -> int | None:
             # planned (or given up) already: a redelivered or re-queued message has nothing to do
             log.info("dispatch already planned", extra={"dispatch_pk": dispatch_pk})
             return None
-        dispatch.attempts += 1
-    with session_scope(settings.database_url) as session:  # this planner holds the lease
-        scheduling.renew_planning(
-            session, dispatch_pk=dispatch_pk, lease=settings.plan_lease_seconds
-        )
+    with session_scope(settings.database_url) as session:
+        if not scheduling.claim_planning(
+            session,
+            dispatch_pk=dispatch_pk,
+            lease=settings.plan_lease_seconds,
+            max_attempts=settings.plan_attempts,
+        ):
+            # another planner holds it, or its attempts are spent (the sweeper says why)
+            log.info("dispatch not claimed", extra={"dispatch_pk": dispatch_pk})
+            return None
     with bind(delivery_id=event.delivery_id, dispatch_pk=dispatch_pk):
         if event.event == "pull_request" and event.action == "closed" and not event.merged:
             _cancel_pr(settings, event, newer_job_pk=None)

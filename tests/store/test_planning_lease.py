@@ -123,3 +123,40 @@ def test_a_plan_given_up_fails_its_job_with_the_reason(database_url: str) -> Non
         )
         assert other is not None and (other.state, other.last_error) == ("failed", "lost")
     assert _stalled(database_url) == {}
+
+
+def _claim(url: str, pk: int, *, max_attempts: int = 2) -> bool:
+    with session_scope(url) as s:
+        return scheduling.claim_planning(s, dispatch_pk=pk, lease=60, max_attempts=max_attempts)
+
+
+def _attempts(url: str, pk: int) -> int:
+    with session_scope(url) as s:
+        row = s.get(Dispatch, pk)
+        assert row is not None
+        return row.attempts or 0
+
+
+def test_one_planner_at_a_time_and_no_more_starts_than_allowed(database_url: str) -> None:
+    """Two plan messages for one dispatch (the sweeper's re-queue and the broker's redelivery
+    of the killed planner's message) start one planner: the second finds the first's lease and
+    counts no attempt. Once the lease expires the next claim counts; at RELAY_PLAN_ATTEMPTS no
+    planner starts again (the sweeper gives the plan up with the reason)."""
+    pk = _dispatch(database_url, "claimed")
+    planned = _dispatch(database_url, "planned-already", state="sent")
+    assert _claim(database_url, pk)
+    assert not _claim(database_url, pk)  # the first planner's lease runs
+    assert _attempts(database_url, pk) == 1
+    with session_scope(database_url) as s:  # that planner was killed: its lease expires
+        s.execute(update(Dispatch).where(Dispatch.id == pk).values(lease_until=utcnow() - MINUTE))
+        s.commit()
+    assert _claim(database_url, pk)
+    assert _attempts(database_url, pk) == 2
+    with session_scope(database_url) as s:
+        s.execute(update(Dispatch).where(Dispatch.id == pk).values(lease_until=utcnow() - MINUTE))
+        s.commit()
+    assert not _claim(database_url, pk)  # two started, none finished: no third
+    assert _attempts(database_url, pk) == 2
+    assert pk in _stalled(database_url)  # the sweeper gives it up
+    assert not _claim(database_url, planned)
+    assert _attempts(database_url, planned) == 0
