@@ -22,6 +22,10 @@ from store import caches
 from store.db import redacted
 from workers.harness.procs import die_with_parent
 
+#: shard workers ``relay up`` starts unless told: one per core (two shard workers on 2 cores ran
+#: 2,000 variants 1.6x to 2.0x as fast as one, docs/benchmarks.md), at most this many
+MAX_DEFAULT_SHARD_WORKERS = 4
+
 #: the Celery worker processes ``relay up`` starts, by name, and the queues each consumes
 WORKER_QUEUES = (("control", CONTROL_QUEUE), ("planner", PLAN_QUEUE), ("shards", SHARD_QUEUE))
 
@@ -90,7 +94,9 @@ def host_caches(settings: Settings) -> Path:
 def up(
     port: int = typer.Option(None, help="HTTP port (default RELAY_PORT, 8000)"),
     host: str = typer.Option(None, help="bind address (default RELAY_HOST, 127.0.0.1)"),
-    workers: int = typer.Option(1, min=1, help="test shards run at once"),
+    workers: int = typer.Option(
+        None, min=1, help="test shards run at once (default: one per core, at most 4)"
+    ),
     planners: int = typer.Option(2, min=1, help="plans computed at once"),
     migrate_db: bool = typer.Option(
         True, "--migrate/--no-migrate", help="migrate the database first"
@@ -112,6 +118,7 @@ def up(
         migrate.upgrade(settings.database_url)
     port = port or settings.port
     host = host or settings.host
+    workers = workers or max(1, min(MAX_DEFAULT_SHARD_WORKERS, os.cpu_count() or 1))
     # the planners cut a short job into one shard per shard worker (planner.sharding)
     os.environ.setdefault("RELAY_RUNNER_PARALLEL", str(workers))
     workers_up = _start_workers(settings, workers=workers, planners=planners)

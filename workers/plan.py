@@ -81,7 +81,8 @@ def learn_import_map(backend: str, specs: list[str]) -> str | None:
     process below the jobs' priority (:func:`planner.release.learn_in_background`): the map's
     path, or None when another process is learning it."""
     path = learn_in_background(backend, specs)
-    log.info("import map learned", extra={"path": str(path) if path else None})
+    if path is not None:
+        log.info("import map ready", extra={"path": str(path)})
     return str(path) if path else None
 
 
