@@ -69,11 +69,9 @@ def plan_event(
     The plan names the upstream under test (:func:`planner.environment.decide_environment`):
     ``head_wheel`` is the head wheel template (``{sha}``, ``{pr}``), ``overlay_base`` the release
     an overlay lays the head's Python files over (None: the newest release tag the merge base
-    descends from in the checkout, else the installed torch), ``smoke_untested``
-    runs a change nothing can test on the installed torch anyway (else nothing runs). The
-    plan's tests are in rank order: the runner cuts them into shards
-    (:func:`planner.sharding.cut_shards`). ``learn_later`` queues the learning of an import map
-    a release step lacks instead of waiting for it (:func:`planner.release.learned_import_map`)."""
+    descends from in the checkout, else the installed torch), ``smoke_untested`` runs a change
+    nothing can test on the installed torch anyway (else nothing runs). Tests are in rank order
+    (:func:`planner.sharding.cut_shards` shards them); ``learn_later``: :func:`plan_release`'s."""
     revs = revisions(event)
     under_test = _under_test(
         event,
