@@ -175,7 +175,7 @@ def learned_import_map(
         return None
     if found is not None or learn_later is None or map_key(installed) is None:
         return found
-    build, _, version = map_key(installed) or ("", "", "")
+    build, _, version = (installed.key or "").partition("-spyre")  # as map_key, not made safe
     queued = "learning in the background"
     try:
         learn_later()

@@ -65,7 +65,7 @@ def test_a_cold_job_does_not_wait_for_the_map_says_so_and_the_next_uses_it(
     cold = plan()
     assert queued == ["learn"]
     said = (
-        "import map not learned for torch 2.13.0_cpu / backend spyre1; learning in the "
+        "import map not learned for torch 2.13.0+cpu / backend spyre1; learning in the "
         "background (this plan is made without the import-map and traced-coverage signals; a "
         "later job uses them)"
     )
@@ -101,7 +101,7 @@ def test_a_map_that_cannot_be_queued_says_so(
     notes: list[str] = []
     assert release.learned_import_map(installed, notes, learn_later=broker_down) is None
     assert notes == [
-        "import map not learned for torch 2.13.0_cpu / backend spyre1; its learning could not be "
+        "import map not learned for torch 2.13.0+cpu / backend spyre1; its learning could not be "
         "queued (ConnectionRefusedError) (this plan is made without the import-map and "
         "traced-coverage signals; a later job uses them)"
     ]
