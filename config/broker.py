@@ -15,6 +15,7 @@ from config.settings import Settings
 # Task names, one per stage of the loop (workers/<stage>.py) and the supervisors.
 TASK_PROCESS_DELIVERY = "workers.process_delivery"  # ingest
 TASK_PLAN = "workers.plan"
+TASK_LEARN_IMPORT_MAP = "workers.learn_import_map"  # after a job that lacked it, on the plan queue
 TASK_RUN_SHARD = "workers.run_shard"
 TASK_REPORT = "workers.report"
 TASK_SWEEP_DELIVERIES = "workers.sweep_deliveries"
@@ -42,6 +43,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_routes": {
             TASK_RUN_SHARD: {"queue": SHARD_QUEUE},
             TASK_PLAN: {"queue": PLAN_QUEUE},
+            TASK_LEARN_IMPORT_MAP: {"queue": PLAN_QUEUE},
         },
         "task_ignore_result": True,
         "task_acks_late": True,

@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ from inventory.sources import BundledSuites, CheckoutTests, InventoryError
 Source = BundledSuites | CheckoutTests
 #: ``progress(part, done, total)``: how far a long step is (the CLI draws it; we never print)
 Progress = Callable[[str, int, int], None]
+#: test files collected at once (a pytest process each, started from a thread: this works in a
+#: Celery prefork child too); one per core, at most 4
+COLLECT_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 def collect(
@@ -46,7 +50,8 @@ def collect(
 
     ``python`` (default: this interpreter) collects with another environment's torch, whose
     process environment ``env`` replaces ``os.environ`` (the backend's variables are added on top).
-    ``progress("collect", files done, files)`` is called as each file is collected.
+    ``progress("collect", files done, files)`` is called as each file is collected. Files are
+    collected :data:`COLLECT_WORKERS` at a time; the records keep the files' order.
     """
     records: list[dict[str, Any]] = []
     errors: list[dict[str, str]] = []
@@ -54,24 +59,53 @@ def collect(
     targets = list(source.targets())
     if progress is not None:
         progress("collect", 0, len(targets))
-    for done, target in enumerate(targets, 1):
-        got, failed = _collect_one(source, backend, target, python=python, env=env, timeout=timeout)
-        records += got
-        errors += failed
-        wrapper = _wrapper_for(source, backend, target, wrapper_dir)
-        if wrapper is not None:
-            got, failed = _collect_one(
-                source, backend, str(wrapper), python=python, env=env, timeout=timeout
+    with ThreadPoolExecutor(COLLECT_WORKERS, thread_name_prefix="collect") as pool:
+        futures = [
+            pool.submit(
+                _collect_target,
+                source,
+                backend,
+                target,
+                python=python,
+                env=env,
+                timeout=timeout,
+                wrapper_dir=wrapper_dir,
             )
-            for record in got:
-                record["via"] = str(wrapper)
-                record["file"] = target
-                record["test_id"] = f"{target}::{record['cls']}::{record['name']}"
+            for target in targets
+        ]
+        for done, future in enumerate(futures, 1):
+            got, failed = future.result()
             records += got
             errors += failed
-        if progress is not None:
-            progress("collect", done, len(targets))
+            if progress is not None:
+                progress("collect", done, len(targets))
     return records, errors, time.perf_counter() - start
+
+
+def _collect_target(
+    source: Source,
+    backend: Backend,
+    target: str,
+    *,
+    python: str | None,
+    env: Mapping[str, str] | None,
+    timeout: float,
+    wrapper_dir: Path | None,
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """One file's records and errors, and its wrapper's (see :func:`collect`)."""
+    records, errors = _collect_one(source, backend, target, python=python, env=env, timeout=timeout)
+    wrapper = _wrapper_for(source, backend, target, wrapper_dir)
+    if wrapper is not None:
+        got, failed = _collect_one(
+            source, backend, str(wrapper), python=python, env=env, timeout=timeout
+        )
+        for record in got:
+            record["via"] = str(wrapper)
+            record["file"] = target
+            record["test_id"] = f"{target}::{record['cls']}::{record['name']}"
+        records += got
+        errors += failed
+    return records, errors
 
 
 def _wrapper_for(

@@ -13,6 +13,8 @@ Run as a plugin: ``pytest -p inventory.importmap --import-map-out FILE ...``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -20,7 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,9 @@ from store import caches
 
 log = logging.getLogger(__name__)
 
+
+class ImportMapBusy(RuntimeError):
+    """Another process is learning this import map (it holds the map's OS lock)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -179,16 +184,65 @@ def learn_import_map(
     cache_dir: Path | None = None,
     root: Path | None = None,
     timeout: float = 1800,
+    wait: bool = True,
+    nice: int = 0,
 ) -> Path:
     """Run a sample, write and return the map file (reused when ``key`` already has one; the
-    folder unset: the host's, ``RELAY_VAR_DIR/selector``, seeded from ``RELAY_CACHE_SEED``)."""
+    folder unset: the host's, ``RELAY_VAR_DIR/selector``, seeded from ``RELAY_CACHE_SEED``).
+    One process learns a map at a time (an OS lock beside it): another waits for it and reuses
+    its map, or with ``wait=False`` raises :class:`ImportMapBusy`. ``nice``: how much lower
+    than this process the sample run's priority is (a learning in the background)."""
     folder = cache_dir if cache_dir is not None else caches.cache_dir("selector")
     path = folder / f"importmap-{key}{'-traced' if sweep else ''}.json"
     if path.is_file() or (cache_dir is None and caches.seeded(path)):
         return path
-    caches.building(path, f"import map of {len(variants)} variants")
+    with _learning(path, wait=wait):
+        if path.is_file():  # learned by the process that held the lock
+            return path
+        caches.building(path, f"import map of {len(variants)} variants")
+        ids = sample(variants, per_template, sweep=sweep)
+        traced = _sample_run(
+            variants, ids, backend=backend, sweep=sweep, root=root, timeout=timeout, nice=nice
+        )
+        data: dict[str, Any] = {
+            "version": IMPORT_MAP_VERSION,
+            "key": key,
+            "tests_run": len(ids),
+            **traced,
+        }
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        tmp.replace(path)  # atomic: a planner reading the folder never sees half a map
+    return path
+
+
+@contextlib.contextmanager
+def _learning(path: Path, *, wait: bool) -> Iterator[None]:
+    """Hold the OS lock of map ``path`` (it dies with its process)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.with_name(f".{path.name}.lock").open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise ImportMapBusy(f"{path.name} is being learned by another process") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _sample_run(
+    variants: Sequence[Variant],
+    ids: list[str],
+    *,
+    backend: str,
+    sweep: int,
+    root: Path | None,
+    timeout: float,
+    nice: int,
+) -> dict[str, Any]:
+    """What the sample ``ids`` of ``variants`` import (and, with ``sweep``, call)."""
     be = get_backend(backend)
-    ids = sample(variants, per_template, sweep=sweep)
     with tempfile.TemporaryDirectory(prefix="relay-importmap-") as tmp:
         out = Path(tmp) / "modules.json"
         id_file = Path(tmp) / "ids.txt"
@@ -204,43 +258,69 @@ def learn_import_map(
             options=[*options, "--only-ids", str(id_file)],
             targets=files,
         )
-        proc = subprocess.run(
+        stdout, stderr = _run(
             fresh_pytest(args),
             cwd=root or PROJECT_ROOT,
             env={**os.environ, **be.env},
-            capture_output=True,
-            text=True,
             timeout=timeout,
-            check=False,
+            nice=nice,
         )
         if not out.is_file():
-            raise RuntimeError(f"import-map run failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
-        traced = json.loads(out.read_text(encoding="utf-8"))
-        if sweep and "calls" not in traced:
-            raise RuntimeError(
-                f"traced run recorded no calls:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}"
-            )
-    data: dict[str, Any] = {
-        "version": IMPORT_MAP_VERSION,
-        "key": key,
-        "tests_run": len(ids),
-        **traced,
-    }
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    return path
+            raise RuntimeError(f"import-map run failed:\n{(stdout + stderr)[-2000:]}")
+        traced: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    if sweep and "calls" not in traced:
+        raise RuntimeError(f"traced run recorded no calls:\n{stdout[-1500:]}{stderr[-1500:]}")
+    return traced
 
 
-def import_map_for(
-    universe: Universe, *, backend: str = "spyre", learn: bool = True
-) -> Path | None:
-    """The learned import map for the universe's torch build and backend (run once, cached);
-    with ``learn=False`` only a map learned before (else None)."""
+def _run(
+    command: list[str], *, cwd: Path, env: dict[str, str], timeout: float, nice: int
+) -> tuple[str, str]:
+    """Run ``command`` (``nice`` steps below this process's priority); its stdout and stderr.
+    Raises subprocess.TimeoutExpired after ``timeout`` seconds (the process killed)."""
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        if nice:  # set on the child, not with preexec_fn (unsafe in a process with threads)
+            with contextlib.suppress(OSError):
+                own = os.getpriority(os.PRIO_PROCESS, 0)
+                os.setpriority(os.PRIO_PROCESS, proc.pid, min(19, own + nice))
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return stdout, stderr
+
+
+def map_key(universe: Universe) -> tuple[str, str, str] | None:
+    """(torch build, test files' hash, backend version) that ``universe``'s import map is kept
+    under, or None for a universe that has none (not the bundled suites, or no key)."""
     if not universe.key or universe.kind not in ("bundled", "installed+facts"):
         return None
     safe = "".join(c if c.isalnum() or c in ".-" else "_" for c in universe.key)
     build, _, backend_version = safe.partition("-spyre")
     files = hashlib.sha256(",".join(sorted(universe.by_file)).encode()).hexdigest()[:8]
+    return build, files, backend_version
+
+
+def import_map_for(
+    universe: Universe,
+    *,
+    backend: str = "spyre",
+    learn: bool = True,
+    wait: bool = True,
+    nice: int = 0,
+    timeout: float = 1800,
+) -> Path | None:
+    """The learned import map for the universe's torch build and backend (run once, cached);
+    with ``learn=False`` only a map learned before (else None). ``wait``, ``nice``, ``timeout``:
+    how it is learned (:func:`learn_import_map`)."""
+    keyed = map_key(universe)
+    if keyed is None:
+        return None
+    build, files, backend_version = keyed
     key = f"{build}-{files}-spyre{backend_version}"
     folder = caches.cache_dir("selector")
     exact = folder / f"importmap-{key}-traced.json"
@@ -256,4 +336,12 @@ def import_map_for(
             return same[-1]
         if not learn:
             return None
-    return learn_import_map(universe.variants, key=key, backend=backend, sweep=1)
+    return learn_import_map(
+        universe.variants,
+        key=key,
+        backend=backend,
+        sweep=1,
+        wait=wait,
+        nice=nice,
+        timeout=timeout,
+    )

@@ -45,6 +45,7 @@ def eval_runs() -> Path:
     """The host's ground-truth runs: ``RELAY_VAR_DIR/eval/runs`` (what ``relay eval`` writes)."""
     return cache_dir("eval") / "runs"
 
+
 MEASURED = "measured"
 TEMPLATE = "template-median"
 SHIPPED_TEMPLATE = "shipped-template-prior"

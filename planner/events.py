@@ -18,7 +18,7 @@ from inventory.build import universe_from_inventory
 from planner.durations import costs_for
 from planner.environment import decide_environment, head_wheel_for, overlay_base_for
 from planner.model import RunPlan
-from planner.release import plan_release
+from planner.release import LearnLater, plan_release
 from planner.revisions import plan_revisions
 from selector import History, SelectionPlan, SelectionRequest, Universe, select, unanalysed
 from upstream import GitCheckout, UpstreamError
@@ -56,6 +56,7 @@ def plan_event(
     head_wheel: str | None = None,
     overlay_base: str | None = None,
     smoke_untested: bool = False,
+    learn_later: LearnLater | None = None,
 ) -> RunPlan:
     """The selector's four stages over the bundled universe on ``backend`` under ``specs``.
 
@@ -68,10 +69,9 @@ def plan_event(
     The plan names the upstream under test (:func:`planner.environment.decide_environment`):
     ``head_wheel`` is the head wheel template (``{sha}``, ``{pr}``), ``overlay_base`` the release
     an overlay lays the head's Python files over (None: the newest release tag the merge base
-    descends from in the checkout, else the installed torch), ``smoke_untested``
-    runs a change nothing can test on the installed torch anyway (else nothing runs). The
-    plan's tests are in rank order: the runner cuts them into shards
-    (:func:`planner.sharding.cut_shards`)."""
+    descends from in the checkout, else the installed torch), ``smoke_untested`` runs a change
+    nothing can test on the installed torch anyway (else nothing runs). Tests are in rank order
+    (:func:`planner.sharding.cut_shards` shards them); ``learn_later``: :func:`plan_release`'s."""
     revs = revisions(event)
     under_test = _under_test(
         event,
@@ -100,6 +100,7 @@ def plan_event(
             upstream_cache=upstream_cache,
             budget_seconds=budget_seconds,
             history=history,
+            learn_later=learn_later,
         )
         if step is not None:
             return step
@@ -184,6 +185,7 @@ def _release_step(
     upstream_cache: Path | None,
     budget_seconds: float | None,
     history: History | None,
+    learn_later: LearnLater | None = None,
 ) -> RunPlan | None:
     """A release replay planned as ``relay replay`` plans it, in the head release's
     environment; None when the release step cannot be read (the caller plans everything)."""
@@ -197,6 +199,7 @@ def _release_step(
             cache_dir=upstream_cache,
             budget_seconds=budget_seconds,
             history=history,
+            learn_later=learn_later,
         )
     except UpstreamError as exc:
         log.warning("cannot read the release step %s -> %s: %s", *revs, exc)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from backends.base import torch_build
 from config.settings import get_settings
 from inventory.build import spec_resolver, universe_from_inventory
 from inventory.head import head_universe
-from inventory.importmap import import_map_for
+from inventory.importmap import ImportMapBusy, import_map_for, map_key
 from planner.durations import base_run_history, costs_for, merged
 from planner.filefacts import store_for
 from planner.revisions import default_profiling_map, source_reader
@@ -42,7 +43,14 @@ from upstream.changes.behaviour import FingerprintError, Side, diff_fingerprints
 from upstream.headenv import HeadEnv, HeadEnvError, ensure_env
 
 Progress = Callable[[str], None]
+#: queues the learning of a missing import map for later jobs (the workers' task)
+LearnLater = Callable[[], None]
 log = logging.getLogger(__name__)
+
+#: a learning in the background runs this much below the jobs' priority, and may take long on a
+#: busy host (23 minutes on a loaded 2-core machine, docs/benchmarks.md): it blocks no job
+BACKGROUND_NICE = 10
+BACKGROUND_TIMEOUT_SECONDS = 4 * 3600
 
 #: the default budget of a release step: this share of the applicable universe's runner-seconds
 #: as the plan estimates them (the broad signals and the fallback reach nearly everything; the
@@ -87,6 +95,7 @@ def release_plan(
     runs: Path | None = None,
     budget_share: float | None = None,
     specs: Sequence[Path] = (),
+    learn_later: LearnLater | None = None,
 ) -> ReleasePlan:
     """The release step's plan over ``head`` (a collected head universe) or, without it, the
     installed universe adjusted by the change facts, whose new variants ``specs`` decide (the
@@ -94,7 +103,8 @@ def release_plan(
     (:mod:`planner.durations`: ``history``, the ground-truth runs in ``runs``, the prior);
     failures come from ``history`` and the cached full run of the base universe (``installed``:
     the release we are on), never from a run of the head. ``budget_share`` without
-    ``budget_seconds`` cuts to that share of the applicable universe's runner-seconds."""
+    ``budget_seconds`` cuts to that share of the applicable universe's runner-seconds.
+    ``learn_later``: an import map not learned yet is not waited for (:func:`learned_import_map`)."""
     start = time.perf_counter()
     if head is None:
         resolve = spec_resolver(specs, backend=backend, torch_root=None)
@@ -111,6 +121,8 @@ def release_plan(
     if learned.tests:
         failing = sum(1 for h in learned.tests.values() if h.failures)
         notes.append(f"history: {len(learned.tests)} variants, {failing} failing at base")
+    before = len(notes)
+    imports = learned_import_map(installed, notes, learn_later=learn_later) if import_map else None
     plan = select(
         SelectionRequest(
             facts=facts,
@@ -120,7 +132,8 @@ def release_plan(
             reader=source_reader(source, facts),
             config=SignalConfig(
                 profiling_map=profiling_map,
-                import_map=learned_import_map(installed, notes) if import_map else None,
+                import_map=imports,
+                unavailable=tuple(notes[before:]) if import_map and imports is None else (),
             ),
             budget_seconds=budget_seconds,
             budget_share=budget_share,
@@ -145,15 +158,53 @@ def with_new_at_head(head: Universe, installed: Universe) -> Universe:
     )
 
 
-def learned_import_map(installed: Universe, notes: list[str]) -> Path | None:
+def learned_import_map(
+    installed: Universe, notes: list[str], *, learn_later: LearnLater | None = None
+) -> Path | None:
     """The import map of our runs (learned once per torch build); when it cannot be learned
-    (its sample run failed or ran past its timeout) the plan goes on without it, and says so."""
+    (its sample run failed or ran past its timeout) the plan goes on without it, and says so.
+    With ``learn_later`` (every job the workers plan) a map not learned yet is not waited for:
+    the plan goes on without it, says so, and ``learn_later`` queues its learning so that the
+    next job has it (:func:`learn_in_background`)."""
     try:
-        return import_map_for(installed)
+        found = import_map_for(installed, learn=learn_later is None)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         notes.append(f"import map not learned ({first}); the import-map signal rules nothing out")
         log.warning("import map not learned: %s", first)
+        return None
+    if found is not None or learn_later is None or map_key(installed) is None:
+        return found
+    build, _, version = (installed.key or "").partition("-spyre")  # as map_key, not made safe
+    queued = "learning in the background"
+    try:
+        learn_later()
+    except Exception as exc:  # the broker is down: the next job queues it again
+        log.warning("could not queue the import map's learning: %s", exc)
+        queued = f"its learning could not be queued ({type(exc).__name__})"
+    notes.append(
+        f"import map not learned for torch {build} / backend spyre{version}; {queued} (this plan "
+        "is made without the import-map and traced-coverage signals; a later job uses them)"
+    )
+    return None
+
+
+def learn_in_background(backend: str = "spyre", specs: Sequence[Path | str] = ()) -> Path | None:
+    """What a job that lacked the import map queued (the workers run it in a planner process):
+    the map of the installed universe under ``specs`` (the backend's own when none), learned
+    below the jobs' priority. None when another process is learning it (it holds the map's OS
+    lock) or the universe has no map."""
+    installed = universe_from_inventory(backend=backend, specs=backend_specs(backend, specs))
+    try:
+        return import_map_for(
+            installed,
+            backend=backend,
+            wait=False,
+            nice=BACKGROUND_NICE,
+            timeout=BACKGROUND_TIMEOUT_SECONDS,
+        )
+    except ImportMapBusy as exc:
+        log.info("import map not learned here: %s", exc)
         return None
 
 
@@ -200,6 +251,7 @@ def plan_release(
     min_closeness: float = 0.0,
     budget_share: float | None = DEFAULT_RELEASE_SHARE,
     progress: Progress = lambda _: None,
+    learn_later: LearnLater | None = None,
 ) -> ReleasePlan:
     """A release step planned the one way ``relay replay`` and the workers' replay job both
     use: the backend's own specs unless others are given, the behaviour fingerprints of both
@@ -208,38 +260,36 @@ def plan_release(
     import map. ``head_env=None`` collects the head universe when the environments are made
     anyway for the fingerprints (``RELAY_RELEASE_FINGERPRINTS``) and estimates it otherwise, or
     when that environment cannot be made (the notes say why). ``profiling_map`` None: the
-    default one (:func:`planner.revisions.default_profiling_map`)."""
+    default one (:func:`planner.revisions.default_profiling_map`). ``learn_later``: an import map
+    not learned yet is queued, not waited for (:func:`learned_import_map`)."""
     start = time.perf_counter()
-    source, facts = open_release(
-        base, head, upstream=upstream, cache_dir=cache_dir, offline=offline, progress=progress
-    )
-    behaviour_notes: list[str] = []
-    facts = with_behaviour(
-        facts,
-        cache_dir=facts_cache_dir(source, cache_dir),
-        offline=offline,
-        notes=behaviour_notes,
-        progress=progress,
-    )
     spec_paths = backend_specs(backend, specs)
     progress(f"universe of {backend} under {len(spec_paths)} spec file(s) (cached after the first)")
-    installed = universe_from_inventory(backend=backend, specs=spec_paths)
+    # the installed universe needs neither the facts nor the head environment: it is collected
+    # (minutes when not cached) while the wheels are fetched and that environment is made
+    with ThreadPoolExecutor(1, thread_name_prefix="installed-universe") as pool:
+        pending = pool.submit(universe_from_inventory, backend=backend, specs=spec_paths)
+        source, facts = open_release(
+            base, head, upstream=upstream, cache_dir=cache_dir, offline=offline, progress=progress
+        )
+        behaviour_notes: list[str] = []
+        facts = with_behaviour(
+            facts,
+            cache_dir=facts_cache_dir(source, cache_dir),
+            offline=offline,
+            notes=behaviour_notes,
+            progress=progress,
+        )
+        collected = _head_universe(
+            facts, head_env, spec_paths, backend, offline, behaviour_notes, progress
+        )
+        installed = pending.result()
     progress(f"universe: {len(installed)} variants ({installed.label})")
-    collected = None
-    auto = head_env is None
-    if head_env or (auto and get_settings().release_fingerprints):
-        try:
-            env = head_env_for(facts, offline=offline)
-        except HeadEnvError as exc:
-            if not auto:
-                raise
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            behaviour_notes.append(f"head universe estimated from the facts ({first})")
-        else:
-            progress(f"head environment: {env.directory} (torch {env.torch_build})")
-            collected = collected_universe(env, specs=spec_paths, backend=backend)
     if import_map:
-        progress("import map and traced coverage of our runs (learned once per torch build)")
+        progress(
+            "import map and traced coverage of our runs ("
+            + ("learned once per torch build)" if learn_later is None else "when learned)")
+        )
     release = release_plan(
         source,
         facts,
@@ -253,10 +303,37 @@ def plan_release(
         backend=backend,
         budget_share=budget_share,
         specs=spec_paths,
+        learn_later=learn_later,
     )
     release.notes[:0] = behaviour_notes
     release.plan.decision_seconds = round(time.perf_counter() - start, 4)
     return release
+
+
+def _head_universe(
+    facts: ChangeFacts,
+    head_env: bool | None,
+    specs: list[Path],
+    backend: str,
+    offline: bool,
+    notes: list[str],
+    progress: Progress,
+) -> Universe | None:
+    """The head universe collected in the head environment (see :func:`plan_release`), or None:
+    estimated from the facts (``notes`` says why when the environment could not be made)."""
+    auto = head_env is None
+    if not (head_env or (auto and get_settings().release_fingerprints)):
+        return None
+    try:
+        env = head_env_for(facts, offline=offline)
+    except HeadEnvError as exc:
+        if not auto:
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        notes.append(f"head universe estimated from the facts ({first})")
+        return None
+    progress(f"head environment: {env.directory} (torch {env.torch_build})")
+    return collected_universe(env, specs=specs, backend=backend)
 
 
 def facts_cache_dir(source: UpstreamSource, cache_dir: str | Path | None = None) -> Path:

@@ -18,11 +18,12 @@ from contextlib import AbstractContextManager
 from celery import Task
 
 import plugins
-from config.broker import TASK_PLAN
+from config.broker import TASK_LEARN_IMPORT_MAP, TASK_PLAN
 from config.logs import bind
 from config.settings import Settings, get_settings
 from planner import RunPlan, ShardPolicy, cut_shards, plan_event
 from planner.durations import history_for
+from planner.release import learn_in_background
 from store import jobs, results, scheduling
 from store.db import session_scope
 from store.models import (
@@ -48,7 +49,9 @@ Planner = Callable[[UpstreamEvent, Settings], RunPlan]
 def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     """The selector's four stages over the bundled universe on ``RELAY_RUNNER_BACKEND`` under
     ``RELAY_RUNNER_SPECS`` (default: the backend's own), with our per-test history (runner-
-    seconds, failures, flakiness; simulated device time beside)."""
+    seconds, failures, flakiness; simulated device time beside). A release step whose import
+    map is not learned yet is planned without it, and its learning queued
+    (:func:`learn_import_map`) for the jobs after it: no job waits for it."""
     backend, specs = runner_backend(settings)
     with session_scope(settings.database_url) as session:
         history = history_for(results.history_rows(session, repo=settings.runner_repo))
@@ -66,7 +69,21 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
         head_wheel=settings.head_wheel,
         overlay_base=settings.overlay_base,
         smoke_untested=settings.smoke_untested,
+        learn_later=lambda: learn_import_map.apply_async(
+            args=[backend.name, [str(s) for s in specs]]
+        ),
     )
+
+
+@app.task(name=TASK_LEARN_IMPORT_MAP, acks_late=False)
+def learn_import_map(backend: str, specs: list[str]) -> str | None:
+    """The release planner's import map, learned after the job that lacked it, in a planner
+    process below the jobs' priority (:func:`planner.release.learn_in_background`): the map's
+    path, or None when another process is learning it."""
+    path = learn_in_background(backend, specs)
+    if path is not None:
+        log.info("import map ready", extra={"path": str(path)})
+    return str(path) if path else None
 
 
 class PlannerSettingError(ValueError):

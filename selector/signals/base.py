@@ -32,6 +32,9 @@ class SignalConfig:
     profiling_map: Path | None = None
     coverage_map: Path | None = None  # ours: {source path: [test file or test id, ...]}
     import_map: Path | None = None  # inventory.importmap: modules our runs import
+    # inputs the planner could not give this time, one sentence each (the impact stage's notes
+    # say them first: a plan made without a signal says which and why)
+    unavailable: tuple[str, ...] = ()
     path_rules: tuple[Any, ...] | None = None  # None = selector.signals.paths.DEFAULT_RULES
     fallback: str = "suite"  # "suite": a changed universe file's own variants, else all; "all"
     # dispatch keys whose kernels the backend can run (its own, the CPU it falls back to and

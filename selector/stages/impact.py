@@ -74,7 +74,7 @@ def impact_stage(
         tid: Candidate(tid, _cap(tuple(dict.fromkeys(r))), tuple(s), c)
         for tid, (r, s, c) in hits.items()
     }
-    notes = tuple(f"{u.key}: unmapped -> fallback" for u in unexplained[:20])
+    notes = config.unavailable + tuple(f"{u.key}: unmapped -> fallback" for u in unexplained[:20])
     record = StageRecord(
         stage="impact",
         count_in=len(changes.units),

@@ -93,7 +93,7 @@ def test_cli_and_the_servers_replay_job_plan_the_same_step_on_one_suite(
     )
     learned = planner.release.import_map_for
     monkeypatch.setattr(
-        planner.release, "import_map_for", lambda universe: learned(universe, learn=False)
+        planner.release, "import_map_for", lambda universe, **_: learned(universe, learn=False)
     )
     cli_plan = _same_step(tmp_path, monkeypatch)
     assert {t["test_id"].split("::")[0] for t in cli_plan["tests"]} == {

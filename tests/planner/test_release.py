@@ -20,7 +20,7 @@ import planner.release as release
 def test_an_import_map_that_cannot_be_learned_is_a_note(
     small_upstream: Any, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
-    def fail(_: Any) -> None:
+    def fail(*_: Any, **__: Any) -> None:
         raise error
 
     monkeypatch.setattr(release, "import_map_for", fail)
