@@ -212,7 +212,8 @@ def agreement(
     for r in records:
         if r.nodeid in claimed or r.entry:
             continue
-        label = f"{r.mode} {r.outcome}"
+        # no mode: the spec plugin decided nothing for it (a test that is not device-generic)
+        label = f"{r.mode or 'no-mode'} {r.outcome}"
         result.unlisted[label] = result.unlisted.get(label, 0) + 1
         if r.mode == "mandatory_success" and r.outcome in ("failed", "error"):
             result.unlisted_failures.append(f"{r.base}: {r.message or r.outcome}")

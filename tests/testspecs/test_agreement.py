@@ -77,6 +77,7 @@ def test_each_name_is_compared_with_its_recorded_mode(tmp_path: Path) -> None:
         _record("test_double", "xpassed", "xfail", second),
         _record("test_copy", "xfailed", "xfail", second, "RuntimeError: Error: In-device copy"),
         _record("test_unlisted", "failed", "mandatory_success", None, "AssertionError: no"),
+        TestRecord(nodeid="test/test_tiny.py::TestHost::test_host", outcome="passed"),
     ]
     collected = ["TestTiny::test_add", "TestTiny::test_cpu_only", "TestTiny::test_double",
                  "TestTiny::test_copy", "TestTiny::test_crash", "TestTiny::test_unlisted"]  # fmt: skip
@@ -94,7 +95,7 @@ def test_each_name_is_compared_with_its_recorded_mode(tmp_path: Path) -> None:
     assert result.by_reason("xpass") == {
         "RuntimeError: Spyre backend does not support dtype Double (#1)": ["TestTiny::test_double"]
     }
-    assert result.unlisted == {"mandatory_success failed": 1}
+    assert result.unlisted == {"mandatory_success failed": 1, "no-mode passed": 1}
     assert result.unlisted_failures == ["TestTiny::test_unlisted: AssertionError: no"]
 
 
