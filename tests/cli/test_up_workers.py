@@ -44,4 +44,3 @@ def test_sigterm_stops_relay_up_and_every_worker_warmly(relay_up: Any, tmp_path:
         serve.WORKER_QUEUES
     ), stack.log_tail()
     assert stack.outlived == []  # nothing it started outlives it
-
