@@ -52,15 +52,6 @@ def shards_of(stack: Any, job_pk: int) -> list[list[str]]:
     return [list(ids) for _, ids in sorted(rows)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-06 (docs/selection.md): 642 of 643 differences were the 2.13.0 job's "
-    "shards holding ids only 2.14.1 collects, which ran nothing (the runner now runs the others); "
-    "the other, native_group_norm float16 backward xpassing under the spec's tolerance, was not "
-    "in the ground truth because it ran without specs (it now runs under the jobs' specs). Both "
-    "fixes are not re-run here yet: strict, so the run that passes says to remove this mark "
-    "(issue #26)",
-)
 def test_the_release_jobs_differ_exactly_where_the_ground_truth_says(
     relay_up: Any, sample_runs: Any, tmp_path: Path
 ) -> None:
