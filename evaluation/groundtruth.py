@@ -22,7 +22,7 @@ from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest, package_dir
 from evaluation.mutations import MUTANTS, module_path
 from evaluation.scores import GroundTruth, GroundTruthEvent
-from inventory.build import Progress
+from inventory.build import Progress, specs_hash
 from inventory.runs import run_key
 from selector.model import Universe
 from store import caches
@@ -70,10 +70,10 @@ def run_outcomes(
     call each catalogued function on the device) beside the cached outcomes. While it runs,
     ``progress(label or mutant or "baseline", tests finished, tests)`` is called about once a
     second. With ``specs`` the runs apply them as the shard runner does (its environment and the
-    spec plugin); the cache does not key them: give such runs their own ``cache_dir``.
+    spec plugin: their modes and their edits); the cache keys them.
     """
     ids = _ids(universe, tests)
-    path = run_path(universe, mutant, tests, cache_dir)
+    path = run_path(universe, mutant, tests, cache_dir, specs)
     trace_path = trace_file(universe, cache_dir)
     if path.is_file() and (not trace or trace_path.is_file()):
         return json.loads(path.read_text(encoding="utf-8"))
@@ -215,12 +215,16 @@ def run_path(
     mutant: str | None,
     tests: Sequence[str] | None,
     cache_dir: Path | None = None,
+    specs: Sequence[Path] = (),
 ) -> Path:
-    """Where the outcomes of one run are cached: keyed by universe, mutant and test subset."""
+    """Where the outcomes of one run are cached: keyed by universe, mutant, test subset and
+    the specs it ran under (their content; none: the raw outcomes)."""
     suffix = mutant or "baseline"
     if tests is not None:
         digest = hashlib.sha256("\n".join(_ids(universe, tests)).encode()).hexdigest()[:8]
         suffix += f"-{digest}"
+    if specs:
+        suffix += f"-specs-{specs_hash(specs)}"
     return eval_dir(cache_dir) / "runs" / f"{_key(universe)}-{suffix}.json"
 
 
@@ -367,6 +371,7 @@ def release_ground_truth(
     cache_dir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
+    specs: Sequence[Path] = (),
 ) -> GroundTruth:
     """The release step as ground truth: the full universe once under the base torch
     (``base_python`` with ``base_env``: its own environment, or this interpreter when the base
@@ -377,9 +382,12 @@ def release_ground_truth(
     exist only at head and do not pass there (a new test a release adds that fails on the
     device is something to catch too). Variants only at base are counted in the detail.
     ``tests`` (test ids) restricts both runs to those variants: the same events over them.
+    ``specs``: both runs apply them as the shard runner does, so the outcomes are the ones a job
+    under those specs observes (their modes, and their edits such as a tolerance, which no
+    mapping of a raw outcome can replay); none: pytest's raw outcomes.
     """
     empty = GroundTruth(kind="release", universe=head.label, variants=len(head), events=[])
-    paths = [run_path(base, None, tests, cache_dir), run_path(head, None, tests, cache_dir)]
+    paths = [run_path(u, None, tests, cache_dir, specs) for u in (base, head)]
     if not run and not all(p.is_file() for p in paths):
         return empty
     if progress is not None:  # the whole bar's total up front
@@ -396,6 +404,7 @@ def release_ground_truth(
         log=log,
         progress=progress,
         label="base",
+        specs=specs,
     )
     after = run_outcomes(
         head,
@@ -407,6 +416,7 @@ def release_ground_truth(
         log=log,
         progress=progress,
         label="head",
+        specs=specs,
     )
     return release_events(
         name,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from cli import serve
 from config.settings import Settings
@@ -27,3 +29,18 @@ def test_workers_run_nicer_than_relay_up(tmp_path: Path) -> None:
 def test_the_default_niceness_is_a_setting() -> None:
     assert Settings().worker_nice == 5
     assert Settings(worker_nice=0).worker_nice == 0
+
+
+def test_sigterm_stops_relay_up_and_every_worker_warmly(relay_up: Any, tmp_path: Path) -> None:
+    """What a service manager's stop (or Ctrl-C) does: `relay up` stops its three workers and
+    the beat itself (each a warm shutdown), then exits with the signal's code. The other tests'
+    stacks are killed at teardown (tests/support/stack.py), so this is the one that checks it."""
+    stack = relay_up.local(tmp_path)
+    tree = stack.processes()
+    assert len(tree) >= 1 + len(serve.WORKER_QUEUES) + 1  # relay up, its workers, the beat
+    code = stack.stop(graceful=True)
+    assert code == 128 + signal.SIGTERM, stack.log_tail()
+    assert stack.log_path.read_text(errors="replace").count("Warm shutdown") == len(
+        serve.WORKER_QUEUES
+    ), stack.log_tail()
+    assert stack.outlived == []  # nothing it started outlives it

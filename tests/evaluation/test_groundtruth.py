@@ -147,3 +147,41 @@ def test_release_ground_truth_compares_the_two_full_runs(tmp_path: Path) -> None
         cache_dir=tmp_path / "empty",
     )
     assert missing.events == []
+
+
+def test_a_release_ground_truth_under_specs_reads_only_runs_under_those_specs(
+    tmp_path: Path,
+) -> None:
+    """A job's outcome under a spec is not pytest's raw one (the spec's modes, its edits such as
+    a tolerance): runs under specs are cached apart, keyed by the specs' content."""
+    base = _universe()
+    head = Universe(variants=base.variants, label="head", key="cases-v2")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("version: 1\n")
+    raw = dict.fromkeys(map(_id, NAMES), "failed")
+    under_spec = {**raw, _id("test_relu_on_device"): "xfailed"}
+    for universe in (base, head):
+        for specs, outcomes in (((), raw), ((spec,), under_spec)):
+            path = run_path(universe, None, None, tmp_path, specs)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(outcomes if universe is base else raw))
+    assert run_path(base, None, None, tmp_path, [spec]) != run_path(base, None, None, tmp_path)
+
+    def truth(*specs: Path) -> list[list[str]]:
+        events = release_ground_truth(
+            base,
+            head,
+            name="x",
+            changed_files=[],
+            head_python="",
+            head_env={},
+            run=False,
+            cache_dir=tmp_path,
+            specs=specs,
+        ).events
+        return [e.failing for e in events]
+
+    assert truth() == [[], []]  # raw: failed under both torches
+    assert truth(spec) == [[_id("test_relu_on_device")], []]  # under the spec: xfailed -> failed
+    spec.write_text("version: 1\n# another spec\n")
+    assert truth(spec) == []  # no run under this spec yet: nothing is said

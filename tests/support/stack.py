@@ -52,6 +52,8 @@ class Stack:
     proc: subprocess.Popen[bytes]
     env: dict[str, str] = field(default_factory=dict)
     log_file: Any = None
+    #: after a graceful stop: the processes of the stack still running when `relay up` was gone
+    outlived: list[int] = field(default_factory=list)
 
     @property
     def webhook(self) -> str:
@@ -161,20 +163,78 @@ class Stack:
     def log_tail(self, n: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
-    def stop(self) -> None:
-        """SIGTERM `relay up` (it stops its workers), then make sure its whole process group,
-        workers and test processes included, is gone."""
+    def processes(self) -> list[int]:
+        """`relay up` and every process below it (its workers, their pools, warm pools and
+        test processes; Linux /proc), parents first."""
+        return [self.proc.pid, *_descendants(self.proc.pid)]
+
+    @staticmethod
+    def still_running(pids: list[int]) -> list[int]:
+        """Those of ``pids`` that still run (not exited, not a zombie)."""
+        return [pid for pid in pids if _alive(pid)]
+
+    def stop(self, *, graceful: bool = False) -> int | None:
+        """End `relay up` and every process it started; `relay up`'s exit code.
+
+        By default a test's teardown kills them all at once (SIGKILL): a Celery worker's warm
+        shutdown on the embedded broker takes seconds (it drains the broker once more), which
+        the suite would pay for every stack it starts. ``graceful``: SIGTERM, as a service
+        manager or Ctrl-C stops it, and wait for `relay up` to stop its workers itself
+        (tests/cli/test_up_workers.py checks it does): what still runs then is ``outlived``,
+        and killed."""
+        tree = self.processes()
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            if graceful:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                _wait_gone(tree[1:], timeout=10)  # what dies with its parent goes in a moment
+                self.outlived = self.still_running(tree[1:])
+            else:
+                self.proc.kill()  # first: its supervisor would restart a worker killed before it
+            self.proc.wait()
+        for pid in tree[1:]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        _wait_gone(tree[1:])
         if self.log_file is not None:
             self.log_file.close()
+        return self.proc.returncode
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``, parents first (from each process's parent in /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        kids = children.get(todo.pop(0), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_gone(pids: list[int], timeout: float = 30) -> None:
+    """Wait until none of ``pids`` runs any more (killed processes go in a moment)."""
+    deadline = time.monotonic() + timeout
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def pull_request_opened(

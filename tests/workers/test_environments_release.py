@@ -2,7 +2,8 @@
 under torch 2.14.1 in its own environment (the workers' default planner), the same plan's shards
 run again on the installed 2.13.0, and the two jobs' results differ exactly where the release
 ground truth (:func:`evaluation.groundtruth.release_ground_truth`, ``relay eval --kind
-release``'s events, over the plan's variants) says the two torches differ.
+release``'s events, over the plan's variants, run under the specs the jobs ran under) says the
+two torches differ.
 
 ``slow`` and ``wheels``, not ``long``: on a cold machine the 2.14.1 environment (5.5 GB), the
 behaviour fingerprints under both torches and the head collection take over an hour (77 minutes
@@ -36,24 +37,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.wheels, pytest.mark.timeout(4 * 3600
 SPYRE = get_backend("spyre")
 
 
-def raw(outcome: str, mode: str | None) -> str:
-    """The outcome pytest gave before the spec's mode rewrote it (the ground truth runs without
-    the spec): an expected failure failed, an unexpected pass passed (a strict one fails)."""
-    if mode not in ("xfail", "xfail_strict"):
-        return outcome
-    strict_pass = "passed" if mode == "xfail_strict" else "failed"
-    return {"xfailed": "failed", "xpassed": "passed", "failed": strict_pass}.get(outcome, outcome)
-
-
 def outcomes(stack: Any, job_pk: int) -> dict[str, str]:
-    """{node id: the outcome as pytest gave it} of one job."""
+    """{node id: outcome} of one job (under the runner's specs, as the ground truth runs)."""
     with session_scope(stack.database_url) as s:
         rows = s.execute(
-            select(TestResult.test_id, TestResult.outcome, TestResult.spec_mode).where(
-                TestResult.job_pk == job_pk
-            )
+            select(TestResult.test_id, TestResult.outcome).where(TestResult.job_pk == job_pk)
         ).all()
-    return {test_id: raw(outcome, mode) for test_id, outcome, mode in rows}
+    return dict(rows)
 
 
 def shards_of(stack: Any, job_pk: int) -> list[list[str]]:
@@ -62,13 +52,6 @@ def shards_of(stack: Any, job_pk: int) -> list[list[str]]:
     return [list(ids) for _, ids in sorted(rows)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-06 (docs/selection.md): 642 of 643 differences were the 2.13.0 job's "
-    "shards holding ids only 2.14.1 collects, which ran nothing (the runner now runs the others: "
-    "not re-run since); the other, native_group_norm float16 backward xpassing under the spec's "
-    "tolerance, the ground truth (run without specs) cannot see (issue #26)",
-)
 def test_the_release_jobs_differ_exactly_where_the_ground_truth_says(
     relay_up: Any, sample_runs: Any, tmp_path: Path
 ) -> None:
@@ -135,6 +118,8 @@ def test_the_release_jobs_differ_exactly_where_the_ground_truth_says(
         head_env=env.env,
         tests=[test_of[n] for n in planned],
         run=True,
+        # the specs both jobs ran under: their modes and edits (a tolerance) shape an outcome
+        specs=SPYRE.default_specs,
     )
     changed, new_failing = (set(e.failing) for e in truth.events)
     new = {n for n in planned if test_of[n] not in base.by_id}

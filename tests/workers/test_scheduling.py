@@ -28,7 +28,13 @@ REPLAY_TESTS = 2000
 REPLAY_SHARD = 250
 
 
-@pytest.fixture(scope="module", params=["sqlite+embedded", "postgres+redis"])
+KINDS = ["sqlite+embedded", "postgres+redis"]
+#: the overtaking run on PostgreSQL + Redis is `make test-long`'s (about 35 s of shards): `make
+#: test` runs it on SQLite + the embedded broker, and the planning test on both
+KINDS_LONG_ON_REDIS = ["sqlite+embedded", pytest.param("postgres+redis", marks=pytest.mark.long)]
+
+
+@pytest.fixture(scope="module")
 def stack(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
@@ -70,6 +76,7 @@ def _seconds(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds()
 
 
+@pytest.mark.parametrize("stack", KINDS, indirect=True, scope="module")
 def test_deliveries_are_processed_while_a_replay_is_planned(stack: Any, sample_runs: Any) -> None:
     replay = _request_replay(stack, "0.1", "0.2")  # its gate stays closed: planning goes on
     planning = stack.wait_for(
@@ -104,6 +111,7 @@ def test_deliveries_are_processed_while_a_replay_is_planned(stack: Any, sample_r
     assert _seconds(done.completed_at, finished.dispatched_at) > 0
 
 
+@pytest.mark.parametrize("stack", KINDS_LONG_ON_REDIS, indirect=True, scope="module")
 def test_a_pull_request_overtakes_a_running_replay(stack: Any, sample_runs: Any) -> None:
     (stack.gates / "1.0-1.1.open").touch()
     replay = _request_replay(stack, "1.0", "1.1")
