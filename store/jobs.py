@@ -7,7 +7,7 @@ Every write is idempotent so a task that runs twice writes once: a result is uni
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,6 +39,10 @@ class JobKey:
     run_id: str
     run_attempt: str
     job_name: str
+
+    def columns(self) -> dict[str, str]:
+        """The job row's columns this key fills (its unique key)."""
+        return asdict(self)
 
 
 def transition(
@@ -160,11 +164,7 @@ def create_job(
     if existing is not None:  # planned: the planning job gets its selection and shards
         return _planned(session, existing, shards, shard_seconds, selection), True
     job = Job(
-        delivery_id=key.delivery_id,
-        repo=key.repo,
-        run_id=key.run_id,
-        run_attempt=key.run_attempt,
-        job_name=key.job_name,
+        **key.columns(),
         dispatch_pk=dispatch_pk,
         event_type=event_type,
         workflow_name=workflow_name,
@@ -227,13 +227,7 @@ def _add_plan(
 
 
 def key_is(key: JobKey) -> list[Any]:
-    return [
-        Job.delivery_id == key.delivery_id,
-        Job.repo == key.repo,
-        Job.run_id == key.run_id,
-        Job.run_attempt == key.run_attempt,
-        Job.job_name == key.job_name,
-    ]
+    return [getattr(Job, name) == value for name, value in key.columns().items()]
 
 
 def _planned(

@@ -150,11 +150,7 @@ def begin_planning(
         return existing
     now = utcnow()
     job = Job(
-        delivery_id=key.delivery_id,
-        repo=key.repo,
-        run_id=key.run_id,
-        run_attempt=key.run_attempt,
-        job_name=key.job_name,
+        **key.columns(),
         dispatch_pk=dispatch_pk,
         event_type=event_type,
         workflow_name=workflow_name,
