@@ -230,6 +230,14 @@ class StalledPlan:
     created_at: datetime
 
 
+def _unheld_plan(now: Any) -> Any:
+    """A dispatch still to plan that no live planner holds (no lease, or its lease expired)."""
+    return and_(
+        Dispatch.state == DispatchState.PENDING.value,
+        or_(Dispatch.lease_until.is_(None), Dispatch.lease_until < now),
+    )
+
+
 def claim_planning(session: Session, *, dispatch_pk: int, lease: float, max_attempts: int) -> bool:
     """A planner takes ``dispatch_pk``: one conditional update counts its attempt and gives it
     the lease. False (nothing counted) when the dispatch is planned or given up, another live
@@ -240,8 +248,7 @@ def claim_planning(session: Session, *, dispatch_pk: int, lease: float, max_atte
         update(Dispatch)
         .where(
             Dispatch.id == dispatch_pk,
-            Dispatch.state == DispatchState.PENDING.value,
-            or_(Dispatch.lease_until.is_(None), Dispatch.lease_until < now),
+            _unheld_plan(now),
             func.coalesce(Dispatch.attempts, 0) < max_attempts,
         )
         .values(
@@ -307,8 +314,7 @@ def requeue_planning(session: Session, *, dispatch_pk: int) -> bool:
         update(Dispatch)
         .where(
             Dispatch.id == dispatch_pk,
-            Dispatch.state == DispatchState.PENDING.value,
-            or_(Dispatch.lease_until.is_(None), Dispatch.lease_until < now),
+            _unheld_plan(now),
         )
         .values(lease_until=None, enqueued_at=now)
         .execution_options(synchronize_session=False)
