@@ -12,11 +12,11 @@ commands and the first steps of its five-minute tour:
    and concludes ``neutral`` saying why.
 4. The dashboard's ``/`` and the job's run page load in chromium.
 
-The first start's demo release replay is turned off (``RELAY_DEMO_REPLAY=``): on a cold machine it
-makes torch 2.14.1's environment (5.5 GB), collects the bundled universe under both torches and
-learns the traced import map; even with the OpInfo fingerprints shipped as seeds that took more
-than half an hour on this 2-core machine under load (docs/benchmarks.md), more than CI's budget. The planner's process work inside a Celery prefork child, what broke it, is
-tested in tests/workers/test_prefork_spawning.py; the demo job is measured by hand (docs/benchmarks.md).
+5. The first start's demo release replay (2.13 -> 2.14, torch 2.14.1's wheel in its own environment
+   under the clone's ``var/envs``, about 5.5 GB) completes with results, run under torch 2.14.1.
+   Measured cold on an idle 2-core machine (an empty HOME, a fresh clone): 9.4 minutes from ``make
+   run`` to the demo job's success (docs/benchmarks.md); the planner's process work inside a Celery
+   prefork child is also tested apart, in tests/workers/test_prefork_spawning.py.
 
 It clones HEAD: uncommitted changes are not in it.
 """
@@ -40,6 +40,7 @@ import pytest
 SETUP_SECONDS = 1200  # making .venv from the package index, migrating, starting
 FAST_SECONDS = 1200  # make test-fast in the clone
 JOB_SECONDS = 900  # the submitted pull request's job
+DEMO_SECONDS = 3600  # the demo replay's job, after the pull request's (a loaded CI machine)
 # What this test run's own environment sets and a user's shell does not: the project's settings,
 # the outer venv, pytest's and the device plugin's variables, an outer `make`'s flags (`make test
 # VENV=...` would reach the clone's `make run` through MAKEFLAGS), CI's marker (under CI=true the
@@ -110,7 +111,7 @@ def clone(
     assert not (home / "shared").exists()  # a user's machine: no ../shared
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED)}
-    env.update(RELAY_PORT=str(port), RELAY_DEMO_REPLAY="")
+    env.update(RELAY_PORT=str(port))  # the demo replay on, as a newcomer gets it
     log = home / "make-run.log"
     with log.open("wb") as out:
         make = subprocess.Popen(
@@ -141,7 +142,7 @@ def clone(
 
 
 @pytest.mark.clone
-@pytest.mark.timeout(SETUP_SECONDS + FAST_SECONDS + JOB_SECONDS + 600)
+@pytest.mark.timeout(SETUP_SECONDS + FAST_SECONDS + JOB_SECONDS + DEMO_SECONDS + 600)
 def test_the_readme_path_from_a_bare_clone(clone: Clone, browser: Any) -> None:
     assert (clone.root / ".venv" / ".installed").exists()  # make run's setup made the venv
     fast = subprocess.run(
@@ -161,7 +162,7 @@ def test_the_readme_path_from_a_bare_clone(clone: Clone, browser: Any) -> None:
     assert submitted.stdout.startswith("202 "), submitted.stdout
     delivery_id = re.search(r"\(delivery ([0-9a-f-]{36})\)", submitted.stdout).group(1)  # type: ignore[union-attr]
     listed = clone.get("/api/v1/deliveries")
-    assert [d["delivery_id"] for d in listed["items"]] == [delivery_id]
+    assert delivery_id in [d["delivery_id"] for d in listed["items"]]
     job = _wait(
         "job for the delivery",
         lambda: next(iter(clone.get(f"/api/v1/deliveries/{delivery_id}")["job_ids"]), None),
@@ -196,3 +197,19 @@ def test_the_readme_path_from_a_bare_clone(clone: Clone, browser: Any) -> None:
                 assert heading in page.locator("h1").first.inner_text(), path
     finally:
         page.close()
+
+    # the first start's demo: the release step 2.13 -> 2.14 run under torch 2.14.1, with results
+    demo = _wait(
+        "completed demo replay job",
+        lambda: (job := _demo_job(clone)) is not None and _completed(clone, job),
+        DEMO_SECONDS,
+        clone.log,
+    )
+    ran = demo["upstream_under_test"]
+    assert (ran["kind"], ran["torch_version"]) == ("release", "2.14.1"), ran
+    assert demo["conclusion"] == "success" and demo["test_results"]["total"] > 0, demo
+
+
+def _demo_job(clone: Clone) -> int | None:
+    jobs = clone.get("/api/v1/deliveries/replay-2.13-2.14")["job_ids"]
+    return jobs[0] if jobs else None
