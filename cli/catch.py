@@ -15,8 +15,12 @@ A mutant is caught when its job concludes ``failure`` naming a failing test that
 (``mandatory_success``, ``xfail_strict``); its twin must conclude ``success``; each job must name
 its overlay (kind ``overlay``, its head SHA, one file laid over). A mutant whose job stays green
 is probed (:mod:`evaluation.observability`): the variants that reach the mutated function run in
-the mutant's overlay and in the twin's; when no outcome differs the mutant is unobservable by the
-bundled suites, else it is missed.
+the mutant's overlay (those that fail there again in the twin's); when no outcome differs the
+mutant is unobservable by the bundled suites, else it is missed. The probes run in a thread beside
+the next mutants' jobs, on the traced import map learned from the start (:mod:`cli.catch_probe`),
+and the report is rewritten after every verdict, so a run stopped by its deadline keeps what it
+decided. A job with nothing to test (every change unit reaches no variant of the backend)
+concludes ``success`` and is probed like any green one.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import re
 import secrets
 import signal
@@ -31,6 +36,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -41,12 +47,15 @@ from typing import Any
 
 import httpx
 
+from cli.catch_probe import Prober, make_prober
 from config.settings import get_settings
 from evaluation.localrepo import LocalUpstream, commit_file
 from evaluation.mutants import Mutant
 from evaluation.observability import Probe
 
 GATING = frozenset({"mandatory_success", "xfail_strict"})
+PENDING = "undecided: no gating failure, probe pending"
+OUT_OF_TIME = "undecided: no gating failure, not probed (out of time)"
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLE = PROJECT / "examples" / "events" / "pull_request.opened.json"
 
@@ -62,11 +71,22 @@ class EventRun:
     seconds: float  # webhook sent -> job completed
     first_failure_s: float | None  # webhook sent -> the first failing result stored
     under_test: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""  # why it failed before tests ran, or had none to run (its failure_reason)
 
     @property
     def names_overlay(self) -> bool:
         u = self.under_test
         return u.get("kind") == "overlay" and u.get("head_sha") == self.head_sha
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A webhook posted: the head, its pull request number, when (monotonic and wall clock)."""
+
+    head: str
+    number: int
+    start: float
+    at: datetime
 
 
 @dataclass
@@ -105,7 +125,7 @@ def judge(mutant: Mutant, planted: EventRun, clean: EventRun, probe: Probe | Non
     elif planted.conclusion not in ("success", "failure"):
         c.verdict = f"undecided: the job concluded {planted.conclusion or 'nothing'}"
     elif probe is None:
-        c.verdict = "undecided: no gating failure, not probed (out of time)"
+        c.verdict = OUT_OF_TIME
     elif probe.observable:
         gate = [t for t in probe.broken if t in set(gating)]
         why = "none of them was selected or they do not gate" if not gate else "they ran"
@@ -185,6 +205,10 @@ class LocalRelay:
 
     def pull_request(self, base: str, head: str, *, timeout: float) -> EventRun:
         """Post one signed ``pull_request`` (opened) event for ``base..head``; wait for its job."""
+        return self.wait(self.send(base, head), timeout=timeout)
+
+    def send(self, base: str, head: str) -> Sent:
+        """Post one signed ``pull_request`` (opened) event for ``base..head``."""
         from wire.github.signature import sign
 
         payload = json.loads(EXAMPLE.read_text(encoding="utf-8"))
@@ -194,7 +218,7 @@ class LocalRelay:
         payload["pull_request"]["head"]["sha"] = head
         payload["pull_request"]["base"]["sha"] = base
         body = json.dumps(payload).encode()
-        start, sent = time.monotonic(), datetime.now(UTC)
+        sent = Sent(head, number, time.monotonic(), datetime.now(UTC))
         response = httpx.post(
             self.base_url + "/github/webhook",
             content=body,
@@ -207,14 +231,18 @@ class LocalRelay:
             timeout=30,
         )
         response.raise_for_status()
+        return sent
+
+    def wait(self, sent: Sent, *, timeout: float) -> EventRun:
+        """The job of a sent event once it completed: conclusion, failing results, timings."""
 
         def finished() -> dict[str, Any] | None:
-            page = self._get("/api/v1/jobs", pr=number)
+            page = self._get("/api/v1/jobs", pr=sent.number)
             items = (page or {}).get("items", [])
             return items[0] if items and items[0]["status"] == "completed" else None
 
-        job = self._wait(finished, timeout, f"the job of PR {number}")
-        seconds = time.monotonic() - start
+        job = self._wait(finished, timeout, f"the job of PR {sent.number}")
+        seconds = time.monotonic() - sent.start
         detail = self._get(f"/api/v1/jobs/{job['id']}")
         failing = [
             r
@@ -224,13 +252,14 @@ class LocalRelay:
         self._planned_modes(job["id"], failing)
         first = min((_when(r["created_at"]) for r in failing), default=None)
         return EventRun(
-            head,
+            sent.head,
             job["conclusion"],
             job["planned"],
             failing,
             seconds,
-            (first - sent).total_seconds() if first else None,
+            (first - sent.at).total_seconds() if first else None,
             under_test=detail.get("upstream_under_test") or {},
+            reason=job.get("failure_reason") or "",
         )
 
     def _planned_modes(self, job_id: int, failing: list[dict[str, Any]]) -> None:
@@ -303,9 +332,6 @@ def commit_mutant(repo: LocalUpstream, mutant: Mutant, *, seed: int) -> Branches
     )
 
 
-Prober = Callable[[Mutant, Branches], Probe]
-
-
 def run_catch(
     repo: LocalUpstream,
     mutants: Sequence[Mutant],
@@ -317,37 +343,97 @@ def run_catch(
     timeout: float = 3600,
     deadline: float | None = None,
     log: Callable[[str], None] = lambda _: None,
+    changed: Callable[[list[Catch]], None] = lambda _: None,
 ) -> list[Catch]:
-    """Each mutant and its twin as two pull requests through a real relay; then each mutant whose
-    job showed no gating failure is probed with ``prober``. No mutant is started, and no probe,
-    after ``deadline`` (``time.monotonic()``): those left are reported as such."""
+    """Each mutant and its twin as two pull requests through a real relay (the twin's webhook
+    sent right after the mutant's: it is planned while the mutant's shards run); each mutant
+    whose job showed no gating failure is probed with ``prober`` beside the next mutants' jobs
+    (:class:`ProbeQueue`). No mutant is started, and no probe, after ``deadline``
+    (``time.monotonic()``): those left are reported as such. ``changed(catches)`` is called
+    after every verdict (the report is written as the run goes)."""
+    catches: list[Catch] = []
+    probes = (
+        ProbeQueue(prober, deadline=deadline, changed=lambda: changed(catches), log=log)
+        if prober
+        else None
+    )
+    lock = probes.lock if probes else contextlib.nullcontext()
     relay = LocalRelay(var_dir, upstream=repo.path, budget=budget)
-    runs: list[tuple[Mutant, Branches, EventRun, EventRun]] = []
     try:
         for mutant in mutants:
             if deadline is not None and time.monotonic() > deadline:
-                log(f"deadline reached: {len(runs)} of {len(mutants)} mutants sent")
+                log(f"deadline reached: {len(catches)} of {len(mutants)} mutants sent")
                 break
             branches = commit_mutant(repo, mutant, seed=seed)
             log(f"{mutant.id} {mutant.symbol} {mutant.operator} ({mutant.description}) ...")
-            planted = relay.pull_request(repo.base, branches.mutant, timeout=timeout)
-            clean = relay.pull_request(repo.base, branches.twin, timeout=timeout)
-            runs.append((mutant, branches, planted, clean))
+            sent = [relay.send(repo.base, head) for head in (branches.mutant, branches.twin)]
+            planted, clean = (relay.wait(one, timeout=timeout) for one in sent)
+            catch = judge(mutant, planted, clean, None)
             log(
                 f"{mutant.id}: {planted.conclusion} ({len(gating_failures(planted))} gating "
-                f"failures), twin {clean.conclusion}"
+                f"failures{'; ' + planted.reason if planted.reason else ''}), twin "
+                f"{clean.conclusion}"
             )
+            with lock:
+                catches.append(catch)
+                if probes and needs_probe(catch):
+                    probes.put(catch, branches)
+                changed(catches)
     finally:
         relay.stop()
-    catches: list[Catch] = []
-    for mutant, branches, planted, clean in runs:
-        probe = None
-        unsure = planted.conclusion in ("success", "failure") and not gating_failures(planted)
-        if unsure and prober and (deadline is None or time.monotonic() < deadline):
-            probe = prober(mutant, branches)
-        catches.append(judge(mutant, planted, clean, probe))
-        log(f"{mutant.id}: {catches[-1].verdict}")
+        if probes:
+            probes.finish()
     return catches
+
+
+def needs_probe(catch: Catch) -> bool:
+    """A mutant whose job concluded with no gating failure: was there anything to catch?"""
+    return catch.planted.conclusion in ("success", "failure") and not catch.gating_failed
+
+
+class ProbeQueue:
+    """Probes queued mutants one after another in a thread of its own, each as soon as it is
+    queued; none is started after ``deadline`` (``time.monotonic()``). ``changed`` is called
+    under :attr:`lock` after each verdict."""
+
+    def __init__(
+        self,
+        prober: Prober,
+        *,
+        deadline: float | None,
+        changed: Callable[[], None],
+        log: Callable[[str], None],
+    ) -> None:
+        self._prober, self._deadline, self._changed, self._log = prober, deadline, changed, log
+        self._items: queue.Queue[tuple[Catch, Branches] | None] = queue.Queue()
+        self.lock = threading.Lock()
+        self._thread = threading.Thread(target=self._work, daemon=True, name="probes")
+        self._thread.start()
+
+    def put(self, catch: Catch, branches: Branches) -> None:
+        catch.verdict = PENDING
+        self._items.put((catch, branches))
+
+    def _work(self) -> None:
+        while (item := self._items.get()) is not None:
+            catch, branches = item
+            found, verdict = None, OUT_OF_TIME
+            if self._deadline is None or time.monotonic() < self._deadline:
+                try:
+                    found = self._prober(catch.mutant, branches.mutant, branches.twin)
+                    verdict = judge(catch.mutant, catch.planted, catch.clean, found).verdict
+                except Exception as exc:  # a probe that could not run leaves one undecided
+                    first = (str(exc).strip().splitlines() or [""])[0][:160]
+                    verdict = f"undecided: the probe did not run ({type(exc).__name__}: {first})"
+            with self.lock:
+                catch.probe, catch.verdict = found, verdict
+                self._log(f"{catch.mutant.id}: {verdict}")
+                self._changed()
+
+    def finish(self) -> None:
+        """Probe what is queued (none started after the deadline) and stop the thread."""
+        self._items.put(None)
+        self._thread.join()
 
 
 def summary(catches: Sequence[Catch], *, sampled: int) -> dict[str, Any]:
@@ -377,8 +463,8 @@ def catch_table(catches: Sequence[Catch], *, sampled: int) -> str:
         f"| {s['unobservable']} | {s['undecided']} | {s['false_reds']} of {s['run']} "
         f"| {2 * s['overlay_named']} of {2 * s['run']} | {median} |",
         "",
-        "| mutant | function | operator | tests run | mutant job | twin job | s (mutant + twin) "
-        "| verdict |",
+        "| mutant | function | operator | tests run | mutant job | twin job "
+        "| s webhook -> done (mutant, twin) | verdict |",
         "|---|---|---|---:|---|---|---:|---|",
     ]
     for c in catches:
@@ -386,60 +472,14 @@ def catch_table(catches: Sequence[Catch], *, sampled: int) -> str:
         if c.gating_failed:
             more = len(c.gating_failed) - 1
             named = f" ({c.gating_failed[0].rpartition('::')[2]}" + (f" +{more})" if more else ")")
+        elif c.planted.reason.startswith("nothing to test"):
+            named = " (nothing to test)"
         lines.append(
             f"| {m.id} | `{m.symbol}` | {m.operator}: {m.description} (line {m.line}) "
             f"| {c.planted.planned} | {c.planted.conclusion}{named} | {c.clean.conclusion} "
-            f"| {c.planted.seconds + c.clean.seconds:.0f} | {c.verdict} |"
+            f"| {c.planted.seconds:.0f}, {c.clean.seconds:.0f} | {c.verdict} |"
         )
     return "\n".join(lines)
-
-
-def make_prober(
-    repo: LocalUpstream,
-    *,
-    suites: Sequence[str],
-    envs: Path,
-    cache_dir: Path,
-    log: Callable[[str], None],
-) -> Prober:
-    """The observability probe over the bundled universe (``suites``) under the backend's
-    specs, in the overlays under ``envs`` (the relay's: the jobs made them)."""
-    from backends import get_backend
-    from evaluation.observability import probe
-    from inventory.build import universe_from_inventory
-    from inventory.importmap import import_map_for
-    from upstream.undertest import UpstreamUnderTest, resolve_environment
-
-    specs = list(get_backend("spyre").default_specs)  # the runner's (RELAY_RUNNER_SPECS unset)
-    universe = universe_from_inventory(specs=specs, suites=suites)
-    learned: list[Path] = []
-
-    def prober(mutant: Mutant, branches: Branches) -> Probe:
-        if not learned:
-            log("learning the traced import map (once per torch build) ...")
-            found = import_map_for(universe)
-            if found is None:
-                raise RuntimeError("no traced import map for this universe")
-            learned.append(found)
-        mutant_env, twin_env = (
-            resolve_environment(
-                UpstreamUnderTest(kind="overlay", head_sha=sha), envs=envs, checkout=repo.path
-            )
-            for sha in (branches.mutant, branches.twin)
-        )
-        return probe(
-            universe,
-            mutant.symbol,
-            import_map=learned[0],
-            mutant_env=mutant_env,
-            twin_env=twin_env,
-            cache_dir=cache_dir,
-            log=log,
-            specs=specs,
-            labels={"mutant": branches.mutant[:12], "twin": branches.twin[:12]},
-        )
-
-    return prober
 
 
 def catch_command(
@@ -451,8 +491,10 @@ def catch_command(
     var_root: Path,
     minutes: float | None,
     log: Callable[[str], None],
+    write: Callable[[str], None] = lambda _: None,
 ) -> tuple[list[Catch], str]:
-    """The whole evaluation: the repository, the sample, the relay, the probes; the table."""
+    """The whole evaluation: the repository, the sample, the relay, the probes; the table.
+    ``write(text)`` gets the table as it stands after every verdict (marked in progress)."""
     from backends.base import package_dir, torch_build
     from evaluation.localrepo import local_upstream
     from evaluation.mutants import sample_mutants
@@ -468,12 +510,26 @@ def catch_command(
     )
     log(f"local upstream repository {repo.path} (base {repo.base[:12]}, torch {repo.torch_build})")
     mutants = sample_mutants(repo.path, count=sample, seed=seed)
-    var_dir = var_root / "eval" / "catch" / time.strftime("%Y%m%d-%H%M%S")
+    var_dir = (var_root / "eval" / "catch" / time.strftime("%Y%m%d-%H%M%S")).resolve()
     log(f"{len(mutants)} mutant(s) sampled (seed {seed}); relay up in {var_dir}")
     deadline = time.monotonic() + 60 * minutes if minutes else None
     prober = make_prober(
-        repo, suites=suites, envs=var_dir.resolve() / "envs", cache_dir=var_dir / "probes", log=log
+        repo,
+        suites=suites,
+        envs=var_dir / "probe-envs",
+        cache_dir=var_dir / "probes",
+        deadline=deadline,
+        log=log,
     )
+
+    def changed(catches: list[Catch]) -> None:
+        pending = sum(c.verdict == PENDING for c in catches)
+        write(
+            catch_table(catches, sampled=len(mutants))
+            + f"\n\nin progress ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC): {len(catches)} of "
+            f"{len(mutants)} mutants' jobs in, {pending} probe(s) pending"
+        )
+
     catches = run_catch(
         repo,
         mutants,
@@ -483,5 +539,6 @@ def catch_command(
         budget=budget,
         deadline=deadline,
         log=log,
+        changed=changed,
     )
     return catches, catch_table(catches, sampled=len(mutants))

@@ -230,6 +230,12 @@ def _catch(suites, *, sample, seed, budget, minutes, report) -> None:
     from config.settings import get_settings
 
     start = time.perf_counter()
+
+    def write(text: str) -> None:  # the report as it stands, after every verdict
+        if report is not None:
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(text + "\n", encoding="utf-8")
+
     catches, text = catch_command(
         sample=sample,
         seed=seed,
@@ -238,12 +244,11 @@ def _catch(suites, *, sample, seed, budget, minutes, report) -> None:
         var_root=get_settings().var_dir,
         minutes=minutes,
         log=typer.echo,
+        write=write,
     )
     text += f"\n\nwall time {time.perf_counter() - start:.0f} s (repository, relay start included)"
     typer.echo(text)
-    if report is not None:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(text + "\n", encoding="utf-8")
+    write(text)
     store_report(report, "catch", text)
     if any(c.verdict.startswith("missed") or c.false_red for c in catches):
         raise typer.Exit(1)

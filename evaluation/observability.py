@@ -5,10 +5,11 @@ The probe of a mutated function is every variant of the ops and modules whose te
 function in the traced run of the base (:func:`inventory.importmap.import_map_for`: one variant
 of every op and module, each call of a torch function recorded), plus those traced tests
 themselves, all dtypes and templates, without the spec's ``skip`` variants; at most ``cap`` of
-them (an even, sorted stride). The probe runs twice, in the mutant's overlay and in its clean
-twin's (the same base binaries, so only the fault differs), under the backend's specs as the
-shard runner applies them; the variants that fail (``failed``/``error``) under the mutant and not
-under the twin are what the fault breaks. A mutant is observable when that set is not empty (a
+them (an even, sorted stride). The probe runs in the mutant's overlay, then the variants that
+failed there (``failed``/``error``) run again in its clean twin's (the same base binaries, so
+only the fault differs; a variant that does not fail under the mutant cannot be one the fault
+breaks), under the backend's specs as the shard runner applies them; the variants that fail
+under the mutant and not under the twin are what the fault breaks. A mutant is observable when that set is not empty (a
 variant the spec marks ``xfail`` reports ``xfailed`` and breaks nothing that gates).
 
 What the probe cannot see, said with its verdict: a function no traced test called (only called
@@ -94,7 +95,8 @@ def probe(
     cap: int = PROBE_CAP,
     log: Callable[[str], None] = lambda _: None,
 ) -> Probe:
-    """Run the probe of ``symbol`` in both environments; the variants whose outcome differs.
+    """Run the probe of ``symbol`` under the mutant, its failures under the twin; the variants
+    the mutant breaks.
     ``labels``: {"mutant": ..., "twin": ...} name the two runs (their caches under
     ``cache_dir``)."""
     traced = callers(import_map, symbol)
@@ -102,12 +104,12 @@ def probe(
     found = Probe(symbol, len(traced), candidates, ran=ids)
     if not ids:
         return found
-    outcomes = {}
-    for which, env in (("twin", twin_env), ("mutant", mutant_env)):
-        outcomes[which] = run_outcomes(
+
+    def outcomes(which: str, env: RunEnvironment, tests: list[str]) -> dict[str, str]:
+        return run_outcomes(
             universe,
             mutant=None,
-            tests=ids,
+            tests=tests,
             processes=1,
             python=env.python,
             extra_env=env.env,
@@ -116,8 +118,11 @@ def probe(
             specs=specs,
             label=f"probe {labels[which]}",
         )
-    for test_id in ids:
-        before, after = outcomes["twin"].get(test_id, "?"), outcomes["mutant"].get(test_id, "?")
-        if after in FAILURES and before not in FAILURES:
-            found.broken[test_id] = (before, after)
+
+    after = outcomes("mutant", mutant_env, ids)
+    suspects = [t for t in ids if after.get(t, "?") in FAILURES]
+    before = outcomes("twin", twin_env, suspects) if suspects else {}
+    for test_id in suspects:
+        if before.get(test_id, "?") not in FAILURES:
+            found.broken[test_id] = (before.get(test_id, "?"), after[test_id])
     return found

@@ -294,7 +294,9 @@ def shards_open(session: Session, *, job_pk: int) -> int:
 
 
 def conclude(session: Session, *, job: Job) -> Conclusion:
-    """success: tests ran with no failed shard and no gating failure, or comments changed only."""
+    """success: tests ran with no failed shard and no gating failure, or there was nothing to
+    test (:func:`store.selections.nothing_to_test`: comments changed only, or every change unit
+    reaches no variant of this backend)."""
     if job.superseded_by_pk is not None or job.conclusion == Conclusion.CANCELLED.value:
         return Conclusion.CANCELLED
     if (job.upstream_under_test or {}).get("kind") == "none":

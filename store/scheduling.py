@@ -211,8 +211,9 @@ def first_line(text: str) -> str:
 
 
 def set_failure(job: Job, reason: str, error: str | None = None) -> None:
-    """Why ``job`` failed before it ran tests (the caller commits): a one-line reason and, when
-    there is one, the error's text (its end kept: a traceback's last lines say most)."""
+    """Why ``job`` failed before it ran tests, or why it ran none (the caller commits): a one-line
+    reason and, when there is one, the error's text (its end kept: a traceback's last lines say
+    most). A job that had nothing to test concludes ``success`` with its reason here too."""
     line = first_line(reason)
     job.failure_reason = line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
     job.failure_error = None if not error else error[-ERROR_CHARS:]

@@ -11,17 +11,34 @@ from sqlalchemy.orm import Session
 from store.models import Job, Selection, SelectionTest
 
 
-def nothing_to_test(session: Session, *, job: Job) -> bool:
-    """Whether the job planned no test because its change has no change unit at all (files
-    changed, but only comments or formatting: no definition's AST differs) and its plan is no
-    fallback."""
+def nothing_to_test(session: Session, *, job: Job) -> str | None:
+    """Why the job planned no test although nothing stopped it, or None when it did not: its
+    files changed but no definition's AST differs (only comments or formatting), or every
+    change unit was accounted for by a signal and reaches no variant this backend runs (a
+    helper of an op the universe has no variant of, code for other devices only, a spec's
+    ``skip``). Not when its plan is a fallback or its budget cut what the change reaches."""
     if job.tests_total:
-        return False
+        return None
     stored = session.scalar(select(Selection).where(Selection.job_pk == job.id).limit(1))
-    if stored is None or stored.fallbacks or (stored.plan or {}).get("fallback"):
-        return False
-    changes = (stored.stage_counts or {}).get("changes") or {}
-    return changes.get("in", 0) > 0 and changes.get("out") == 0
+    if stored is None or stored.fallbacks:
+        return None
+    plan, counts = stored.plan or {}, stored.stage_counts or {}
+    changes, budget = counts.get("changes") or {}, counts.get("budget") or {}
+    cut = (plan.get("counts") or {}).get("cut") or budget.get("in", 0) - budget.get("out", 0)
+    if plan.get("fallback") or plan.get("unexplained") or cut or not changes.get("in"):
+        return None
+    if changes.get("out") == 0:
+        return "nothing to test: only comments or formatting changed (no definition's AST differs)"
+    explained = plan.get("explained") or {}
+    shown = "; ".join(
+        f"{unit.rpartition('::')[2] or unit} ({str(why[0]) if why else 'accounted for'})"
+        for unit, why in sorted(explained.items())[:2]
+    )
+    more = f" (+{len(explained) - 2} more)" if len(explained) > 2 else ""
+    return (
+        f"nothing to test: the change's {changes['out']} unit(s) reach no variant this backend "
+        f"runs: {shown}{more}"
+    )
 
 
 def selection_of(session: Session, *, job_pk: int) -> Selection | None:

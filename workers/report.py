@@ -17,6 +17,7 @@ from config.settings import Settings, get_settings
 from store import jobs, results, scheduling
 from store.db import session_scope
 from store.models import Conclusion, Delivery, Dispatch, Job, JobStatus
+from store.selections import nothing_to_test
 from upstream.undertest import UpstreamUnderTest
 from wire.crcr import callback as crcr_callback
 from wire.crcr.client import CallbackError, send
@@ -140,12 +141,16 @@ def report(self: Task, job_pk: int) -> str | None:
             ):
                 send_callback(settings, job, delivery, "in_progress")
             conclusion = jobs.conclude(session, job=job)
-            if (
-                conclusion is Conclusion.FAILURE
-                and job.failure_reason is None
-                and not (results.ran_count(session, job_pk=job_pk))
-            ):
-                scheduling.set_failure(job, _no_test_reason(job))
+            if job.failure_reason is None and not results.ran_count(session, job_pk=job_pk):
+                reason = (
+                    _no_test_reason(job)
+                    if conclusion is Conclusion.FAILURE
+                    else nothing_to_test(session, job=job)
+                    if conclusion is Conclusion.SUCCESS
+                    else None
+                )
+                if reason:
+                    scheduling.set_failure(job, reason)
             if not jobs.transition(
                 session,
                 job=job,

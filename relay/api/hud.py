@@ -200,7 +200,7 @@ class Run(RunProgress):
     fallbacks: list[dict[str, Any]]
     costs: dict[str, float]  # the plan's *seconds* fields (estimates and budgets)
     plan: dict[str, Any]  # backend, source kind, base and head revisions
-    failure_reason: str | None = None  # why it failed before it ran tests
+    failure_reason: str | None = None  # why it failed before tests ran, or had none to run
     failure_error: str | None = None  # the error's text behind it
 
 

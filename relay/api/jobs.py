@@ -108,7 +108,8 @@ class JobPublic(BaseModel):
     completed_at: datetime | None
     url: str | None
     superseded: bool
-    # why it failed before it ran tests (planning error, environment error, nothing selected)
+    # why it failed before it ran tests (planning error, environment error, nothing selected),
+    # or, on a success, why it had nothing to test (store.selections.nothing_to_test)
     failure_reason: str | None = None
     planned: int  # tests in the plan
     test_results: TestCountsPublic  # live while the job runs

@@ -144,7 +144,7 @@ class SignalContext:
 
 # bump when what a signal keeps per file changes meaning (the planner's disk memo is also
 # keyed by a digest of the selector's code)
-MEMO_VERSION = 1
+MEMO_VERSION = 2  # 2: the operators signal's callers include module-level bindings
 _MEMO: dict[str, Any] = {}
 _MEMO_MAX = 50_000
 

@@ -199,8 +199,25 @@ def _file_facts(ctx: SignalContext, path: str, at_base: bool) -> dict[str, Any] 
     if tree is None:
         return None
     targets = {name: [kind, list(ops)] for name, (kind, ops) in op_targets(path, tree).items()}
-    names = {fn: sorted(used) for fn, used in used_names(tree).items()} if targets else {}
-    return {"targets": targets, "names": names}
+    used = {**binding_names(tree), **used_names(tree)} if targets else {}
+    return {"targets": targets, "names": {fn: sorted(names) for fn, names in used.items()}}
+
+
+def binding_names(tree: ast.Module) -> dict[str, set[str]]:
+    """Module-level ``name = <expression>`` -> the names the expression refers to: a binding
+    reaches what it is bound to (``max_pool2d = boolean_dispatch(if_true=
+    max_pool2d_with_indices, if_false=_max_pool2d, ...)`` calls both)."""
+    return {
+        stmt.targets[0].id: {
+            n.id if isinstance(n, ast.Name) else n.attr
+            for n in ast.walk(stmt.value)
+            if isinstance(n, ast.Name | ast.Attribute)
+        }
+        for stmt in tree.body
+        if isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+    }
 
 
 def _callers_index(functions: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:

@@ -8,13 +8,27 @@ the table are checked in-process."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from backends.base import package_dir, torch_build
-from cli.catch import EventRun, LocalRelay, catch_table, commit_mutant, judge, summary
+from cli.catch import (
+    OUT_OF_TIME,
+    PENDING,
+    Branches,
+    Catch,
+    EventRun,
+    LocalRelay,
+    ProbeQueue,
+    catch_table,
+    commit_mutant,
+    judge,
+    needs_probe,
+    summary,
+)
 from evaluation.localrepo import LocalUpstream, commit_file, local_upstream, read_base
 from evaluation.mutants import Mutant
 from evaluation.observability import Probe
@@ -181,3 +195,56 @@ def test_the_table_counts_and_the_median_time_to_first_failure() -> None:
     text = catch_table([*caught, blind], sampled=5)
     assert "| 5 | 4 | 3 | 3 | 0 | 1 | 0 | 1 of 4 | 6 of 8 | 2.0 |" in text
     assert "| m001 | `torch/f.py::g` | return: returns None (line 3) |" in text
+
+
+def _queued(prober: Any, *, deadline: float | None) -> tuple[list[Catch], list[int]]:
+    """Three green mutants probed through a ProbeQueue; the verdicts and how many were pending
+    at each report."""
+    catches = [judge(_mutant(), _run("success"), _run("success"), None) for _ in range(3)]
+    seen: list[int] = []
+    probes = ProbeQueue(
+        prober,
+        deadline=deadline,
+        changed=lambda: seen.append(sum(c.verdict == PENDING for c in catches)),
+        log=lambda _: None,
+    )
+    for i, c in enumerate(catches):
+        probes.put(c, Branches(f"m{i}", f"t{i}"))
+    probes.finish()
+    return catches, seen
+
+
+def test_green_mutants_are_probed_as_they_come_and_a_failed_probe_is_undecided() -> None:
+    def prober(mutant: Mutant, mutant_sha: str, twin_sha: str) -> Probe:
+        if mutant_sha == "m1":
+            raise RuntimeError("no traced import map for this universe\nmore")
+        broken = {"x": ("passed", "failed")} if mutant_sha == "m2" else {}
+        return Probe(mutant.symbol, traced_callers=1, candidates=1, ran=["x"], broken=broken)
+
+    catches, seen = _queued(prober, deadline=None)
+    assert [c.verdict for c in catches] == [
+        "unobservable: none of the 1 variants that reach it changes outcome",
+        "undecided: the probe did not run (RuntimeError: no traced import map for this universe)",
+        "missed: 1 of 1 probed variants break; none of them was selected or they do not gate",
+    ]
+    assert len(seen) == 3 and seen[-1] == 0  # a report after every verdict, none left pending
+
+
+def test_no_probe_starts_after_the_deadline() -> None:
+    def prober(mutant: Mutant, mutant_sha: str, twin_sha: str) -> Probe:
+        raise AssertionError("probed after the deadline")
+
+    catches, _ = _queued(prober, deadline=time.monotonic() - 1)
+    assert {c.verdict for c in catches} == {OUT_OF_TIME}
+    assert summary(catches, sampled=3)["undecided"] == 3
+
+
+def test_a_job_with_nothing_to_test_is_green_and_says_so_in_the_table() -> None:
+    green = _run("success")
+    nothing = _run("success")
+    nothing.planned, nothing.reason = 0, "nothing to test: the change's 1 unit(s) reach ..."
+    catch = judge(_mutant(), nothing, green, Probe("torch/f.py::g", 0, 0))
+    assert catch.verdict == "unobservable: no traced test calls the function"
+    assert needs_probe(judge(_mutant(), nothing, green, None))
+    row = catch_table([catch], sampled=1).splitlines()[-1]
+    assert "| 0 | success (nothing to test) | success | 5, 5 |" in row

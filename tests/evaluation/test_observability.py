@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from evaluation.observability import callers, probe_ids
 from selector.model import Universe, Variant
+from upstream.undertest import RunEnvironment
 
 F = "test/test_ops.py"
 
@@ -72,3 +76,54 @@ def test_the_cap_keeps_an_even_stride() -> None:
     ]
     ids, total = probe_ids(UNIVERSE, traced, cap=2)
     assert total == 5 and len(ids) == 2 and ids == sorted(ids) and ids[0] != ids[1]
+
+
+def test_the_twin_runs_only_what_failed_under_the_mutant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe runs its variants in the mutant's overlay, then only those that failed there in
+    the twin's: a variant that fails under both is not broken by the fault, one that fails only
+    under the mutant is."""
+    import evaluation.observability as observability
+
+    runs: list[tuple[str, list[str]]] = []
+    results = {
+        "mutant": {"a": "failed", "b": "passed", "c": "error"},
+        "twin": {"a": "passed", "c": "error"},
+    }
+
+    def fake_run(universe: Universe, **kw: Any) -> dict[str, str]:
+        which = kw["label"].removeprefix("probe ")
+        runs.append((which, list(kw["tests"])))
+        return {t: results[which][t] for t in kw["tests"]}
+
+    monkeypatch.setattr(observability, "run_outcomes", fake_run)
+    monkeypatch.setattr(
+        observability, "probe_ids", lambda universe, traced, cap: (["a", "b", "c"], 3)
+    )
+    traced = tmp_path / "map.json"
+    traced.write_text(json.dumps({"tests": ["t"], "calls": {"torch/f.py::g": [0]}}))
+    env = RunEnvironment(python="python", env={}, torch_build="x")
+    found = observability.probe(
+        UNIVERSE,
+        "torch/f.py::g",
+        import_map=traced,
+        mutant_env=env,
+        twin_env=env,
+        cache_dir=tmp_path,
+        labels={"mutant": "mutant", "twin": "twin"},
+    )
+    assert runs == [("mutant", ["a", "b", "c"]), ("twin", ["a", "c"])]
+    assert found.broken == {"a": ("passed", "failed")} and found.ran == ["a", "b", "c"]
+    runs.clear()
+    results["mutant"] = {"a": "passed", "b": "passed", "c": "passed"}
+    assert not observability.probe(
+        UNIVERSE,
+        "torch/f.py::g",
+        import_map=traced,
+        mutant_env=env,
+        twin_env=env,
+        cache_dir=tmp_path / "again",
+        labels={"mutant": "mutant", "twin": "twin"},
+    ).observable
+    assert runs == [("mutant", ["a", "b", "c"])]  # nothing failed: the twin runs nothing

@@ -524,6 +524,34 @@ def test_changed_functional_binding_selects_the_nn_modules_calling_it(
     assert "nn.Linear calls F.linear" in plan.tests[0].reasons[0]
 
 
+def test_a_changed_function_reaches_the_module_level_binding_dispatching_to_it(
+    repo: Any, small_upstream: Any, select: Any
+) -> None:
+    """``linear = boolean_dispatch(if_true=linear_with_indices, ...)`` (as nn.functional binds
+    its max pools): a change to ``linear_with_indices`` reaches ``F.linear`` and its modules."""
+    functional = (
+        "import torch\n\n\ndef linear_with_indices(x, w):\n    return x{}\n\n\n"
+        "def _linear(x, w):\n    return x\n\n\n"
+        "linear = boolean_dispatch(\n    if_true=linear_with_indices, if_false=_linear\n)\n"
+    )
+    modules = (
+        "from torch.nn import functional as F\n\n\nclass Linear:\n"
+        "    def forward(self, x):\n        return F.linear(x, self.weight)\n"
+    )
+    repo.commit(
+        {"torch/nn/functional.py": functional.format(""), "torch/nn/modules/linear.py": modules}
+    )
+    repo.git("tag", "dispatch-base")
+    repo.commit({"torch/nn/functional.py": functional.format(" * 2")})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("dispatch-base"), source.resolve("HEAD"))
+    universe = small_upstream.make_universe()
+    plan = select(facts, universe, reader=source_reader(source, facts), config=NO_PRIOR)
+    assert not plan.fallback
+    assert {v.test_id for v in universe.by_module["nn.Linear"]} <= set(plan.test_ids)
+    assert any("nn.Linear calls F.linear" in r for t in plan.tests for r in t.reasons)
+
+
 def test_functional_change_reaches_modules_through_bases_and_the_layers_they_build(
     repo: Any,
     small_upstream: Any,

@@ -147,18 +147,40 @@ def test_a_job_without_a_failure_has_no_reason(empty_hud: Any) -> None:
     )
 
 
+#: a stored plan whose one change unit a signal accounted for with no variant of the backend
+ACCOUNTED = {
+    "stage_counts": {"changes": {"in": 1, "out": 1}, "impact": {"in": 1, "out": 0}},
+    "fallbacks": [],
+    "plan": {
+        "fallback": False,
+        "explained": {"torch/_refs/__init__.py::helper": ["operators: ops aten.helper:0"]},
+        "counts": {"selected": 0, "cut": 0, "removed": 0},
+    },
+    "variants": [],
+}
+
+
 @pytest.mark.parametrize(
-    ("shards", "outcome", "reason"),
+    ("shards", "outcome", "reason", "selection"),
     [
         (
             [],
             None,
             "no test selected: the plan chose no test to run (its selection funnel says why)",
+            None,
         ),
         (
             [["test/test_x.py::test_s"]],
             "skipped",
             "no test ran: 1 planned, none executed (skipped or never run: see its results)",
+            None,
+        ),
+        (
+            [],
+            None,
+            "nothing to test: the change's 1 unit(s) reach no variant this backend runs: "
+            "helper (operators: ops aten.helper:0)",
+            ACCOUNTED,
         ),
     ],
 )
@@ -168,11 +190,15 @@ def test_a_job_that_ran_no_test_says_why(
     shards: list[list[str]],
     outcome: str | None,
     reason: str,
+    selection: dict[str, Any] | None,
 ) -> None:
+    """Nothing ran: a failure says why; a change that reaches no variant of the backend is no
+    failure (its job concludes success, its check run neutral) and says why too."""
     from sqlalchemy import select
 
     from backends.base import RunnerConfig
     from config.settings import reset_settings_cache
+    from fanout.checks import job_body
     from planner import RunPlan
     from store import migrate, scheduling
     from store.jobs import JobKey, create_job, finish_shard
@@ -208,7 +234,7 @@ def test_a_job_that_ran_no_test_says_why(
                 head_sha=None,
                 pr_number=None,
                 shards=plan.shards,
-                selection=plan.stored(),
+                selection=selection or plan.stored(),
             )
             job_pk = job.id
             if outcome is not None:
@@ -220,10 +246,13 @@ def test_a_job_that_ran_no_test_says_why(
                 claimed = scheduling.claim_next(s, owner="h:1:test", task_id="test").shard
                 assert claimed is not None
                 finish_shard(s, shard_pk=claimed.id, state=ShardState.DONE)
-        assert report(job_pk) == "failure"
+        assert report(job_pk) == ("success" if selection else "failure")
         with session_scope(url) as s:
             done = s.get(Job, job_pk)
             assert done is not None and (done.failure_reason, done.failure_error) == (reason, None)
+            output = job_body(done)["output"]
+        assert output["summary"].splitlines()[0] == reason
+        assert output["title"].startswith("neutral" if selection else "failure")
     finally:
         reset_settings_cache()
 
