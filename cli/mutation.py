@@ -82,73 +82,66 @@ def _overlay(s: Setting, sha: str) -> RunEnvironment:
     return resolve_environment(under_test, envs=s.envs, checkout=s.repo.path)
 
 
-def truths(
-    s: Setting, mutants: Sequence[Mutant], *, run: bool, deadline: float | None
-) -> list[tuple[Mutant, MutantTruth]]:
-    """The known truth of each mutant: stored, else (``run``, before ``deadline``) run now."""
-    out: list[tuple[Mutant, MutantTruth]] = []
-    base = installed_environment()
-    for mutant in mutants:
-        found = s.records.truth(mutant)
-        if found is None and run and (deadline is None or time.monotonic() < deadline):
-            if s.import_map is None:
-                raise RuntimeError("no traced import map: the restricted sets cannot be known")
-            sha = commit_mutant(s.repo, mutant, seed=s.seed)
-            s.log(f"{mutant.id} {mutant.symbol} {mutant.operator} ({mutant.description}) ...")
-            found = mutant_truth(
-                s.universe,
-                mutant,
-                head_sha=sha,
-                import_map=s.import_map,
-                mutant_env=_overlay(s, sha),
-                base_env=base,
-                records=s.records,
-                specs=s.specs,
-                cap=s.cap,
-                log=s.log,
-            )
-            s.log(
-                f"{mutant.id}: {len(found.broken)} of {len(found.ran)} restricted variants broken"
-            )
-        if found is not None:
-            out.append((mutant, found))
-    return out
+def _in_time(deadline: float | None) -> bool:
+    return deadline is None or time.monotonic() < deadline
 
 
-def checks(
+def known_truth(
+    s: Setting, mutant: Mutant, *, run: bool, deadline: float | None
+) -> MutantTruth | None:
+    """The mutant's truth: stored, else (``run``, before ``deadline``) run now."""
+    found = s.records.truth(mutant)
+    if found is not None or not run or not _in_time(deadline):
+        return found
+    if s.import_map is None:
+        raise RuntimeError("no traced import map: the restricted sets cannot be known")
+    sha = commit_mutant(s.repo, mutant, seed=s.seed)
+    s.log(f"{mutant.id} {mutant.symbol} {mutant.operator} ({mutant.description}) ...")
+    found = mutant_truth(
+        s.universe,
+        mutant,
+        head_sha=sha,
+        import_map=s.import_map,
+        mutant_env=_overlay(s, sha),
+        base_env=installed_environment(),
+        records=s.records,
+        specs=s.specs,
+        cap=s.cap,
+        log=s.log,
+    )
+    s.log(f"{mutant.id}: {len(found.broken)} of {len(found.ran)} restricted variants broken")
+    return found
+
+
+def known_check(
     s: Setting,
-    known: Sequence[tuple[Mutant, MutantTruth]],
-    drawn: Sequence[str],
+    mutant: Mutant,
+    truth: MutantTruth,
     *,
     run: bool,
     cap: int,
     deadline: float | None,
-) -> list[RestrictionCheck]:
-    """The restriction check of the ``drawn`` mutants whose truth is known: stored, else
-    (``run``, before ``deadline``) run now."""
-    out: list[RestrictionCheck] = []
-    for mutant, truth in known:
-        if mutant.id not in drawn:
-            continue
-        found = s.records.check(mutant, check_ids(s.universe, truth, cap=cap, seed=s.seed)[2])
-        if found is None and run and (deadline is None or time.monotonic() < deadline):
-            s.log(f"{mutant.id}: restriction check ...")
-            commit_mutant(s.repo, mutant, seed=s.seed)
-            found = check_restriction(
-                s.universe,
-                mutant,
-                truth,
-                mutant_env=_overlay(s, truth.head_sha),
-                base_env=installed_environment(),
-                records=s.records,
-                specs=s.specs,
-                cap=cap,
-                seed=s.seed,
-                log=s.log,
-            )
-        if found is not None:
-            out.append(found)
-    return out
+) -> RestrictionCheck | None:
+    """The mutant's restriction check: stored, else (``run``, before ``deadline``) run now."""
+    found = s.records.check(mutant, check_ids(s.universe, truth, cap=cap, seed=s.seed)[2])
+    if found is not None or not run or not _in_time(deadline):
+        return found
+    s.log(f"{mutant.id}: restriction check ...")
+    commit_mutant(s.repo, mutant, seed=s.seed)
+    found = check_restriction(
+        s.universe,
+        mutant,
+        truth,
+        mutant_env=_overlay(s, truth.head_sha),
+        base_env=installed_environment(),
+        records=s.records,
+        specs=s.specs,
+        cap=cap,
+        seed=s.seed,
+        log=s.log,
+    )
+    s.log(f"{mutant.id}: {len(found.outside)} broken variant(s) outside the restricted set")
+    return found
 
 
 def plan_mutant(
@@ -189,10 +182,20 @@ def evaluate_mutants(
     deadline: float | None = None,
 ) -> MutationRun:
     """Truths (stored or run), the restriction check of ``check`` mutants drawn at random, and
-    the product's plan of every mutant whose truth is known."""
-    known = truths(s, mutants, run=run, deadline=deadline)
+    the product's plan of every mutant whose truth is known. Nothing starts after
+    ``deadline`` (``time.monotonic()``); what is left is reported as not run."""
     drawn = drawn_for_check([m.id for m in mutants], check, seed=s.seed)
-    checked = checks(s, known, drawn, run=run, cap=check_cap, deadline=deadline)
+    known: list[tuple[Mutant, MutantTruth]] = []
+    checked: list[RestrictionCheck] = []
+    # a drawn mutant is checked right after its truth: a partial run has some of both
+    for mutant in mutants:
+        truth = known_truth(s, mutant, run=run, deadline=deadline)
+        if truth is None:
+            continue
+        known.append((mutant, truth))
+        if mutant.id in drawn:
+            done = known_check(s, mutant, truth, run=run, cap=check_cap, deadline=deadline)
+            checked += [done] if done is not None else []
     plans = {
         m.id: plan_mutant(s, m, budget=budget, history=history, facts_cache=facts_cache)
         for m, _ in known
