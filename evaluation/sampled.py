@@ -31,8 +31,8 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from evaluation.groundtruth import run_outcomes
@@ -47,6 +47,9 @@ from upstream.undertest import RunEnvironment
 
 #: bump when a record's meaning changes: records of another version are not read
 RECORD_VERSION = 1
+#: seconds a test may take in these runs (``PYTEST_TIMEOUT``): a mutant that loops forever fails
+#: its tests instead of holding the evaluation
+PER_TEST_TIMEOUT = 60
 
 
 @dataclass
@@ -137,6 +140,57 @@ class Records:
         tmp.replace(path)
 
 
+def with_timeout(env: RunEnvironment) -> RunEnvironment:
+    """``env`` with :data:`PER_TEST_TIMEOUT` for every test it runs."""
+    return replace(env, env={**env.env, "PYTEST_TIMEOUT": str(PER_TEST_TIMEOUT)})
+
+
+def breaks(
+    ids: Sequence[str], before: Mapping[str, str], after: Mapping[str, str]
+) -> dict[str, list[str]]:
+    """The variants of ``ids`` that fail (``failed``/``error``) in ``after`` and did not in
+    ``before``, or that ``before`` ran and ``after`` could not (a test module the mutant keeps
+    from being collected): id -> [before, after]."""
+    out: dict[str, list[str]] = {}
+    for t in ids:
+        was, now = before.get(t, "?"), after.get(t)
+        if was in FAILURES:
+            continue
+        if now is None and was != "?":
+            out[t] = [was, "not run"]
+        elif now in FAILURES:
+            out[t] = [was, now]
+    return out
+
+
+def _outcomes(
+    universe: Universe,
+    ids: Sequence[str],
+    envs: Mapping[str, RunEnvironment],
+    *,
+    runs: Path,
+    specs: Sequence[Path],
+    processes: int = 1,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, dict[str, str]]:
+    """label -> the outcomes of ``ids`` in that environment (cached under ``runs/label``)."""
+    return {
+        label: run_outcomes(
+            universe,
+            mutant=None,
+            tests=ids,
+            processes=processes,
+            python=env.python,
+            extra_env=env.env,
+            cache_dir=runs / label,
+            log=log,
+            specs=specs,
+            label=f"check {label}" if processes > 1 else None,
+        )
+        for label, env in envs.items()
+    }
+
+
 def mutant_truth(
     universe: Universe,
     mutant: Mutant,
@@ -154,18 +208,22 @@ def mutant_truth(
     found = records.truth(mutant)
     if found is not None:
         return found
+    envs = {"base": with_timeout(base_env), head_sha[:12]: with_timeout(mutant_env)}
     seen = probe(
         universe,
         mutant.symbol,
         import_map=import_map,
-        mutant_env=mutant_env,
-        twin_env=base_env,
+        mutant_env=envs[head_sha[:12]],
+        twin_env=envs["base"],
         cache_dir=records.runs,
         labels={"mutant": head_sha[:12], "twin": "base"},
         specs=specs,
         cap=cap,
         log=log,
     )
+    # the probe's two runs, read back from their cache: a variant the mutant keeps from running
+    # (its module no longer collects) is broken too, as a job's "collection failed" error is
+    ran = _outcomes(universe, seen.ran, envs, runs=records.runs, specs=specs)
     truth = MutantTruth(
         mutant_id=mutant.id,
         symbol=mutant.symbol,
@@ -176,7 +234,7 @@ def mutant_truth(
         traced_callers=seen.traced_callers,
         candidates=seen.candidates,
         ran=list(seen.ran),
-        broken={t: list(pair) for t, pair in sorted(seen.broken.items())},
+        broken=breaks(seen.ran, ran["base"], ran[head_sha[:12]]),
     )
     records.save(mutant, truth, "truth")
     return truth
@@ -233,24 +291,12 @@ def check_restriction(
     found = records.check(mutant, key)
     if found is not None:
         return found
-    outcomes = {}
-    for label, env in (("base", base_env), (truth.head_sha[:12], mutant_env)):
-        outcomes[label] = run_outcomes(
-            universe,
-            mutant=None,
-            tests=ids,
-            processes=processes,
-            python=env.python,
-            extra_env=env.env,
-            cache_dir=records.runs / label,
-            log=log,
-            specs=specs,
-            label=f"check {label}",
-        )
-    before, after = outcomes["base"], outcomes[truth.head_sha[:12]]
-    broken = sorted(
-        t for t in ids if after.get(t, "?") in FAILURES and before.get(t, "?") not in FAILURES
+    label = truth.head_sha[:12]
+    envs = {"base": with_timeout(base_env), label: with_timeout(mutant_env)}
+    outcomes = _outcomes(
+        universe, ids, envs, runs=records.runs, specs=specs, processes=processes, log=log
     )
+    broken = sorted(breaks(ids, outcomes["base"], outcomes[label]))
     ran = set(truth.ran)
     result = RestrictionCheck(
         mutant_id=mutant.id,

@@ -11,6 +11,7 @@ from evaluation.sampled import (
     MutantTruth,
     Records,
     RestrictionCheck,
+    breaks,
     check_ids,
     drawn_for_check,
     ground_truth,
@@ -138,3 +139,15 @@ def test_the_report_counts_the_sample_the_check_and_each_mutant() -> None:
     assert [e.failing for e in truth.events] == [[f"{F}::t01"], [], []]
     assert truth.events[2].detail.endswith("2 traced caller(s), 2 variants run (capped from 9)")
     assert truth.method == "traced" and truth.variants == 20
+
+
+def test_a_variant_is_broken_when_it_newly_fails_or_can_no_longer_run() -> None:
+    before = {"a": "passed", "b": "passed", "c": "failed", "d": "skipped", "e": "xfailed"}
+    after = {"a": "failed", "b": "passed", "c": "error", "e": "error", "f": "failed"}
+    assert breaks(["a", "b", "c", "d", "e", "f", "g"], before, after) == {
+        "a": ["passed", "failed"],
+        "d": ["skipped", "not run"],  # its module no longer collects under the mutant
+        "e": ["xfailed", "error"],
+        "f": ["?", "failed"],  # not in the base's run, failing under the mutant
+    }
+    assert breaks(["a"], before, before) == {}
