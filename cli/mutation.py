@@ -187,8 +187,10 @@ def evaluate_mutants(
     drawn = drawn_for_check([m.id for m in mutants], check, seed=s.seed)
     known: list[tuple[Mutant, MutantTruth]] = []
     checked: list[RestrictionCheck] = []
-    # a drawn mutant is checked right after its truth: a partial run has some of both
-    for mutant in mutants:
+    # the drawn mutants first, each checked right after its truth (the sample's order is the
+    # sampler's random one, so a partial run is a random subset with its checks)
+    first = [m for m in mutants if m.id in drawn]
+    for mutant in [*first, *(m for m in mutants if m.id not in drawn)]:
         truth = known_truth(s, mutant, run=run, deadline=deadline)
         if truth is None:
             continue
@@ -196,6 +198,8 @@ def evaluate_mutants(
         if mutant.id in drawn:
             done = known_check(s, mutant, truth, run=run, cap=check_cap, deadline=deadline)
             checked += [done] if done is not None else []
+    order = {m.id: i for i, m in enumerate(mutants)}
+    known.sort(key=lambda pair: order[pair[0].id])
     plans = {
         m.id: plan_mutant(s, m, budget=budget, history=history, facts_cache=facts_cache)
         for m, _ in known
@@ -253,8 +257,8 @@ def mutation_command(
     records = Records(eval_dir(), universe, specs, cap)
     import_map = None
     if run and any(records.truth(m) is None for m in mutants):
-        log("the traced import map (learned once per torch build: minutes) ...")
-        import_map = import_map_for(universe)
+        log("the traced import map (learned once per torch build: half an hour or more) ...")
+        import_map = import_map_for(universe, timeout=4 * 3600)
         if import_map is None:
             raise RuntimeError("no traced import map for this universe")
     setting = Setting(

@@ -10,8 +10,10 @@ The ground truth of a mutant is **restricted** to the variants whose traced run 
 mutated function: the observability probe's set (:func:`evaluation.observability.probe_ids`:
 the traced tests that called it, widened to every variant of their ops and modules, without the
 spec's skips, at most ``cap`` of them by an even stride). That set runs under the backend's
-specs in the mutant's overlay and in the clean base; a variant that fails (``failed``/``error``)
-under the mutant and not under the base is *broken*. A mutant is observable when it breaks one.
+specs in the mutant's overlay, and what fails or does not run there runs again in the clean base
+(:func:`broken_in`); a variant that fails (``failed``/``error``) under the mutant and not under
+the base, or that the base runs and the mutant keeps from running, is *broken*. A mutant is
+observable when it breaks one.
 
 The restriction is checked (:func:`check_restriction`): a few mutants drawn at random (seeded)
 run again over the whole runnable universe, or over their restricted set plus a seeded sample of
@@ -32,12 +34,12 @@ import json
 import os
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from evaluation.groundtruth import run_outcomes
 from evaluation.mutants import Mutant
-from evaluation.observability import PROBE_CAP, probe
+from evaluation.observability import PROBE_CAP, callers, probe_ids
 from evaluation.scores import GroundTruth, GroundTruthEvent, applicable_ids
 from inventory.build import specs_hash
 from inventory.runs import run_key
@@ -114,7 +116,7 @@ class Records:
         name = f"{run_key(universe)}-specs-{specs_hash(specs)}-cap{cap}-v{RECORD_VERSION}"
         self.root = root
         self.folder = root / "mutation" / name
-        self.runs = root / "mutation" / "runs"  # the probes' cached runs
+        self.runs = root / "mutation" / "runs"  # the cached runs (mutants' and the base's)
 
     def _path(self, mutant: Mutant, kind: str) -> Path:
         return self.folder / f"{mutant.id}-{mutant_digest(mutant)}.{kind}.json"
@@ -140,11 +142,6 @@ class Records:
         tmp.replace(path)
 
 
-def with_timeout(env: RunEnvironment) -> RunEnvironment:
-    """``env`` with :data:`PER_TEST_TIMEOUT` for every test it runs."""
-    return replace(env, env={**env.env, "PYTEST_TIMEOUT": str(PER_TEST_TIMEOUT)})
-
-
 def breaks(
     ids: Sequence[str], before: Mapping[str, str], after: Mapping[str, str]
 ) -> dict[str, list[str]]:
@@ -163,32 +160,41 @@ def breaks(
     return out
 
 
-def _outcomes(
+def broken_in(
     universe: Universe,
     ids: Sequence[str],
-    envs: Mapping[str, RunEnvironment],
     *,
+    mutant_env: RunEnvironment,
+    base_env: RunEnvironment,
     runs: Path,
-    specs: Sequence[Path],
+    label: str,
+    specs: Sequence[Path] = (),
     processes: int = 1,
     log: Callable[[str], None] = lambda _: None,
-) -> dict[str, dict[str, str]]:
-    """label -> the outcomes of ``ids`` in that environment (cached under ``runs/label``)."""
-    return {
-        label: run_outcomes(
+) -> dict[str, list[str]]:
+    """The variants of ``ids`` the mutant breaks (:func:`breaks`): all of them run in the
+    mutant's overlay, then those that failed or did not run there run again in the clean base
+    (a variant that passes under the mutant cannot be broken by it). Each run is cached under
+    ``runs/<label>`` and ``runs/base``; every test has :data:`PER_TEST_TIMEOUT` seconds."""
+
+    def outcomes(env: RunEnvironment, tests: Sequence[str], name: str) -> dict[str, str]:
+        return run_outcomes(
             universe,
             mutant=None,
-            tests=ids,
-            processes=processes,
+            tests=tests,
+            processes=processes if len(tests) > 1 else 1,
             python=env.python,
-            extra_env=env.env,
-            cache_dir=runs / label,
+            extra_env={**env.env, "PYTEST_TIMEOUT": str(PER_TEST_TIMEOUT)},
+            cache_dir=runs / name,
             log=log,
             specs=specs,
-            label=f"check {label}" if processes > 1 else None,
+            label=f"{label} {name}",
         )
-        for label, env in envs.items()
-    }
+
+    after = outcomes(mutant_env, ids, label) if ids else {}
+    suspects = [t for t in ids if after.get(t) is None or after[t] in FAILURES]
+    before = outcomes(base_env, suspects, "base") if suspects else {}
+    return breaks(suspects, before, after)
 
 
 def mutant_truth(
@@ -208,22 +214,18 @@ def mutant_truth(
     found = records.truth(mutant)
     if found is not None:
         return found
-    envs = {"base": with_timeout(base_env), head_sha[:12]: with_timeout(mutant_env)}
-    seen = probe(
+    traced = callers(import_map, mutant.symbol)
+    ids, candidates = probe_ids(universe, traced, cap=cap)
+    broken = broken_in(
         universe,
-        mutant.symbol,
-        import_map=import_map,
-        mutant_env=envs[head_sha[:12]],
-        twin_env=envs["base"],
-        cache_dir=records.runs,
-        labels={"mutant": head_sha[:12], "twin": "base"},
+        ids,
+        mutant_env=mutant_env,
+        base_env=base_env,
+        runs=records.runs,
+        label=head_sha[:12],
         specs=specs,
-        cap=cap,
         log=log,
     )
-    # the probe's two runs, read back from their cache: a variant the mutant keeps from running
-    # (its module no longer collects) is broken too, as a job's "collection failed" error is
-    ran = _outcomes(universe, seen.ran, envs, runs=records.runs, specs=specs)
     truth = MutantTruth(
         mutant_id=mutant.id,
         symbol=mutant.symbol,
@@ -231,10 +233,10 @@ def mutant_truth(
         description=mutant.description,
         line=mutant.line,
         head_sha=head_sha,
-        traced_callers=seen.traced_callers,
-        candidates=seen.candidates,
-        ran=list(seen.ran),
-        broken=breaks(seen.ran, ran["base"], ran[head_sha[:12]]),
+        traced_callers=len(traced),
+        candidates=candidates,
+        ran=ids,
+        broken=broken,
     )
     records.save(mutant, truth, "truth")
     return truth
@@ -291,12 +293,19 @@ def check_restriction(
     found = records.check(mutant, key)
     if found is not None:
         return found
-    label = truth.head_sha[:12]
-    envs = {"base": with_timeout(base_env), label: with_timeout(mutant_env)}
-    outcomes = _outcomes(
-        universe, ids, envs, runs=records.runs, specs=specs, processes=processes, log=log
+    broken = sorted(
+        broken_in(
+            universe,
+            ids,
+            mutant_env=mutant_env,
+            base_env=base_env,
+            runs=records.runs,
+            label=truth.head_sha[:12],
+            specs=specs,
+            processes=processes,
+            log=log,
+        )
     )
-    broken = sorted(breaks(ids, outcomes["base"], outcomes[label]))
     ran = set(truth.ran)
     result = RestrictionCheck(
         mutant_id=mutant.id,
