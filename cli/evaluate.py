@@ -11,7 +11,6 @@ import typer
 
 from cli import options as opt
 from cli.event_selection import select_event
-from cli.progress import ProgressBar
 from evaluation.release import RUNS_PER_TORCH
 from inventory.build import universe_from_inventory
 from planner.durations import base_run_history, costs_for, estimator_for
@@ -19,10 +18,12 @@ from planner.durations import base_run_history, costs_for, estimator_for
 KIND = typer.Option(
     "mutation",
     "--kind",
-    help="mutation (single-function faults) or release (full runs under the base and the "
-    "head torch): the selector against that ground truth; catch: sampled source mutants of "
-    "upstream files as pull requests on a local upstream repository through a real relay "
-    "(default planner, overlay environment) must conclude failure naming a gating test, "
+    help="mutation: sampled source mutants of upstream files (the catch evaluation's sampler), "
+    "each laid over the base torch as a pull request's head, ground truth restricted to the "
+    "variants whose traced run reached the mutated function; release: full runs under the "
+    "base and the head torch; both score the selector against that ground truth. catch: the "
+    "same sampled mutants as pull requests on a local upstream repository through a real "
+    "relay (default planner, overlay environment) must conclude failure naming a gating test, "
     "their comment-only twins success",
 )
 
@@ -30,16 +31,16 @@ SUITE = typer.Option(
     [],
     "--suite",
     "-s",
-    help="mutation: restrict the universe (and its runs) to these suites; "
+    help="mutation: restrict the universe (its runs and plans) to these suites; "
     "catch: the universe of the observability probe",
 )
 
 RUN = typer.Option(
     False,
     "--run",
-    help="run missing ground truth (long: the full universe, then each mutant, cached in "
-    "RELAY_VAR_DIR/eval; release: each torch's missing full runs, stored in "
-    "evaluation/data/groundtruth)",
+    help="run missing ground truth (long; mutation: each sampled mutant's restricted runs and "
+    "the restriction check, stored per mutant in RELAY_VAR_DIR/eval/mutation, so a killed run "
+    "resumes; release: each torch's missing full runs, stored in evaluation/data/groundtruth)",
 )
 
 TORCH_RUNS = typer.Option(
@@ -50,26 +51,47 @@ TORCH_RUNS = typer.Option(
     help="release: full runs per torch --run makes (two show the flaky variants)",
 )
 
-FULL = typer.Option(
-    False,
-    "--full",
-    help="mutation: run the whole universe per mutant, not only the variants the traced "
-    "baseline shows calling the mutated function on the device (same result, hours longer)",
+CHECK = typer.Option(
+    10,
+    "--check-restriction",
+    min=0,
+    help="mutation: how many sampled mutants (drawn at random, seeded) run again over the "
+    "whole runnable universe (or --check-cap's set) to check the restriction",
+)
+
+CHECK_CAP = typer.Option(
+    0,
+    "--check-cap",
+    min=0,
+    help="mutation: the restriction check runs the restricted set and a seeded sample of this "
+    "many other runnable variants, not the whole universe (0 = the whole universe)",
+)
+
+RESTRICTED_CAP = typer.Option(
+    300,
+    "--restricted-cap",
+    min=1,
+    help="mutation: at most this many variants in a mutant's restricted set (an even stride)",
 )
 
 
 def evaluate(
     kind: str = KIND,
     suite: list[str] = SUITE,
-    limit: int = typer.Option(0, "--limit", help="first N mutants of the catalogue (0 = all)"),
     run: bool = RUN,
     torch_runs: int = TORCH_RUNS,
-    full: bool = FULL,
-    sample: int = typer.Option(60, "--sample", help="catch: how many mutants to sample"),
-    seed: int = typer.Option(0, "--seed", help="catch: the sampler's seed"),
-    minutes: float = typer.Option(
-        0, "--minutes", help="catch: start no mutant after this many minutes (0 = no limit)"
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, help="mutation, catch: how many mutants (default 150, 60)"
     ),
+    seed: int = typer.Option(0, "--seed", help="mutation, catch: the sampler's seed"),
+    minutes: float = typer.Option(
+        0,
+        "--minutes",
+        help="mutation, catch: start no mutant after this many minutes (0 = no limit)",
+    ),
+    check: int = CHECK,
+    check_cap: int = CHECK_CAP,
+    restricted_cap: int = RESTRICTED_CAP,
     from_: str = typer.Option("2.13", "--from", help="release: the base release"),
     to: str = typer.Option("2.14", "--to", help="release: the head release"),
     upstream: Path | None = opt.UPSTREAM,
@@ -91,7 +113,7 @@ def evaluate(
         typer.echo(f"error: --kind is mutation, release or catch, not {kind!r}", err=True)
         raise typer.Exit(2)
     if kind == "catch":
-        _catch(suite, sample=sample, seed=seed, budget=budget, minutes=minutes, report=report)
+        _catch(suite, sample=sample or 60, seed=seed, budget=budget, minutes=minutes, report=report)
         return
     knobs: dict[str, Any] = {
         "budget": budget,
@@ -100,8 +122,23 @@ def evaluate(
         "focus": focus,
         "budget_share": budget_share or None,
     }
-    step = None
-    if kind == "release" and ground_truth is None:
+    step, extra = None, ""
+    if ground_truth is not None:
+        truth, universe, plans, more = _given_plans(suite, ground_truth, knobs=knobs)
+    elif kind == "mutation":
+        truth, universe, plans, extra = _sampled(
+            suite,
+            sample=sample or 150,
+            seed=seed,
+            run=run,
+            cap=restricted_cap,
+            check=check,
+            check_cap=check_cap,
+            budget=budget,
+            minutes=minutes,
+        )
+        more = {}
+    else:
         from cli.evaluate_release import release_step
 
         step = release_step(
@@ -115,11 +152,20 @@ def evaluate(
             **knobs,
         )
         truth, universe, plans, more = _release_plans(step)
-    else:
-        truth, universe, plans, more = _mutation_plans(
-            suite, ground_truth, limit=limit, run=run, full=full, knobs=knobs
-        )
-    _print_scores(kind, truth, universe, plans, more, step, profiling_map, report)
+    _print_scores(kind, truth, universe, plans, more, step, profiling_map, report, extra)
+
+
+def _sampled(suite: list[str], **options: Any) -> tuple[Any, Any, dict[str, Any], str]:
+    """``--kind mutation``: the sampled mutants' truths (stored or run), the product's plan of
+    each, and the text on the sample and the restriction check (cli.mutation)."""
+    from cli.mutation import mutation_command
+
+    found, universe = mutation_command(suites=suite, log=typer.echo, **options)
+    if not found.truth.events:
+        typer.echo(found.text.splitlines()[0], err=True)
+        typer.echo("no ground truth yet: add --run (runs each sampled mutant)", err=True)
+        raise typer.Exit(1)
+    return found.truth, universe, found.plans, found.text
 
 
 def _release_plans(step: Any) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
@@ -135,25 +181,15 @@ def _release_plans(step: Any) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]
     return truth, universe, plans, more
 
 
-def _mutation_plans(
-    suite: list[str],
-    ground_truth: Path | None,
-    *,
-    limit: int,
-    run: bool,
-    full: bool,
-    knobs: dict[str, Any],
+def _given_plans(
+    suite: list[str], ground_truth: Path, *, knobs: dict[str, Any]
 ) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
-    """The mutation ground truth (or a given one), its universe, our plan per event and, with
+    """A given ground truth (``--ground-truth``), its universe, our plan per event and, with
     a budget share, the same ranking uncut (the recall-cost curve)."""
     from evaluation.scores import GroundTruth
 
     universe = universe_from_inventory(suites=suite)
-    truth = (
-        GroundTruth.load(ground_truth)
-        if ground_truth is not None
-        else _mutation_truth(universe, limit=limit, run=run, full=full)
-    )
+    truth = GroundTruth.load(ground_truth)
     plans = _event_plans(truth, universe, **knobs)
     more = {}
     if knobs["budget_share"]:
@@ -172,8 +208,10 @@ def _print_scores(
     step: Any,
     profiling_map: Path | None,
     report: Path | None,
+    extra: str = "",
 ) -> None:
-    """Score every plan, print the table (and the release step's report), write and store it."""
+    """Score every plan, print the table (then ``extra``, and the release step's report),
+    write and store it."""
     from evaluation.scores import evaluate as score_all
     from evaluation.scores import recall_curve, scores_json, table
 
@@ -186,6 +224,8 @@ def _print_scores(
     if uncut:
         text += "\nrecall-cost curve (the uncut ranking; share of the applicable runner-s):\n"
         text += "\n".join(recall_curve(truth, uncut, universe, estimator=estimator))
+    if extra:
+        text += "\n\n" + extra
     if step is not None:
         from cli.evaluate_release import step_report
         from planner.release import DEFAULT_RELEASE_SHARE
@@ -252,31 +292,6 @@ def _catch(suites, *, sample, seed, budget, minutes, report) -> None:
     store_report(report, "catch", text)
     if any(c.verdict.startswith("missed") or c.false_red for c in catches):
         raise typer.Exit(1)
-
-
-def _mutation_truth(universe, *, limit: int, run: bool, full: bool):
-    from evaluation.groundtruth import check_trace, mutation_ground_truth
-    from evaluation.mutations import MUTANTS
-
-    names = list(MUTANTS)[: limit or None]
-    with ProgressBar("ground-truth runs") as bar:
-        truth = mutation_ground_truth(
-            universe, names, run=run, traced=not full, log=typer.echo, progress=bar.update
-        )
-    if not truth.events:
-        typer.echo(
-            "no ground truth yet: add --run (runs the full universe, then each mutant)", err=True
-        )
-        raise typer.Exit(1)
-    checked = check_trace(universe, names)
-    if checked:
-        outside = sum(1 for _, _, out in checked if out)
-        typer.echo(
-            f"trace check: {len(checked)} mutant(s) also have an unrestricted full run; "
-            f"{outside} changed a variant outside its trace"
-            + "".join(f"\n  {n}: {o} of {c} outside" for n, c, o in checked if o)
-        )
-    return truth
 
 
 def _event_plans(truth, universe, *, budget, profiling_map, no_import_map, focus, budget_share):
