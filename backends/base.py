@@ -236,6 +236,8 @@ class Backend:
     # a TORCH_TEST_DEVICES file whose TEST_CLASS a spec extends (None: upstream's own bases)
     device_base: Path | None = None
     run_env: Mapping[str, str] = field(default_factory=dict)  # extra environment of test runs
+    # environment variables that change what a test does on the device (a run is keyed by them)
+    outcome_env: tuple[str, ...] = ()
 
     def pytest_args(
         self,
@@ -286,6 +288,15 @@ class Backend:
             env=env,
             preload=list(self.preload),
             device_time_property=self.device_time_property,
+        )
+
+    def settings(self, env: Mapping[str, str]) -> str:
+        """The :attr:`outcome_env` variables ``env`` sets, as ``NAME=value`` joined by commas
+        ("" when it sets none: the backend's defaults, which its version already names)."""
+        return ",".join(
+            f"{name}={env[name].strip().lower()}"
+            for name in self.outcome_env
+            if env.get(name, "").strip()
         )
 
     def duration_estimate(self) -> DurationEstimate:
