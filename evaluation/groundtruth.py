@@ -112,8 +112,12 @@ def run_outcomes(
         part_size=part_size,
     )
     start = time.perf_counter()
-    got = run_parts(how, ids, parts_dir(path), label=label or mutant or "baseline", progress=progress)
-    log(f"{mutant or 'baseline'}: {len(got.outcomes)} outcomes in {time.perf_counter() - start:.0f} s")
+    got = run_parts(
+        how, ids, parts_dir(path), label=label or mutant or "baseline", progress=progress
+    )
+    log(
+        f"{mutant or 'baseline'}: {len(got.outcomes)} outcomes in {time.perf_counter() - start:.0f} s"
+    )
     _write_run(path, got, trace_path if trace else None)
     return got.outcomes
 

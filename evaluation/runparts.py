@@ -9,7 +9,7 @@ ids, written to a temporary name and renamed: a part file is whole or absent. A 
 again with the same key reads the parts it finds and runs only the ids of the others.
 
 The ids to run go to ``processes`` pytest runs side by side (each a fresh interpreter that
-imports torch and collects its files once), each a contiguous slice of whole parts. Each run
+imports torch and collects its files once), the parts dealt to them in turn. Each run
 appends one JSON line per finished test to its results file (``--results-out`` of
 :mod:`evaluation.mutations`), which this process reads about once a second.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -199,9 +198,11 @@ def run_parts(
 
 
 def _slices(todo: list[int], processes: int) -> list[list[int]]:
-    """``todo`` (part indexes) in at most ``processes`` contiguous slices of nearly equal size."""
-    size = math.ceil(len(todo) / max(processes, 1)) or 1
-    return [todo[i : i + size] for i in range(0, len(todo), size)]
+    """``todo`` (part indexes) dealt to at most ``processes`` runs in turn: each run gets parts
+    of every file, so the runs take about as long as each other whatever a file's tests cost
+    (each run collects each file once)."""
+    count = min(max(processes, 1), len(todo))
+    return [todo[k::count] for k in range(count)]
 
 
 def _start(how: PartRun, parts: list[list[str]], todo: list[int], scratch: Path) -> list[_Proc]:

@@ -11,7 +11,14 @@ import pytest
 
 from backends import get_backend
 from evaluation.groundtruth import durations_path, messages_path, run_outcomes, run_path
-from evaluation.runparts import Results, parts_dir, read_part, split_parts, write_part
+from evaluation.runparts import (
+    Results,
+    part_file,
+    parts_dir,
+    read_part,
+    split_parts,
+    write_part,
+)
 from selector.model import Universe, Variant
 
 FILE = "tests/evaluation/mutation_suite/resume_cases.py"
@@ -55,6 +62,9 @@ def test_a_killed_run_keeps_its_finished_parts_and_runs_only_the_rest(tmp_path: 
     assert not run.is_file()  # not complete: no run yet, only its kept part
     kept = sorted(p.name for p in parts_dir(run).glob("part-*.json"))
     assert len(kept) == 1 and kept[0].startswith("part-00000-")
+    # the last part as a write cut short would leave it: not read as complete
+    cut = part_file(parts_dir(run), 2, IDS[4:])
+    cut.write_text('{"version": 1, "outcomes": {')
 
     (tmp_path / "crash").unlink()
     heard: list[tuple[str, int, int]] = []
@@ -72,45 +82,23 @@ def test_a_killed_run_keeps_its_finished_parts_and_runs_only_the_rest(tmp_path: 
 
 
 def test_a_run_of_another_key_reuses_no_part(tmp_path: Path) -> None:
-    (tmp_path / "crash").touch()
-    with pytest.raises(RuntimeError):
-        _run(tmp_path)
-    _ran(tmp_path)
-    (tmp_path / "crash").unlink()
-    # another device model: another run, all of it runs
+    default = run_path(_universe(), None, None, tmp_path / "cache", settings="")
+    kept = part_file(parts_dir(default), 0, IDS[:2])
+    write_part(kept, Results(outcomes=dict.fromkeys(IDS[:2], "passed")))
+    # another device model: another run, which runs all of it
     card = _run(tmp_path, SPYRE_DEVICE_MODEL="card")
     assert _ran(tmp_path) == NAMES
-    default = run_path(_universe(), None, None, tmp_path / "cache", settings="")
     other = run_path(
         _universe(), None, None, tmp_path / "cache", settings="SPYRE_DEVICE_MODEL=card"
     )
-    assert other.is_file() and json.loads(other.read_text()) == card
-    assert not default.is_file() and len(list(parts_dir(default).glob("part-*"))) == 1
-    # another subset of the tests: its own parts
-    some = run_outcomes(
-        _universe(),
-        mutant=None,
-        tests=IDS[:2],
-        processes=1,
-        part_size=2,
-        cache_dir=tmp_path / "cache",
-        extra_env={"RESUME_CASES_DIR": str(tmp_path)},
-    )
-    assert _ran(tmp_path) == ["test_0", "test_1"] and set(some) == set(IDS[:2])
-
-
-def test_a_part_not_written_whole_is_run_again(tmp_path: Path) -> None:
-    (tmp_path / "crash").touch()
-    with pytest.raises(RuntimeError):
-        _run(tmp_path)
-    _ran(tmp_path)
-    (tmp_path / "crash").unlink()
-    run = run_path(_universe(), None, None, tmp_path / "cache")
-    (kept,) = parts_dir(run).glob("part-*.json")
-    kept.write_text(kept.read_text()[:20])  # cut short, as by a crash mid-write without rename
-    assert read_part(kept) is None
-    _run(tmp_path)
-    assert _ran(tmp_path) == NAMES
+    assert other != default and json.loads(other.read_text()) == card
+    assert not default.is_file() and kept.is_file()  # the default's part waits for its run
+    # another subset of the tests, other specs: other runs, other parts folders
+    subset = run_path(_universe(), None, IDS[:2], tmp_path / "cache", settings="")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("version: 1\n")
+    specs = run_path(_universe(), None, None, tmp_path / "cache", [spec], settings="")
+    assert len({parts_dir(p) for p in (default, other, subset, specs)}) == 4
 
 
 def test_parts_are_whole_files_of_contiguous_ids(tmp_path: Path) -> None:
