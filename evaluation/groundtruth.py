@@ -124,7 +124,10 @@ def run_outcomes(
 
 def _write_run(path: Path, got: Results, trace_path: Path | None) -> None:
     """The run's files (each written whole, then renamed), then its parts removed."""
-    files = {path: got.outcomes, messages_path(path): got.messages}
+    files: dict[Path, Mapping[str, object]] = {
+        path: got.outcomes,
+        messages_path(path): got.messages,
+    }
     if got.durations:
         files[durations_path(path)] = got.durations
     if trace_path is not None:
