@@ -45,9 +45,15 @@ class BackendError(Exception):
     """A clear, user-facing problem with a backend (unknown name, package not importable)."""
 
 
+#: the file :func:`fresh_pytest` starts pytest from (why not ``-m pytest``: its docstring)
+PYTEST_MAIN = Path(__file__).resolve().parent / "pytest_main.py"
+
+
 def fresh_pytest(args: Sequence[str], *, python: str | Path | None = None) -> list[str]:
-    """``python -P -m pytest ARGS`` in a fresh interpreter (``python``, by default this one)."""
-    return [str(python or sys.executable), "-P", "-m", "pytest", *args]
+    """``python -P backends/pytest_main.py ARGS``: pytest in a fresh interpreter (``python``,
+    by default this one), started from a file rather than ``-m pytest`` (upstream's tests walk
+    the stack, which costs 16 times more from ``runpy``'s frames: :mod:`backends.pytest_main`)."""
+    return [str(python or sys.executable), "-P", str(PYTEST_MAIN), *args]
 
 
 def hash_files(paths: Iterable[Path], *, root: Path | None = None) -> str:
@@ -236,6 +242,8 @@ class Backend:
     # a TORCH_TEST_DEVICES file whose TEST_CLASS a spec extends (None: upstream's own bases)
     device_base: Path | None = None
     run_env: Mapping[str, str] = field(default_factory=dict)  # extra environment of test runs
+    # environment variables that change what a test does on the device (a run is keyed by them)
+    outcome_env: tuple[str, ...] = ()
 
     def pytest_args(
         self,
@@ -286,6 +294,15 @@ class Backend:
             env=env,
             preload=list(self.preload),
             device_time_property=self.device_time_property,
+        )
+
+    def settings(self, env: Mapping[str, str]) -> str:
+        """The :attr:`outcome_env` variables ``env`` sets, as ``NAME=value`` joined by commas
+        ("" when it sets none: the backend's defaults, which its version already names)."""
+        return ",".join(
+            f"{name}={env[name].strip().lower()}"
+            for name in self.outcome_env
+            if env.get(name, "").strip()
         )
 
     def duration_estimate(self) -> DurationEstimate:

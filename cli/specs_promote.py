@@ -1,5 +1,8 @@
 """``relay specs promote``: the bundled spec's modes promoted from full runs of the bundled suites.
 
+With ``--run N`` it first makes N full runs of the bundled universe on this host, under this
+environment's device settings (``SPYRE_DEVICE_MODEL``), each kept in parts as it goes so a killed
+command started again goes on where it stopped (:mod:`evaluation.runparts`), and promotes from them.
 With ``--runs`` (ground-truth runs, ``{test id: outcome}`` as ``relay eval`` caches them in
 ``RELAY_VAR_DIR/eval/runs``), the variants that did not pass are run once more to read their failure
 messages (``--no-classify`` skips that), and the baseline summary is written. Without, the
@@ -171,11 +174,42 @@ def _rerun(variants: list[Any], processes: int) -> dict[str, tuple[str, str | No
     return out
 
 
+def full_runs(count: int, processes: int) -> list[Path]:
+    """Runs 1..``count`` of the bundled universe, made here where not cached (run 1 where ``relay
+    eval`` keeps the baseline, run n in ``eval/run<n>``, as the release's runs are kept)."""
+    from cli.progress import ProgressBar
+    from evaluation.groundtruth import eval_dir, run_outcomes, run_path
+    from inventory.build import universe_from_inventory
+
+    universe = universe_from_inventory()
+    paths = []
+    with ProgressBar(f"full runs of the bundled universe ({universe.label})") as bar:
+        for n in range(1, count + 1):
+            cache = eval_dir() if n == 1 else eval_dir() / f"run{n}"
+            run_outcomes(
+                universe,
+                mutant=None,
+                processes=processes,
+                cache_dir=cache,
+                log=typer.echo,
+                progress=bar.update,
+                label=f"run {n}",
+            )
+            paths.append(run_path(universe, None, None, cache))
+    return paths
+
+
 def promote(
     runs: list[Path] = typer.Option(
         [],
         "--runs",
         help="full runs ({test id: outcome} JSON, e.g. RELAY_VAR_DIR/eval/runs/*-baseline.json)",
+    ),
+    run: int = typer.Option(
+        0,
+        "--run",
+        min=0,
+        help="make this many full runs here first (resumable) and promote from them",
     ),
     summary: Path = typer.Option(
         BASELINE_SUMMARY, "--summary", help="the baseline summary (written when --runs is given)"
@@ -185,7 +219,7 @@ def promote(
         True, "--classify/--no-classify", help="rerun failing variants for their messages"
     ),
     write: bool = typer.Option(False, "--write", help="write the spec (default: print a diff)"),
-    processes: int = typer.Option(2, help="pytest runs side by side for the rerun"),
+    processes: int = typer.Option(2, help="pytest runs side by side (the full runs, the rerun)"),
 ) -> None:
     """Promote the spec from run evidence: passed -> mandatory_success, failed -> xfail with the
     failure's class, crashed -> skip, flaky -> xfail tagged flaky; hand-written entries win."""
@@ -193,6 +227,8 @@ def promote(
     from testspecs.loader import load_file
     from testspecs.promote import PromoteError, check_renders, counts, load_summary, render
 
+    if run:
+        runs = [*full_runs(run, processes), *runs]
     if runs:
         data = _summary_from_runs(runs, classify, processes)
         summary.parent.mkdir(parents=True, exist_ok=True)

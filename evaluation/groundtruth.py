@@ -1,26 +1,26 @@
 """Ground-truth runs: the FULL universe under pytest, with and without an injected fault.
 
 Every run is cached as JSON under ``RELAY_VAR_DIR/eval`` keyed by the universe (torch build, backend
-version, suites) and the mutant, so a long evaluation can be resumed and re-scored for free.
+version, suites), the backend's device settings and the mutant, so a long evaluation can be
+re-scored for free; while a run runs, its finished parts are kept (:mod:`evaluation.runparts`), so
+a killed run started again runs only what it had not finished.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import subprocess
-import tempfile
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
 
 from backends import get_backend
-from backends.base import PROJECT_ROOT, fresh_pytest, package_dir
+from backends.base import package_dir
 from evaluation.mutations import MUTANTS, module_path
+from evaluation.runparts import PART_SIZE, PartRun, Results, parts_dir, run_parts
 from evaluation.scores import GroundTruth, GroundTruthEvent
 from inventory.build import Progress, specs_hash
 from inventory.runs import run_key
@@ -36,14 +36,19 @@ def eval_dir(cache_dir: Path | None = None) -> Path:
     return cache_dir if cache_dir is not None else caches.cache_dir("eval")
 
 
-def _key(universe: Universe) -> str:
-    return run_key(universe)
+def _key(universe: Universe, settings: str | None = None, backend: str = "spyre") -> str:
+    """The run key: the universe's, and the backend's device settings (``settings``, unset:
+    the ones this process's environment sets)."""
+    if settings is None:
+        settings = device_settings(backend)
+    return run_key(universe, settings)
 
 
-def _split(ids: Sequence[str], parts: int) -> list[list[str]]:
-    """Contiguous, nearly equal slices (a slice touches few files, so collects few)."""
-    size = math.ceil(len(ids) / max(parts, 1)) or 1
-    return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
+def device_settings(backend: str = "spyre", extra_env: Mapping[str, str] | None = None) -> str:
+    """The backend's outcome-changing settings a run here sets (``SPYRE_DEVICE_MODEL=card``):
+    runs under other settings are cached apart."""
+    be = get_backend(backend)
+    return be.settings({**os.environ, **be.env, **(extra_env or {})})
 
 
 def run_outcomes(
@@ -62,19 +67,24 @@ def run_outcomes(
     progress: Progress | None = None,
     label: str | None = None,
     specs: Sequence[Path] = (),
+    part_size: int = PART_SIZE,
 ) -> dict[str, str]:
     """{test id: outcome} for every variant of the universe, or of ``tests`` (cached).
 
-    The ids are split over ``processes`` pytest runs side by side (each a fresh interpreter,
-    ``python`` or this one, with ``extra_env``). With ``trace``, the run also writes the mutant trace (which tests
+    The ids are run in parts kept as they finish (:mod:`evaluation.runparts`: a run killed
+    half-way and started again runs only the parts it had not finished), spread over
+    ``processes`` pytest runs side by side (each a fresh interpreter, ``python`` or this one,
+    with ``extra_env``). With ``trace``, the run also writes the mutant trace (which tests
     call each catalogued function on the device) beside the cached outcomes. While it runs,
     ``progress(label or mutant or "baseline", tests finished, tests)`` is called about once a
     second. With ``specs`` the runs apply them as the shard runner does (its environment and the
-    spec plugin: their modes and their edits); the cache keys them.
+    spec plugin: their modes and their edits); the cache keys them, and the backend's device
+    settings of the run's environment (:func:`device_settings`).
     """
     ids = _ids(universe, tests)
-    path = run_path(universe, mutant, tests, cache_dir, specs)
-    trace_path = trace_file(universe, cache_dir)
+    settings = device_settings(backend, extra_env)
+    path = run_path(universe, mutant, tests, cache_dir, specs, settings=settings)
+    trace_path = trace_file(universe, cache_dir, settings=settings)
     if path.is_file() and (not trace or trace_path.is_file()):
         return json.loads(path.read_text(encoding="utf-8"))
     if not ids:
@@ -86,124 +96,52 @@ def run_outcomes(
     env.pop("RELAY_MUTANT", None)
     if mutant:
         env["RELAY_MUTANT"] = mutant
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="relay-groundtruth-") as tmp:
-        procs = _start_parts(be, universe, ids, Path(tmp), env, processes, trace, specs, python)
-        label = label or mutant or "baseline"
-        _follow([p for _, _, p in procs], Path(tmp), label, len(ids), start, timeout, progress)
-        _wait_parts(procs, start, timeout)
-        outcomes, durations, messages, traced = _read_parts(Path(tmp), len(procs), trace)
-    log(f"{mutant or 'baseline'}: {len(outcomes)} outcomes in {time.perf_counter() - start:.0f} s")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(outcomes, sort_keys=True), encoding="utf-8")
-    if durations:
-        durations_path(path).write_text(json.dumps(durations, sort_keys=True), encoding="utf-8")
-    messages_path(path).write_text(json.dumps(messages, sort_keys=True), encoding="utf-8")
-    if trace:
-        body = {name: sorted(node_ids) for name, node_ids in sorted(traced.items())}
-        trace_path.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
-    return outcomes
 
-
-_Part = tuple[int, IO[str], "subprocess.Popen[bytes]"]
-
-
-def _start_parts(
-    be: Any,
-    universe: Universe,
-    ids: list[str],
-    tmp: Path,
-    env: dict[str, str],
-    processes: int,
-    trace: bool,
-    specs: Sequence[Path],
-    python: str | None,
-) -> list[_Part]:
-    """One fresh pytest per part of ``ids``, side by side, each writing its outcomes, durations,
-    progress, failure messages (and trace) under ``tmp`` and its output to ``tmp/log-N.txt``."""
-    procs: list[_Part] = []
-    for i, part in enumerate(_split(ids, processes)):
-        args = tmp / f"ids-{i}.txt"
-        args.write_text("\n".join(part) + "\n", encoding="utf-8")
-        options = ["--outcomes-out", f"{tmp}/outcomes-{i}.json", "--only-ids", str(args)]
-        options += ["--durations-out", f"{tmp}/durations-{i}.json"]
-        options += ["--progress-out", f"{tmp}/progress-{i}.txt"]
-        options += ["--failure-messages-out", f"{tmp}/messages-{i}.json"]
-        if trace:
-            options += ["--mutant-trace", f"{tmp}/trace-{i}.json"]
-        files = list(dict.fromkeys(universe.by_id[t].file for t in part))
+    def pytest_args(options: list[str], files: list[str]) -> list[str]:
         plugins = ["evaluation.mutations"]
-        args_ = be.pytest_args(plugins=plugins, options=options, targets=files, specs=specs)
-        cmd = fresh_pytest(args_, python=python)
-        log_file = open(tmp / f"log-{i}.txt", "w", encoding="utf-8")  # noqa: SIM115
-        proc = subprocess.Popen(
-            cmd, cwd=PROJECT_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
-        )
-        procs.append((i, log_file, proc))
-    return procs
+        return be.pytest_args(plugins=plugins, options=options, targets=files, specs=specs)
+
+    how = PartRun(
+        pytest_args=pytest_args,
+        file_of=lambda t: universe.by_id[t].file,
+        env=env,
+        python=python,
+        processes=processes,
+        trace=trace,
+        timeout=timeout,
+        part_size=part_size,
+    )
+    start = time.perf_counter()
+    got = run_parts(
+        how, ids, parts_dir(path), label=label or mutant or "baseline", progress=progress
+    )
+    log(
+        f"{mutant or 'baseline'}: {len(got.outcomes)} outcomes in {time.perf_counter() - start:.0f} s"
+    )
+    _write_run(path, got, trace_path if trace else None)
+    return got.outcomes
 
 
-def _wait_parts(procs: list[_Part], start: float, timeout: float) -> None:
-    """Wait for every part within ``timeout`` of ``start`` (all killed past it)."""
-    for _, log_file, proc in procs:
-        try:
-            proc.wait(timeout=max(timeout - (time.perf_counter() - start), 1))
-        except subprocess.TimeoutExpired:
-            for _, _, other in procs:
-                other.kill()
-            raise RuntimeError(f"ground-truth run exceeded {timeout:.0f} s") from None
-        finally:
-            log_file.close()
-
-
-def _read_parts(
-    tmp: Path, parts: int, trace: bool
-) -> tuple[dict[str, str], dict[str, float], dict[str, str], dict[str, set[str]]]:
-    """The parts' outcomes, durations, failure messages and trace, joined."""
-    outcomes: dict[str, str] = {}
-    durations: dict[str, float] = {}
-    messages: dict[str, str] = {}
-    traced: dict[str, set[str]] = {}
-    for i in range(parts):
-        out = tmp / f"outcomes-{i}.json"
-        if not out.is_file():
-            text = (tmp / f"log-{i}.txt").read_text(encoding="utf-8", errors="replace")
-            raise RuntimeError(f"ground-truth run failed:\n{text[-2000:]}")
-        outcomes.update(json.loads(out.read_text(encoding="utf-8")))
-        timed = tmp / f"durations-{i}.json"
-        if timed.is_file():
-            durations.update(json.loads(timed.read_text(encoding="utf-8")))
-        said = tmp / f"messages-{i}.json"
-        if said.is_file():
-            messages.update(json.loads(said.read_text(encoding="utf-8")))
-        if trace:
-            part_trace = json.loads((tmp / f"trace-{i}.json").read_text("utf-8"))
-            for name, node_ids in part_trace.items():
-                traced.setdefault(name, set()).update(node_ids)
-    return outcomes, durations, messages, traced
-
-
-def _follow(
-    procs: Sequence[subprocess.Popen[bytes]],
-    tmp: Path,
-    part: str,
-    total: int,
-    start: float,
-    timeout: float,
-    progress: Progress | None,
-) -> None:
-    """Tell ``progress`` how many tests the runs finished (their --progress-out lines), about
-    once a second, until they exit or the time is up (the caller deals with either)."""
-    if progress is None:
-        return
-    progress(part, 0, total)
-    while time.perf_counter() - start < timeout:
-        running = any(p.poll() is None for p in procs)
-        done = sum(f.read_bytes().count(b"\n") for f in tmp.glob("progress-*.txt"))
-        progress(part, min(done, total), total)
-        if not running:
-            return
-        time.sleep(1.0)
+def _write_run(path: Path, got: Results, trace_path: Path | None) -> None:
+    """The run's files (each written whole, then renamed), then its parts removed."""
+    files: dict[Path, Mapping[str, object]] = {
+        path: got.outcomes,
+        messages_path(path): got.messages,
+    }
+    if got.durations:
+        files[durations_path(path)] = got.durations
+    if trace_path is not None:
+        traced: dict[str, list[str]] = {name: [] for name in MUTANTS}
+        for test, names in sorted(got.traced.items()):
+            for name in names:
+                traced.setdefault(name, []).append(test)
+        files[trace_path] = dict(sorted(traced.items()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for target in sorted(files, key=lambda f: f == path):  # the outcomes last: the run is done
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(files[target], sort_keys=True), encoding="utf-8")
+        os.replace(tmp, target)
+    shutil.rmtree(parts_dir(path), ignore_errors=True)
 
 
 def _ids(universe: Universe, tests: Sequence[str] | None) -> list[str]:
@@ -216,16 +154,19 @@ def run_path(
     tests: Sequence[str] | None,
     cache_dir: Path | None = None,
     specs: Sequence[Path] = (),
+    *,
+    settings: str | None = None,
 ) -> Path:
-    """Where the outcomes of one run are cached: keyed by universe, mutant, test subset and
-    the specs it ran under (their content; none: the raw outcomes)."""
+    """Where the outcomes of one run are cached: keyed by universe, device ``settings`` (unset:
+    this environment's, :func:`device_settings`), mutant, test subset and the specs it ran
+    under (their content; none: the raw outcomes)."""
     suffix = mutant or "baseline"
     if tests is not None:
         digest = hashlib.sha256("\n".join(_ids(universe, tests)).encode()).hexdigest()[:8]
         suffix += f"-{digest}"
     if specs:
         suffix += f"-specs-{specs_hash(specs)}"
-    return eval_dir(cache_dir) / "runs" / f"{_key(universe)}-{suffix}.json"
+    return eval_dir(cache_dir) / "runs" / f"{_key(universe, settings)}-{suffix}.json"
 
 
 def durations_path(run: Path) -> Path:
@@ -238,8 +179,10 @@ def messages_path(run: Path) -> Path:
     return run.with_name(run.stem + ".messages.json")
 
 
-def trace_file(universe: Universe, cache_dir: Path | None = None) -> Path:
-    return eval_dir(cache_dir) / "runs" / f"{_key(universe)}-trace.json"
+def trace_file(
+    universe: Universe, cache_dir: Path | None = None, *, settings: str | None = None
+) -> Path:
+    return eval_dir(cache_dir) / "runs" / f"{_key(universe, settings)}-trace.json"
 
 
 def mutation_event(name: str) -> GroundTruthEvent:
@@ -273,9 +216,8 @@ def mutation_ground_truth(
     inside such a call. Without it every mutant runs the whole universe (hours on the bundled
     one); :func:`check_trace` compares the two where both exist.
     """
-    key = _key(universe)
     empty = GroundTruth(kind="mutation", universe=universe.label, variants=len(universe), events=[])
-    baseline_path = eval_dir(cache_dir) / "runs" / f"{key}-baseline.json"
+    baseline_path = run_path(universe, None, None, cache_dir)
     if not run and not (
         baseline_path.is_file() and (not traced or trace_file(universe, cache_dir).is_file())
     ):

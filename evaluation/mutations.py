@@ -6,11 +6,14 @@ misbehaves only when one of its tensor arguments lives on the backend's device (
 reference the tests compare with is left alone): a floating result is shifted by 0.5, any other
 result raises. The full universe then runs once per mutant (and once without), and the variants
 whose outcome differs are the mutant's ground truth. Outcomes are recorded by this plugin with
-``--outcomes-out FILE``.
+``--results-out FILE``: one JSON line per finished test (its outcome, runner-seconds, first
+failure line and, when tracing, the mutants it called), written as it finishes so a parent can
+keep what a run finished even when the run dies later; a last line ``{"finished": true}`` says
+the session ended.
 
-With ``--mutant-trace FILE`` (and no mutant) every catalogued function is wrapped by a recorder
-instead, and the file receives ``{mutant: [node ids of the tests that called it on the
-device]}``. The fault only ever fires inside such a call, so a test absent from a mutant's trace
+With ``--mutant-trace`` (and no mutant) every catalogued function is wrapped by a recorder
+instead, and each test's line names the mutants whose function it called on the device. The
+fault only ever fires inside such a call, so a test absent from a mutant's trace
 keeps its baseline outcome under that mutant: the per-mutant runs of the full universe can be
 restricted to the traced tests without changing the result (checked against unrestricted full
 runs in the evaluation report).
@@ -162,41 +165,29 @@ def apply(name: str) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--outcomes-out", default=None, help="write {node id: outcome} here")
     parser.addoption(
-        "--durations-out",
+        "--results-out",
         default=None,
-        help="write {node id: seconds} here (setup, call and teardown: the runner's time)",
-    )
-    parser.addoption(
-        "--failure-messages-out",
-        default=None,
-        help="write {node id: first line of its first failure} here",
-    )
-    parser.addoption(
-        "--progress-out",
-        default=None,
-        help="append one line per finished test here (a parent process counts them)",
+        help="append one JSON line per finished test here: id, outcome, seconds, message, traced",
     )
     add_option(parser)
     parser.addoption(
         "--mutant-trace",
-        default=None,
-        help="write {mutant: [node ids calling its function on the device]} here",
+        action="store_true",
+        default=False,
+        help="record which tests call each catalogued function on the device (results' traced)",
     )
 
 
 _OUTCOMES: dict[str, str] = {}
 _DURATIONS: dict[str, float] = {}
 _MESSAGES: dict[str, str] = {}
-
-
-_PROGRESS: list[str] = []
+_RESULTS: list[str] = []  # the --results-out file
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--progress-out"):
-        _PROGRESS.append(config.getoption("--progress-out"))
+    if config.getoption("--results-out"):
+        _RESULTS.append(config.getoption("--results-out"))
     name = os.environ.get("RELAY_MUTANT")
     if name:
         apply(name)
@@ -219,30 +210,31 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _OUTCOMES[report.nodeid] = fold(_OUTCOMES.get(report.nodeid), report)
-    _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
-    if report.failed and report.nodeid not in _MESSAGES:
+    node = report.nodeid
+    _OUTCOMES[node] = fold(_OUTCOMES.get(node), report)
+    _DURATIONS[node] = _DURATIONS.get(node, 0.0) + report.duration
+    if report.failed and node not in _MESSAGES:
         crash = getattr(report.longrepr, "reprcrash", None)
         text = str(getattr(crash, "message", None) or report.longreprtext or "")
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        _MESSAGES[report.nodeid] = lines[0][:300] if lines else ""
-    if report.when == "teardown" and _PROGRESS:
-        with open(_PROGRESS[0], "a", encoding="utf-8") as out:
-            out.write(report.nodeid + "\n")
+        _MESSAGES[node] = lines[0][:300] if lines else ""
+    if report.when == "teardown" and _RESULTS:
+        line = {
+            "id": node,
+            "outcome": _OUTCOMES[node],
+            "seconds": round(_DURATIONS[node], 6),
+            "message": _MESSAGES.get(node),
+            "traced": sorted(name for name, seen in _TRACE.items() if node in seen),
+        }
+        _append(_RESULTS[0], line)
+
+
+def _append(path: str, line: dict[str, Any]) -> None:
+    """One whole line at the end of ``path`` (a reader sees it complete or not at all)."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line, sort_keys=True) + "\n")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    out = session.config.getoption("--outcomes-out")
-    if out:
-        Path(out).write_text(json.dumps(_OUTCOMES, sort_keys=True), encoding="utf-8")
-    durations = session.config.getoption("--durations-out")
-    if durations:
-        timed = {k: round(v, 6) for k, v in sorted(_DURATIONS.items())}
-        Path(durations).write_text(json.dumps(timed), encoding="utf-8")
-    messages = session.config.getoption("--failure-messages-out")
-    if messages:
-        Path(messages).write_text(json.dumps(_MESSAGES, sort_keys=True), encoding="utf-8")
-    trace = session.config.getoption("--mutant-trace")
-    if trace:
-        body = {name: sorted(ids) for name, ids in sorted(_TRACE.items())}
-        Path(trace).write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
+    if _RESULTS:
+        _append(_RESULTS[0], {"finished": True, "exitstatus": int(exitstatus)})

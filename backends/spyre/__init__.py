@@ -46,4 +46,10 @@ def backend() -> Backend:
         device_time_property="spyre_device_us",
         device_base=device_base,
         run_env={"SPYRE_SILENCE_DOWNCAST_WARNING": "1"},
+        outcome_env=(
+            "SPYRE_DEVICE_MODEL",
+            "SPYRE_OP_POLICY",
+            "SPYRE_DEVICE_COUNT",
+            "SPYRE_MEMORY_BYTES",
+        ),
     )

@@ -7,6 +7,8 @@ harness as ``spyre``: collected, planned, stored and read back, run.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 import plugins
 from backends import Backend, BackendError, get_backend
-from backends.base import PROJECT_ROOT, FlatEstimate, fresh_pytest
+from backends.base import PROJECT_ROOT, PYTEST_MAIN, FlatEstimate, fresh_pytest
 from config.settings import Settings
 from inventory.build import universe_from_inventory
 from planner import RunPlan, StoredPlan
@@ -65,12 +67,30 @@ def test_pytest_args_are_written_once_for_every_run() -> None:
     assert order == sorted(order)
     assert args[args.index("--spec-device") + 1] == "spyre"
     assert args[args.index("--spec") + 1] == str(specs[0].resolve())
-    assert fresh_pytest(["-q"], python="/x/python") == ["/x/python", "-P", "-m", "pytest", "-q"]
+    assert fresh_pytest(["-q"], python="/x/python") == ["/x/python", "-P", str(PYTEST_MAIN), "-q"]
     runner = spyre.runner_config(specs)
     assert runner.pytest_args == spyre.pytest_args(specs=specs, rootdir=PROJECT_ROOT)
     assert runner.env["TORCH_TEST_DEVICES"].endswith("testspecs/device_base.py")
     assert "spyre_stack:register" in runner.preload
     assert runner.device_time_property == "spyre_device_us"
+
+
+def test_a_fresh_pytest_has_a_module_for_every_frame_of_its_stack(tmp_path: Path) -> None:
+    """Upstream's device-generic tests walk the stack several times a test; ``inspect`` scans
+    every loaded module for a frame whose file no module has (``runpy``'s, under ``python -m
+    pytest``), each time. A pytest started by fresh_pytest has none."""
+    (tmp_path / "test_frames.py").write_text(
+        "import inspect\n\n\ndef test_frames():\n"
+        "    lost = [f.filename for f in inspect.stack(0) if inspect.getmodule(f.frame) is None]\n"
+        "    assert lost == []\n",
+        encoding="utf-8",
+    )
+    args = ["-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "test_frames.py"]
+    done = subprocess.run(fresh_pytest(args), cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    runpy = [sys.executable, "-P", "-m", "pytest", *args]
+    done = subprocess.run(runpy, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1 and "<frozen runpy>" in done.stdout  # what it avoids
 
 
 def test_the_runner_backend_and_its_specs_are_resolved_in_one_place(

@@ -1,16 +1,7 @@
-"""Process helpers shared by `relay up` and the test harness."""
+"""Process helpers shared by `relay up` and the test harness (:mod:`backends.procs`)."""
 
 from __future__ import annotations
 
-import ctypes
-import signal
+from backends.procs import die_with_parent
 
-
-def die_with_parent() -> None:
-    """In a child process (``preexec_fn``, or right after ``fork``): get SIGKILL when the parent
-    dies (Linux ``PR_SET_PDEATHSIG``), so no worker or test process outlives whoever started it."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+__all__ = ["die_with_parent"]
