@@ -431,3 +431,23 @@ def test_warnings_as_errors_do_not_stop_a_warm_child(project: Path, launcher: La
         workdir=project / "w6",
     )
     assert [r.outcome for r in run.results] == ["passed"], run.results[0].message
+
+
+def test_every_frame_of_a_childs_stack_has_a_module(project: Path, launcher: Launcher) -> None:
+    """Upstream's device-generic tests walk the stack several times a test, and ``inspect``
+    scans every loaded module for a frame whose file no module has (``runpy``'s, for a server
+    started with ``python -m``), each time: no launcher leaves such a frame under a test."""
+    (project / "test_frames.py").write_text(
+        "import inspect\n\n\ndef test_frames():\n"
+        "    lost = [f.filename for f in inspect.stack(0) if inspect.getmodule(f.frame) is None]\n"
+        "    assert lost == [], lost\n",
+        encoding="utf-8",
+    )
+    run = run_shard(
+        ["test_frames.py::test_frames"],
+        launcher=launcher,
+        pytest_args=["--rootdir", str(project)],
+        per_test_timeout=60,
+        workdir=project / "work-frames",
+    )
+    assert [(r.outcome, r.message) for r in run.results] == [("passed", None)]

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.harness.launchers import Child, WarmPool
+from workers.harness.launchers import SERVER_MAIN, Child, WarmPool
 
 logger = logging.getLogger("workers.harness")
 
@@ -69,7 +69,7 @@ class ModuleServer(WarmPool):
 
     def _command(self) -> list[str]:
         spec = {"preload": self.preload, "args": self.pytest_args, "module": self.module}
-        return [self.python, "-m", "workers.harness.module_server", json.dumps(spec)]
+        return [self.python, "-P", str(SERVER_MAIN), "module", json.dumps(spec)]
 
     def _request(self, args: list[str], log: Path) -> dict[str, object]:
         parsed = parse_child_args(args)

@@ -20,6 +20,9 @@ from typing import IO, Protocol
 from backends.base import fresh_pytest
 from workers.harness.procs import die_with_parent
 
+#: the file the warm pool's servers start from (not ``-m``: its docstring says why)
+SERVER_MAIN = Path(__file__).resolve().parent / "server_main.py"
+
 
 class Child(Protocol):
     @property
@@ -61,7 +64,7 @@ class _PopenChild:
 
 @dataclass
 class FreshProcessLauncher:
-    """``python -m pytest ARGS`` in a new interpreter each time (pays the import cost each time)."""
+    """pytest (``backends.base.fresh_pytest``) in a new interpreter each time (pays the import cost each time)."""
 
     cwd: Path
     env: dict[str, str]
@@ -118,7 +121,7 @@ class WarmPool:
     ready_seconds: float | None = None
 
     def _command(self) -> list[str]:
-        return [self.python, "-m", "workers.harness.warm_server", *self.preload]
+        return [self.python, "-P", str(SERVER_MAIN), "warm", *self.preload]
 
     def _request(self, args: list[str], log: Path) -> dict[str, object]:
         return {"args": args, "log": str(log)}
