@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backends.base import PROJECT_ROOT, fresh_pytest
-from backends.procs import die_with_parent
+from backends.procs import EventTail, die_with_parent
 
 #: ids per kept part: a few seconds of tests, so a killed run loses about that much per process
 PART_SIZE = 250
@@ -111,27 +111,6 @@ def write_part(path: Path, results: Results) -> None:
     os.replace(tmp, path)
 
 
-class _Tail:
-    """The whole new lines of a growing JSON-lines file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.partial = b""
-
-    def read(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
-
-
 @dataclass
 class _Proc:
     """One pytest run of a slice of whole parts: its process, log and results file."""
@@ -140,7 +119,7 @@ class _Proc:
     proc: subprocess.Popen[bytes]
     log_file: IO[str]
     log: Path
-    tail: _Tail
+    tail: EventTail
     finished: bool = False  # its session ended (the results' last line said so)
 
 
@@ -227,7 +206,7 @@ def _start(how: PartRun, parts: list[list[str]], todo: list[int], scratch: Path)
             stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent,  # a killed run leaves no test process running
         )
-        procs.append(_Proc(indexes, proc, log_file, log, _Tail(results)))
+        procs.append(_Proc(indexes, proc, log_file, log, EventTail(results)))
     return procs
 
 

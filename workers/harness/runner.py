@@ -9,7 +9,6 @@ lost nor run again.
 
 from __future__ import annotations
 
-import json
 import signal
 import tempfile
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backends.procs import EventTail
 from store.outcomes import Outcome, TestOutcome
 from workers.harness.launchers import Child, Launcher
 
@@ -40,28 +40,6 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-class _EventTail:
-    """Reads whole new lines of a growing JSON-lines file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.partial = b""
-
-    def read(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        data = self.partial + data
-        lines = data.split(b"\n")
-        self.partial = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
-
-
 def outcome_of(ev: dict[str, Any]) -> TestOutcome:
     """The outcome a ``result`` event of the report plugin carries."""
     return TestOutcome(
@@ -81,7 +59,7 @@ def finished_in(workdirs: Iterable[Path]) -> list[TestOutcome]:
     found: dict[str, TestOutcome] = {}
     for workdir in workdirs:
         for events in sorted(workdir.glob("events-*.jsonl")):
-            for ev in _EventTail(events).read():
+            for ev in EventTail(events).read():
                 if ev.get("kind") == "result":
                     found.setdefault(ev["nodeid"], outcome_of(ev))
     return list(found.values())
@@ -212,7 +190,7 @@ def run_shard(
             collect_errors: list[dict[str, Any]] = []
             stopped = _supervise(
                 child,
-                _EventTail(events),
+                EventTail(events),
                 record,
                 per_test_timeout,
                 poll_interval,
@@ -255,7 +233,7 @@ def _child_args(
 
 def _supervise(
     child: Child,
-    tail: _EventTail,
+    tail: EventTail,
     record: Callable[[TestOutcome], None],
     per_test_timeout: float,
     poll_interval: float,
