@@ -166,6 +166,10 @@ class LocalRelay:
             "RELAY_DEMO_REPLAY": "",
             "RELAY_NIGHTLY_CRON": "",
             "RELAY_PER_TEST_TIMEOUT": str(per_test_timeout),
+            # the command learns the traced import map itself (cli.catch_probe) in this host's
+            # var dir, the relay's seed: its planner copies it from there once learned and
+            # never starts a second learning of it
+            "RELAY_IMPORT_MAP_LEARNING": "false",
             # its caches (the inventory, the spyre core) are copied from this host's var dir
             "RELAY_CACHE_SEED": os.environ.get("RELAY_CACHE_SEED") or str(get_settings().var_dir),
         }

@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     # its own environment, made once; fingerprints cached per torch build): what compiled code
     # changed that no source diff shows. false: source facts only (no environment is made)
     release_fingerprints: bool = True
+    # a job whose import map (learned once per torch build: 20+ minutes of a planner process)
+    # is not learned yet queues its learning in the background (below the jobs' priority) for
+    # the jobs after it; false: nothing is learned on this host (its maps come from
+    # cache_seed, or from `relay replay` / `relay eval`, which learn it in the foreground)
+    import_map_learning: bool = True
     # "module:function" (event, settings) -> RunPlan; unset: the selector's four stages over the
     # bundled universe on runner_backend (the default planner of the workers)
     planner: str | None = None

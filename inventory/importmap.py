@@ -30,6 +30,7 @@ import pytest
 
 from backends import get_backend
 from backends.base import PROJECT_ROOT, fresh_pytest
+from config.settings import get_settings
 from inventory.only_ids import add_option, keep_listed
 from selector.model import Universe, Variant
 from selector.signals.imports import IMPORT_MAP_VERSION
@@ -326,11 +327,9 @@ def import_map_for(
     exact = folder / f"importmap-{key}-traced.json"
     if not caches.seeded(exact):
         # the traced run takes minutes: a map of the same torch build and test files learned
-        # with an earlier backend version is reused (its backend symbols may be stale)
-        same = sorted(
-            folder.glob(f"importmap-{build}-{files}-*-traced.json"),
-            key=lambda p: p.stat().st_mtime,
-        )
+        # with an earlier backend version is reused (its backend symbols may be stale), this
+        # host's or, when it has none, the cache seed's (copied here)
+        same = _same_build(folder, f"importmap-{build}-{files}-*-traced.json")
         if same:
             log.info("reusing import map %s for %s", same[-1], key)
             return same[-1]
@@ -345,3 +344,20 @@ def import_map_for(
         nice=nice,
         timeout=timeout,
     )
+
+
+def _same_build(folder: Path, pattern: str) -> list[Path]:
+    """The maps in ``folder`` named like ``pattern``, oldest first; when there are none, the
+    newest of the cache seed's (``RELAY_CACHE_SEED``), copied into ``folder``."""
+
+    def found(where: Path) -> list[Path]:
+        return sorted(where.glob(pattern), key=lambda p: p.stat().st_mtime)
+
+    here = found(folder)
+    seed = get_settings().cache_seed
+    if here or seed is None:
+        return here
+    theirs = found(seed / folder.name)
+    if theirs and caches.seeded(folder / theirs[-1].name):
+        return [folder / theirs[-1].name]
+    return []

@@ -69,7 +69,8 @@ def overlay_base_for(
     return found.version, found.detail
 
 
-def _same_release(a: str, b: str) -> bool:
+def same_release(a: str, b: str) -> bool:
+    """Whether two torch versions or builds are the same release (``2.13.0+cpu``, ``2.13.0``)."""
     return a.split("+", 1)[0] == b.split("+", 1)[0]
 
 
@@ -97,7 +98,7 @@ def decide_environment(
     checkout cannot serve (its head commit is not in it)."""
     if event.event == "periodic" and event.head_ref:
         version = release_version or event.head_ref
-        if _same_release(version, installed_version):
+        if same_release(version, installed_version):
             return UpstreamUnderTest(
                 torch_version=installed_version.split("+", 1)[0],
                 torch_build=installed_version,

@@ -16,11 +16,24 @@ from backends import Backend
 from backends.base import torch_build
 from inventory.build import universe_from_inventory
 from planner.durations import costs_for
-from planner.environment import decide_environment, head_wheel_for, overlay_base_for
+from planner.environment import (
+    decide_environment,
+    head_wheel_for,
+    overlay_base_for,
+    same_release,
+)
 from planner.model import RunPlan
-from planner.release import LearnLater, plan_release
-from planner.revisions import plan_revisions
-from selector import History, SelectionPlan, SelectionRequest, Universe, select, unanalysed
+from planner.release import LearnLater, learned_import_map, not_queued, plan_release
+from planner.revisions import default_profiling_map, plan_revisions
+from selector import (
+    History,
+    SelectionPlan,
+    SelectionRequest,
+    SignalConfig,
+    Universe,
+    select,
+    unanalysed,
+)
 from upstream import GitCheckout, UpstreamError
 from upstream.undertest import UpstreamUnderTest
 from wire.github.events import UpstreamEvent
@@ -71,7 +84,10 @@ def plan_event(
     an overlay lays the head's Python files over (None: the newest release tag the merge base
     descends from in the checkout, else the installed torch), ``smoke_untested`` runs a change
     nothing can test on the installed torch anyway (else nothing runs). Tests are in rank order
-    (:func:`planner.sharding.cut_shards` shards them); ``learn_later``: :func:`plan_release`'s."""
+    (:func:`planner.sharding.cut_shards` shards them). ``learn_later`` queues the learning of an
+    import map not learned yet (:func:`planner.release.learned_import_map`): a release step and a
+    pull request or push (:func:`_import_map`) both use the learned map of the torch build the
+    job runs and are planned without it, saying so, until it is learned."""
     revs = revisions(event)
     under_test = _under_test(
         event,
@@ -109,6 +125,8 @@ def plan_event(
         plan = _whole_universe(event, universe, backend.name, history, budget_seconds)
     else:
         base, head = revs
+        notes: list[str] = []
+        imports = _import_map(universe, under_test, notes, learn_later)
         plan = plan_revisions(
             base=base,
             head=head,
@@ -121,8 +139,43 @@ def plan_event(
             facts_cache=upstream_cache,
             offline=False,
             unanalysed_budget_seconds=unanalysed_budget_seconds,
+            config=SignalConfig(
+                profiling_map=default_profiling_map(),
+                import_map=imports,
+                unavailable=tuple(notes),
+            ),
         )
     return _run_plan(plan, universe, backend, specs, under_test)
+
+
+def _import_map(
+    universe: Universe,
+    under_test: UpstreamUnderTest,
+    notes: list[str],
+    learn_later: LearnLater | None,
+) -> Path | None:
+    """The traced import map of the torch build a pull request's or push's job runs, as a
+    release step uses it (:func:`planner.release.learned_import_map`): maps are learned from our
+    runs on the installed torch, so an overlay on the installed release (or the installed torch
+    itself) uses that map when it is learned; when it is not, the plan goes on without it, says
+    so in ``notes``, and ``learn_later`` queues its learning (None: nothing is queued, a planner
+    never learns it in the foreground). A job on another torch build (a head wheel, an overlay
+    on another release) uses no map, and says so."""
+    installed = torch_build()
+    version = under_test.torch_version or installed
+    if under_test.kind not in ("installed", "overlay") or not same_release(version, installed):
+        runs = under_test.torch_build or under_test.torch_version or under_test.head_wheel
+        notes.append(
+            f"import map not used: the job runs torch {runs}, the maps are learned from runs "
+            f"of the installed torch {installed} (this plan is made without the import-map and "
+            "traced-coverage signals)"
+        )
+        return None
+    return learned_import_map(
+        universe,
+        notes,
+        learn_later=learn_later or not_queued("its learning is not queued by this planner"),
+    )
 
 
 def _under_test(

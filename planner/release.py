@@ -45,6 +45,22 @@ from upstream.headenv import HeadEnv, HeadEnvError, ensure_env
 Progress = Callable[[str], None]
 #: queues the learning of a missing import map for later jobs (the workers' task)
 LearnLater = Callable[[], None]
+
+
+class NotQueued(Exception):
+    """Raised by a :data:`LearnLater` that queues nothing on purpose; its text says why."""
+
+
+def not_queued(why: str) -> LearnLater:
+    """A :data:`LearnLater` that learns nothing: the plan goes on without the map and says
+    ``why`` (``RELAY_IMPORT_MAP_LEARNING=false``; a planner called outside the workers)."""
+
+    def skip() -> None:
+        raise NotQueued(why)
+
+    return skip
+
+
 log = logging.getLogger(__name__)
 
 #: a learning in the background runs this much below the jobs' priority, and may take long on a
@@ -176,15 +192,17 @@ def learned_import_map(
     if found is not None or learn_later is None or map_key(installed) is None:
         return found
     build, _, version = (installed.key or "").partition("-spyre")  # as map_key, not made safe
-    queued = "learning in the background"
+    queued, later = "learning in the background", "; a later job uses them"
     try:
         learn_later()
+    except NotQueued as exc:
+        queued, later = str(exc), ""
     except Exception as exc:  # the broker is down: the next job queues it again
         log.warning("could not queue the import map's learning: %s", exc)
         queued = f"its learning could not be queued ({type(exc).__name__})"
     notes.append(
         f"import map not learned for torch {build} / backend spyre{version}; {queued} (this plan "
-        "is made without the import-map and traced-coverage signals; a later job uses them)"
+        f"is made without the import-map and traced-coverage signals{later})"
     )
     return None
 

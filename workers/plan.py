@@ -23,7 +23,7 @@ from config.logs import bind
 from config.settings import Settings, get_settings
 from planner import RunPlan, ShardPolicy, cut_shards, plan_event
 from planner.durations import history_for
-from planner.release import learn_in_background
+from planner.release import learn_in_background, not_queued
 from store import jobs, results, scheduling
 from store.db import session_scope
 from store.models import (
@@ -49,9 +49,10 @@ Planner = Callable[[UpstreamEvent, Settings], RunPlan]
 def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
     """The selector's four stages over the bundled universe on ``RELAY_RUNNER_BACKEND`` under
     ``RELAY_RUNNER_SPECS`` (default: the backend's own), with our per-test history (runner-
-    seconds, failures, flakiness; simulated device time beside). A release step whose import
-    map is not learned yet is planned without it, and its learning queued
-    (:func:`learn_import_map`) for the jobs after it: no job waits for it."""
+    seconds, failures, flakiness; simulated device time beside). A job (a release step, a pull
+    request, a push) whose import map is not learned yet is planned without it, and its learning
+    queued (:func:`learn_import_map`) for the jobs after it, unless
+    ``RELAY_IMPORT_MAP_LEARNING=false``: no job waits for it."""
     backend, specs = runner_backend(settings)
     with session_scope(settings.database_url) as session:
         history = history_for(results.history_rows(session, repo=settings.runner_repo))
@@ -69,8 +70,10 @@ def default_planner(event: UpstreamEvent, settings: Settings) -> RunPlan:
         head_wheel=settings.head_wheel,
         overlay_base=settings.overlay_base,
         smoke_untested=settings.smoke_untested,
-        learn_later=lambda: learn_import_map.apply_async(
-            args=[backend.name, [str(s) for s in specs]]
+        learn_later=(
+            (lambda: learn_import_map.apply_async(args=[backend.name, [str(s) for s in specs]]))
+            if settings.import_map_learning
+            else not_queued("it is not learned on this host (RELAY_IMPORT_MAP_LEARNING=false)")
         ),
     )
 

@@ -313,6 +313,9 @@ def start_stack(
         "RELAY_RUNNER_ENABLED": "false",
         "RELAY_DEMO_REPLAY": "",
         "RELAY_NIGHTLY_CRON": "",
+        # no stack starts a traced import map's learning (20+ minutes of a planner process): a
+        # job without the map is planned without it and says so; a map the seed holds is used
+        "RELAY_IMPORT_MAP_LEARNING": "false",
         **(extra_env or {}),
     }
     if env["RELAY_RUNNER_ENABLED"].strip().lower() in ("1", "true", "yes", "on"):
