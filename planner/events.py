@@ -98,14 +98,7 @@ def plan_event(
         smoke_untested=smoke_untested,
     )
     if not under_test.runs:
-        log.info("nothing to run: %s", under_test.reason)
-        return RunPlan(
-            shards=[],
-            runner=backend.runner_config(specs),
-            upstream=under_test,
-            base_rev=revs[0] if revs else None,
-            head_rev=revs[1] if revs else None,
-        )
+        return _nothing_to_run(backend, specs, under_test, revs)
     if event.event == "periodic" and revs is not None:
         step = _release_step(
             event,
@@ -124,12 +117,11 @@ def plan_event(
     if revs is None:
         plan = _whole_universe(event, universe, backend.name, history, budget_seconds)
     else:
-        base, head = revs
         notes: list[str] = []
         imports = _import_map(universe, under_test, notes, learn_later)
         plan = plan_revisions(
-            base=base,
-            head=head,
+            base=revs[0],
+            head=revs[1],
             upstream=upstream,
             backend=backend.name,
             universe=universe,
@@ -140,9 +132,7 @@ def plan_event(
             offline=False,
             unanalysed_budget_seconds=unanalysed_budget_seconds,
             config=SignalConfig(
-                profiling_map=default_profiling_map(),
-                import_map=imports,
-                unavailable=tuple(notes),
+                profiling_map=default_profiling_map(), import_map=imports, unavailable=tuple(notes)
             ),
         )
     return _run_plan(plan, universe, backend, specs, under_test)
@@ -175,6 +165,23 @@ def _import_map(
         universe,
         notes,
         learn_later=learn_later or not_queued("its learning is not queued by this planner"),
+    )
+
+
+def _nothing_to_run(
+    backend: Backend,
+    specs: Sequence[Path],
+    under_test: UpstreamUnderTest,
+    revs: tuple[str, str] | None,
+) -> RunPlan:
+    """The plan of an event nothing can test: no shard, the reason in its upstream under test."""
+    log.info("nothing to run: %s", under_test.reason)
+    return RunPlan(
+        shards=[],
+        runner=backend.runner_config(specs),
+        upstream=under_test,
+        base_rev=revs[0] if revs else None,
+        head_rev=revs[1] if revs else None,
     )
 
 
