@@ -16,6 +16,7 @@ appends one JSON line per finished test to its results file (``--results-out`` o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -218,10 +219,8 @@ def _wait_for_one(procs: list[_Proc], seconds: float) -> None:
     alive = [p for p in procs if p.proc.poll() is None]
     if not alive:
         return
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         alive[0].proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _follow(
