@@ -16,6 +16,7 @@ appends one JSON line per finished test to its results file (``--results-out`` o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -32,6 +33,8 @@ from backends.procs import EventTail, die_with_parent
 
 #: ids per kept part: a few seconds of tests, so a killed run loses about that much per process
 PART_SIZE = 250
+#: how often a run's results files are read while its processes run
+POLL_SECONDS = 1.0
 #: bump when a part file's shape changes: parts of another version are run again
 PARTS_VERSION = 1
 
@@ -210,6 +213,16 @@ def _start(how: PartRun, parts: list[list[str]], todo: list[int], scratch: Path)
     return procs
 
 
+def _wait_for_one(procs: list[_Proc], seconds: float) -> None:
+    """Up to ``seconds``, less when a run still going ends first (its last lines are then read
+    at once, not a poll later: a short run is not kept waiting a whole poll)."""
+    alive = [p for p in procs if p.proc.poll() is None]
+    if not alive:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        alive[0].proc.wait(timeout=seconds)
+
+
 def _follow(
     how: PartRun,
     procs: list[_Proc],
@@ -247,7 +260,7 @@ def _follow(
                 break
             if time.perf_counter() - start > how.timeout:
                 raise RuntimeError(f"ground-truth run exceeded {how.timeout:.0f} s")
-            time.sleep(1.0)
+            _wait_for_one(procs, POLL_SECONDS)
     finally:
         for p in procs:
             if p.proc.poll() is None:
