@@ -112,12 +112,21 @@ def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dic
         f"failing variants run once more under {DEVICE_SPEC.name}'s tolerances" if reruns else None
     )
     summary = summarize(
-        records, runs=[p.as_posix() for p in paths], universe=universe.label, rerun=how
+        records, runs=[_shown(p) for p in paths], universe=universe.label, rerun=how
     )
     # the xfail reasons by dtype and device too, not by the message alone (evaluation.labels)
     facts = device_facts(variants, spec=DEVICE_SPEC)
     by_record = {r: facts[v.test_id] for v, r in zip(variants, records, strict=True)}
     return relabel(summary, records, by_record)
+
+
+def _shown(path: Path) -> str:
+    """A run's path as the committed summary names it: relative to this folder when under it
+    (``var/eval/runs/...``), so no host's absolute path is committed."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def _rerun(variants: list[Any], processes: int) -> dict[str, tuple[str, str | None]]:

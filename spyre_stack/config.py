@@ -11,9 +11,11 @@ variable                               meaning (default)
 ``SPYRE_OP_POLICY``                    ``permissive`` (ops not in the table fall back to the
                                        host) or ``strict`` (ops not in the table raise)
 ``SPYRE_SILENCE_DOWNCAST_WARNING``     ``1`` silences the one-time fp32 -> fp16 warning
-``SPYRE_DEVICE_MODEL``                 ``simulator`` (the simulator's own behaviour) or ``card``
-                                       (raise the errors the real card raises: the refused rows
-                                       of ``spyre_stack/device_model.yaml``)
+``SPYRE_DEVICE_MODEL``                 ``card`` (raise the errors the real card raises: the
+                                       refused rows of ``spyre_stack/device_model.yaml``; the
+                                       mode the bundled spec is promoted from) or ``simulator``
+                                       (the simulator's own behaviour: float64 and complex on
+                                       the host, copies inside the device) (``card``)
 ``SPYRE_EXTENSIONS_DIR``               build cache of the C++ core, a folder per torch build
                                        (``<repo>/var/torch_extensions`` in a writable checkout,
                                        else ``~/.cache/spyre_stack/torch_extensions``)
@@ -41,7 +43,7 @@ class SpyreConfig:
     silence_downcast_warning: bool = False
     extensions_dir: Path = Path("var/torch_extensions")
     backends_entry_point: bool = False
-    device_model: str = "simulator"
+    device_model: str = "card"
 
     @classmethod
     def from_env(cls) -> SpyreConfig:
@@ -49,7 +51,7 @@ class SpyreConfig:
         policy = env.get("SPYRE_OP_POLICY", "permissive").strip().lower()
         if policy not in POLICIES:
             raise ValueError(f"SPYRE_OP_POLICY must be one of {POLICIES}, got {policy!r}")
-        model = env.get("SPYRE_DEVICE_MODEL", "simulator").strip().lower()
+        model = env.get("SPYRE_DEVICE_MODEL", "card").strip().lower()
         if model not in DEVICE_MODELS:
             raise ValueError(f"SPYRE_DEVICE_MODEL must be one of {DEVICE_MODELS}, got {model!r}")
         count = int(env.get("SPYRE_DEVICE_COUNT", "2"))

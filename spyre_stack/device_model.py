@@ -6,10 +6,10 @@
 
 One row per dtype, op without a device kernel, copy, resize or numerics rule. ``card`` is
 ``native``, ``downcast``, ``refused`` or ``unknown``; a refused row carries the error the real stack
-raises, and every row names its public source. Under ``SPYRE_DEVICE_MODEL=card`` the simulator
-raises those errors (:meth:`DeviceModel.refusals` is what :mod:`spyre_stack.runtime.state` pushes
-into the core); under ``simulator`` (the default) it keeps its own behaviour and the table is
-informational. Unknown rows never change the simulator.
+raises, and every row names its public source. Under ``SPYRE_DEVICE_MODEL=card`` (the default)
+the simulator raises those errors (:meth:`DeviceModel.refusals` is what
+:mod:`spyre_stack.runtime.state` pushes into the core); under ``simulator`` it keeps its own
+behaviour and the table is informational. Unknown rows never change the simulator.
 """
 
 from __future__ import annotations

@@ -51,3 +51,19 @@ def test_promote_from_runs_classifies_by_rerunning_on_the_device(tmp_path: Path)
     relu = next(e for e in entries if e.ext and e.ext.modules == ["nn.ReLU"])
     assert relu.tags == ["flaky"] and relu.effective_mode == "xfail"
     assert entries[-1].effective_mode == "mandatory_success"
+
+
+def test_the_summary_names_runs_under_this_folder_relatively(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run kept under the working folder (``var/eval/runs``) is named relative to it in the
+    committed summary, never by the host's absolute path; a run elsewhere keeps its path."""
+    from cli.specs_promote import _shown
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere" / "run.json"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert _shown(work / "var" / "eval" / "runs" / "k-baseline.json") == (
+        "var/eval/runs/k-baseline.json"
+    )
+    assert _shown(elsewhere) == elsewhere.as_posix()

@@ -28,3 +28,17 @@ def policy(spyre: None) -> Iterator[object]:
     before = state.op_policy()
     yield state.apply_op_policy
     state.apply_op_policy(before)
+
+
+@pytest.fixture
+def simulator(spyre: None) -> Iterator[None]:
+    """Run one test under ``SPYRE_DEVICE_MODEL=simulator`` and restore the model afterwards: for
+    tests of the simulator's own paths that the card (the default model) refuses, float64 and
+    complex computed on the host, copies and resizes inside the device
+    (tests/spyre_stack/test_device_model.py checks the card's refusals)."""
+    from spyre_stack.runtime import state
+
+    before = state.device_model_mode()
+    state.apply_device_model("simulator")
+    yield
+    state.apply_device_model(before)

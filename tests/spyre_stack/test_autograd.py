@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 
-def test_backward_of_a_small_mlp_matches_cpu(spyre: None) -> None:
+def test_backward_of_a_small_mlp_matches_cpu(simulator: None) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
@@ -32,7 +32,7 @@ def test_fp16_gradient_within_tolerance(spyre: None) -> None:
     torch.testing.assert_close(xd.grad.cpu().float(), xc.grad, atol=2e-2, rtol=1e-2)  # type: ignore[union-attr]
 
 
-def test_grad_of_in_place_and_view_ops(spyre: None) -> None:
+def test_grad_of_in_place_and_view_ops(simulator: None) -> None:
     a = torch.randn(4, 4, dtype=torch.float64, device="spyre", requires_grad=True)
     b = a.clone()
     b[:, 0].mul_(3)
@@ -42,7 +42,7 @@ def test_grad_of_in_place_and_view_ops(spyre: None) -> None:
     assert torch.equal(a.grad.cpu(), expected)  # type: ignore[union-attr]
 
 
-def test_convolution_forward_and_backward(spyre: None) -> None:
+def test_convolution_forward_and_backward(simulator: None) -> None:
     torch.manual_seed(2)
     conv = torch.nn.Conv2d(3, 4, 3, padding=1).to(torch.float64)
     x = torch.randn(2, 3, 8, 8, dtype=torch.float64)

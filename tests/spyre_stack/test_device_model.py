@@ -16,7 +16,8 @@ from spyre_stack import device_model
 
 @pytest.fixture
 def card(spyre: None) -> Iterator[None]:
-    """Enforce the card's refusals for one test, then go back to the simulator's behaviour."""
+    """Enforce the card's refusals for one test (the default model; explicit, so a test that set
+    ``simulator`` before cannot leak into these), then restore the model that was in force."""
     from spyre_stack.runtime import state
 
     before = state.device_model_mode()
@@ -149,9 +150,9 @@ def test_card_mode_reports_pytorchs_argument_errors_before_a_missing_kernel(card
 
 @pytest.mark.parametrize(("what", "call", "error", "message"), CARD_ERRORS, ids=lambda v: v)
 def test_simulator_mode_keeps_its_own_behaviour(
-    spyre: None, what: str, call: Callable[[], Any], error: type[Exception], message: str
+    simulator: None, what: str, call: Callable[[], Any], error: type[Exception], message: str
 ) -> None:
-    call()  # the default: the simulator computes float64 on the host, copies on the device
+    call()  # SPYRE_DEVICE_MODEL=simulator: float64 computed on the host, copies on the device
 
 
 def test_device_model_selected_by_environment(run_python: Any) -> None:
@@ -163,6 +164,16 @@ def test_device_model_selected_by_environment(run_python: Any) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "Spyre backend does not support dtype Double"
+
+
+def test_the_card_is_the_default_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled spec is promoted under the card: a run that sets nothing enforces it too."""
+    from spyre_stack.config import SpyreConfig
+
+    monkeypatch.delenv("SPYRE_DEVICE_MODEL", raising=False)
+    assert SpyreConfig.from_env().device_model == "card"
+    monkeypatch.setenv("SPYRE_DEVICE_MODEL", " Simulator ")
+    assert SpyreConfig.from_env().device_model == "simulator"
 
 
 def test_bad_device_model_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,7 +191,7 @@ def test_relay_device_info_prints_the_table(spyre: None) -> None:
 
     text = CliRunner().invoke(app, ["info"])
     assert text.exit_code == 0, text.output
-    assert "device model: " in text.output and "SPYRE_DEVICE_MODEL=simulator" in text.output
+    assert "device model: " in text.output and "SPYRE_DEVICE_MODEL=card" in text.output  # the default
     assert "dtype    refused  float64" in text.output
     assert "raises: RuntimeError: Spyre backend does not support dtype Double" in text.output
     data = json.loads(CliRunner().invoke(app, ["info", "--json"]).output)["device_model"]

@@ -80,7 +80,8 @@ def test_out_of_memory_is_shaped_like_cuda(spyre: None) -> None:
         sp().set_memory_capacity(capacity, DEV)
 
 
-def test_oom_on_growth_of_an_existing_tensor(spyre: None) -> None:
+def test_oom_on_growth_of_an_existing_tensor(simulator: None) -> None:
+    # grows the tensor with resize_, which the card model refuses
     capacity = sp().get_memory_capacity(DEV)
     x = torch.zeros(16, device=f"spyre:{DEV}")
     sp().set_memory_capacity(sp().memory_allocated(DEV) + 256, DEV)

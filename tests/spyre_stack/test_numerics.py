@@ -68,7 +68,7 @@ def test_fallback_ops_keep_host_precision(spyre: None) -> None:
     assert torch.equal(a.to("spyre").cumsum(0).cpu(), a.cumsum(0))
 
 
-def test_fp64_runs_on_the_host_at_full_precision(spyre: None) -> None:
+def test_fp64_runs_on_the_host_at_full_precision(simulator: None) -> None:
     import spyre_stack
 
     a = torch.tensor([1.0000001, 2.0], dtype=torch.float64)

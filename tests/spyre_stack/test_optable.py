@@ -54,7 +54,7 @@ def test_malformed_table_reports_every_problem(tmp_path: Path) -> None:
     assert "use the base name 'mul'" in message
 
 
-def test_unsupported_op_raises_naming_op_and_table(spyre: None) -> None:
+def test_unsupported_op_raises_naming_op_and_table(simulator: None) -> None:
     x = torch.randn(8, dtype=torch.complex64).to("spyre")
     with pytest.raises(NotImplementedError, match=r"aten::_fft_c2c.*unsupported.*ops\.yaml"):
         torch.fft.fft(x)

@@ -12,7 +12,7 @@ def dev(t: torch.Tensor) -> torch.Tensor:
     return t.to("spyre")
 
 
-def test_views_share_storage_and_track_metadata(spyre: None) -> None:
+def test_views_share_storage_and_track_metadata(simulator: None) -> None:
     base = dev(torch.arange(24, dtype=torch.float16))
     v = base.view(4, 6)
     t = v.t()
@@ -41,7 +41,7 @@ def test_other_view_kinds(spyre: None) -> None:
     assert torch.view_as_real(torch.view_as_complex(c)).data_ptr() == c.data_ptr()
 
 
-def test_in_place_resize_updates_shape_and_keeps_data(spyre: None) -> None:
+def test_in_place_resize_updates_shape_and_keeps_data(simulator: None) -> None:
     x = dev(torch.arange(6, dtype=torch.float16))
     x.resize_(2, 3)
     assert x.shape == (2, 3) and x.is_contiguous()
@@ -98,7 +98,7 @@ def test_set_and_storage_sharing(spyre: None) -> None:
     a.record_stream(torch.spyre.Stream())  # type: ignore[attr-defined]
 
 
-def test_non_contiguous_copy_round_trip(spyre: None) -> None:
+def test_non_contiguous_copy_round_trip(simulator: None) -> None:
     host = torch.randn(5, 7).to(torch.float16)
     x = dev(host.t())  # non-contiguous source
     assert torch.equal(x.cpu(), host.t())
@@ -117,7 +117,8 @@ def test_pin_memory(spyre: None) -> None:
         torch.empty(4, device="spyre", pin_memory=True)
 
 
-def test_data_ptr_is_real_and_cross_device_copy(spyre: None) -> None:
+def test_data_ptr_is_real_and_cross_device_copy(simulator: None) -> None:
+    # a copy from card 0 to card 1 is a device-to-device copy, refused by the card model
     a = dev(torch.arange(4, dtype=torch.float16))
     b = a.to("spyre:1")
     assert a.data_ptr() != 0 and b.data_ptr() != a.data_ptr()
