@@ -70,6 +70,11 @@ RUNTIME_PACKAGES = (
     "numpy", "PyYAML", "pytest", "pytest-timeout", "expecttest", "hypothesis",
     "pydantic",  # backends.base (the backend seam the check and the collection import)
 )
+# What building the spyre C++ core needs besides torch: torch.utils.cpp_extension imports
+# setuptools, which torch 2.10 declares only for Python >= 3.12 (2.11 and later always). Unpinned
+# (a release bounds it itself) and not in the key: every environment made before it was listed
+# has it (its check built the core), so listing it changes none of them.
+BUILD_PACKAGES = ("setuptools",)
 # Never pinned from the running environment: torch is the point, the project is not installed,
 # pip keeps the version venv gave it, and a release bounds its own build tools (torch 2.12.1
 # requires setuptools<82, which a pin to this environment's newer one made unsatisfiable).
@@ -201,6 +206,7 @@ class EnvPlan:
                     str(self.constraints_file),
                     torch_requirement,
                     *self.packages,
+                    *BUILD_PACKAGES,
                 ),
             ),
             Step(
