@@ -123,6 +123,8 @@ def env_cmd(
     except HeadEnvError as exc:
         _fail(exc)
     how = f"created in {env.seconds:.0f} s" if env.created else "reused (marker present)"
+    if env.moved_from:
+        how = f"reused, re-pointed from {env.moved_from} in {env.seconds:.0f} s"
     typer.echo(f"  {how}: torch build {env.torch_build}")
     typer.echo(f"  C++ core built in {env.extensions_dir} (SPYRE_EXTENSIONS_DIR)")
     typer.echo(f"  log: {env.log}")

@@ -22,7 +22,13 @@ afterwards:
    :attr:`HeadEnv.env`) and a tensor is made on the ``spyre`` device;
 5. a marker file, written last, holding the plan's key and the torch build. A later call with
    the same key returns at once; a missing marker (an interrupted creation) or another key
-   (other pins, another project root) makes the folder again from scratch.
+   (other pins) makes the folder again from scratch.
+
+An environment moved to another checkout's ``RELAY_VAR_DIR/envs`` (``mv``, or a copy) is not
+made again when only the project root differs (the marker's ``install_key``: everything
+installed is the same): its ``.pth`` file is replaced to name the new root and the check runs
+again (the C++ core of that checkout's ``spyre_stack`` is built there when its sources differ),
+seconds instead of minutes and gigabytes.
 
 Every command's output goes to ``relay-env.log`` in the environment. A file lock serialises
 concurrent callers for one version.
@@ -64,6 +70,11 @@ RUNTIME_PACKAGES = (
     "numpy", "PyYAML", "pytest", "pytest-timeout", "expecttest", "hypothesis",
     "pydantic",  # backends.base (the backend seam the check and the collection import)
 )
+# What building the spyre C++ core needs besides torch: torch.utils.cpp_extension imports
+# setuptools, which torch 2.10 declares only for Python >= 3.12 (2.11 and later always). Unpinned
+# (a release bounds it itself) and not in the key: every environment made before it was listed
+# has it (its check built the core), so listing it changes none of them.
+BUILD_PACKAGES = ("setuptools",)
 # Never pinned from the running environment: torch is the point, the project is not installed,
 # pip keeps the version venv gave it, and a release bounds its own build tools (torch 2.12.1
 # requires setuptools<82, which a pin to this environment's newer one made unsatisfiable).
@@ -152,19 +163,24 @@ class EnvPlan:
     def log(self) -> Path:
         return self.directory / LOG_NAME
 
+    def _identity(self) -> list[object]:
+        return [
+            ENV_FORMAT,
+            self.version,
+            os.path.realpath(self.base_python),  # .venv/bin/python and python3: one
+            dict(self.pins),
+            self.packages,
+        ]
+
     def key(self) -> str:
-        """What makes two environments the same: a different key means make it again."""
-        text = json.dumps(
-            [
-                ENV_FORMAT,
-                self.version,
-                os.path.realpath(self.base_python),  # .venv/bin/python and python3: one
-                dict(self.pins),
-                self.packages,
-                str(self.project_root),
-            ],
-            sort_keys=True,
-        )
+        """What makes two environments the same: what is installed and the project root."""
+        text = json.dumps([*self._identity(), str(self.project_root)], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def install_key(self) -> str:
+        """What is installed, without the project root: an environment with another root and
+        this install key is re-pointed (:func:`ensure_env`), not made again."""
+        text = json.dumps(self._identity(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def constraints_text(self) -> str:
@@ -190,6 +206,7 @@ class EnvPlan:
                     str(self.constraints_file),
                     torch_requirement,
                     *self.packages,
+                    *BUILD_PACKAGES,
                 ),
             ),
             Step(
@@ -200,15 +217,41 @@ class EnvPlan:
             ),
         ]
 
-    def read_marker(self) -> dict[str, str] | None:
-        """The marker's content when it belongs to this plan and the interpreter is there."""
+    def read_marker(self, *, moved: bool = False) -> dict[str, str] | None:
+        """The marker's content when it belongs to this plan and the interpreter is there;
+        ``moved``: when it was made with everything this plan installs for another project
+        root (its ``install_key``)."""
         try:
             data = json.loads(self.marker.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if not isinstance(data, dict) or data.get("key") != self.key():
+        if not isinstance(data, dict):
+            return None
+        field, want = ("install_key", self.install_key()) if moved else ("key", self.key())
+        if data.get(field) != want:
             return None
         return data if self.python.exists() else None
+
+    def write_marker(self, data: Mapping[str, str]) -> dict[str, str]:
+        """Write the marker whole (a temporary file renamed): this plan's keys and ``data``."""
+        marker = {
+            **data,
+            "key": self.key(),
+            "install_key": self.install_key(),
+            "project_root": str(self.project_root),
+        }
+        tmp = self.marker.with_suffix(".tmp")
+        tmp.write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(self.marker)
+        return marker
+
+    def write_pth(self) -> None:
+        """The ``.pth`` naming the project root, replaced (not rewritten in place: a copy of the
+        environment made with hard links keeps its own)."""
+        self.site_packages.mkdir(parents=True, exist_ok=True)
+        tmp = self.site_packages / f".{PTH_NAME}.{os.getpid()}.tmp"
+        tmp.write_text(f"{self.project_root}\n", encoding="utf-8")
+        tmp.replace(self.site_packages / PTH_NAME)
 
 
 def default_root() -> Path:
@@ -251,6 +294,7 @@ class HeadEnv:
     extensions_dir: Path
     created: bool  # False when an existing environment was reused
     seconds: float = 0.0
+    moved_from: str = ""  # the project root a reused environment was re-pointed from
 
     @property
     def env(self) -> dict[str, str]:
@@ -340,54 +384,83 @@ def ensure_env(
     """Make (once) and return the environment with torch ``version`` under ``root``.
 
     ``wheel`` names the torch wheel (or any pip requirement) to install; by default it comes from
-    the upstream wheel cache (``wheel_cache``; ``offline`` never asks the index for it).
+    the upstream wheel cache (``wheel_cache``; ``offline`` never asks the index for it). An
+    environment that differs only by its project root (moved from another checkout) is
+    re-pointed at this one (:func:`_repoint`).
     """
     plan = plan or plan_env(version, root=root)
     with locked(plan.directory.parent / f".torch-{plan.version}.lock"):
         marker = plan.read_marker()
         if marker is not None:
+            if "install_key" not in marker:  # made before the marker had it
+                marker = plan.write_marker(marker)
             return _head_env(plan, marker, created=False)
-        start = time.perf_counter()
+        moved = plan.read_marker(moved=True)
+        if moved is not None:
+            try:
+                return _repoint(plan, moved, runner)
+            except HeadEnvError as exc:
+                log.warning("re-pointing %s failed (%s); making it again", plan.directory, exc)
         requirement = (
             str(wheel)
             if wheel
             else str(wheel_for(plan.version, cache_dir=wheel_cache, offline=offline))
         )
-        if plan.directory.exists():
-            log.info("removing the unfinished or outdated environment %s", plan.directory)
-            shutil.rmtree(plan.directory)
-        plan.directory.mkdir(parents=True)
-        plan.log.write_text(
-            f"relay head environment torch {plan.version}, key {plan.key()}\n", encoding="utf-8"
-        )
-        steps = plan.steps(requirement)
-        checked = ""
-        for step in steps:
-            if step.name == "install":
-                plan.constraints_file.write_text(plan.constraints_text(), encoding="utf-8")
-            if step.name == "check":
-                plan.site_packages.mkdir(parents=True, exist_ok=True)
-                (plan.site_packages / PTH_NAME).write_text(
-                    f"{plan.project_root}\n", encoding="utf-8"
-                )
-            log.info("torch %s environment: %s", plan.version, step.name)
-            out = runner(step, plan.log)
-            if step.name == "check":
-                checked = out
-        facts = _check_facts(checked, plan)
-        seconds = time.perf_counter() - start
-        marker = {
-            "key": plan.key(),
+        return _create(plan, requirement, runner)
+
+
+def _create(plan: EnvPlan, requirement: str, runner: Runner) -> HeadEnv:
+    """Make the environment from scratch (whatever is in its folder is removed first)."""
+    start = time.perf_counter()
+    if plan.directory.exists():
+        log.info("removing the unfinished or outdated environment %s", plan.directory)
+        shutil.rmtree(plan.directory)
+    plan.directory.mkdir(parents=True)
+    plan.log.write_text(
+        f"relay head environment torch {plan.version}, key {plan.key()}\n", encoding="utf-8"
+    )
+    checked = ""
+    for step in plan.steps(requirement):
+        if step.name == "install":
+            plan.constraints_file.write_text(plan.constraints_text(), encoding="utf-8")
+        if step.name == "check":
+            plan.write_pth()
+        log.info("torch %s environment: %s", plan.version, step.name)
+        out = runner(step, plan.log)
+        if step.name == "check":
+            checked = out
+    facts = _check_facts(checked, plan)
+    seconds = time.perf_counter() - start
+    marker = plan.write_marker(
+        {
             "version": plan.version,
             "torch_build": facts["torch_build"],
             "torch": facts.get("torch", ""),
             "requirement": requirement,
             "seconds": f"{seconds:.1f}",
         }
-        tmp = plan.marker.with_suffix(".tmp")
-        tmp.write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(plan.marker)
-        return _head_env(plan, marker, created=True, seconds=seconds)
+    )
+    return _head_env(plan, marker, created=True, seconds=seconds)
+
+
+def _repoint(plan: EnvPlan, marker: Mapping[str, str], runner: Runner) -> HeadEnv:
+    """An environment moved from another checkout: name this project root in its ``.pth`` and
+    run the check again (it builds this checkout's C++ core when its sources differ)."""
+    start = time.perf_counter()
+    old_root = str(marker.get("project_root") or "another checkout")
+    with plan.log.open("a", encoding="utf-8") as fh:
+        fh.write(f"\nre-pointed from {old_root} to {plan.project_root}, key {plan.key()}\n")
+    plan.write_pth()
+    check = next(s for s in plan.steps(str(marker.get("requirement", ""))) if s.name == "check")
+    facts = _check_facts(runner(check, plan.log), plan)
+    if facts["torch_build"] != marker.get("torch_build"):
+        raise HeadEnvError(
+            f"the check printed torch build {facts['torch_build']}, the marker says "
+            f"{marker.get('torch_build')}"
+        )
+    seconds = time.perf_counter() - start
+    new = plan.write_marker({**marker, "moved_from": old_root})
+    return _head_env(plan, new, created=False, seconds=seconds, moved_from=old_root)
 
 
 def _check_facts(output: str, plan: EnvPlan) -> dict[str, str]:
@@ -402,7 +475,12 @@ def _check_facts(output: str, plan: EnvPlan) -> dict[str, str]:
 
 
 def _head_env(
-    plan: EnvPlan, marker: Mapping[str, str], *, created: bool, seconds: float = 0.0
+    plan: EnvPlan,
+    marker: Mapping[str, str],
+    *,
+    created: bool,
+    seconds: float = 0.0,
+    moved_from: str = "",
 ) -> HeadEnv:
     return HeadEnv(
         version=plan.version,
@@ -413,4 +491,5 @@ def _head_env(
         extensions_dir=plan.extensions_dir,
         created=created,
         seconds=seconds,
+        moved_from=moved_from,
     )

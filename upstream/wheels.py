@@ -33,7 +33,11 @@ from upstream.base import (
 
 DIST = "torch"
 _REQUEST = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\+([0-9A-Za-z.]+))?$")
-_WHEEL = re.compile(r"^torch-(\d+)\.(\d+)\.(\d+)(?:\+([0-9A-Za-z.]+))?-[^-]+-[^-]+-[^-]+\.whl$")
+# name-version[-build tag]-python-abi-platform.whl (PEP 427): a build tag starts with a digit
+# (PyPI's torch 2.10.0 is torch-2.10.0-3-cp311-cp311-manylinux_2_28_x86_64.whl)
+_WHEEL = re.compile(
+    r"^torch-(\d+)\.(\d+)\.(\d+)(?:\+([0-9A-Za-z.]+))?(?:-(\d+)[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$"
+)
 
 
 def default_cache_dir() -> Path:
@@ -41,8 +45,9 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "crcr-relay" / "upstream"
 
 
-def _version_key(match: re.Match[str]) -> tuple[int, int, int, str]:
-    return (int(match[1]), int(match[2]), int(match[3]), match[4] or "")
+def _version_key(match: re.Match[str]) -> tuple[int, int, int, str, int]:
+    """Release, local label, then build number (a rebuilt wheel of one release ranks higher)."""
+    return (int(match[1]), int(match[2]), int(match[3]), match[4] or "", int(match[5] or 0))
 
 
 def _wheel_version(match: re.Match[str]) -> str:

@@ -362,10 +362,12 @@ def wheel_path(path: str) -> str:
     }.get(path, path)
 
 
-def make_wheel(directory: Path, version: str, files: dict[str, str]) -> Path:
-    """A minimal installable-looking torch wheel with the Python tree of ``files``."""
+def make_wheel(directory: Path, version: str, files: dict[str, str], build: str = "") -> Path:
+    """A minimal installable-looking torch wheel with the Python tree of ``files`` (``build``:
+    its file name's build tag, as PyPI's torch-2.10.0-3-... has)."""
     directory.mkdir(parents=True, exist_ok=True)
-    name = f"torch-{version}-py3-none-any.whl"
+    tag = f"-{build}" if build else ""
+    name = f"torch-{version}{tag}-py3-none-any.whl"
     dist = f"torch-{version}.dist-info"
     members = {wheel_path(p): t for p, t in files.items()
                if p.startswith(("torch/", "aten/", "tools/"))}

@@ -79,6 +79,9 @@ def test_the_plan_pins_every_other_package_and_names_its_commands(tmp_path: Path
     assert install[install.index("-c") + 1] == str(plan.directory / "constraints.txt")
     assert "/cache/torch-2.14.1-cp311-cp311-linux_x86_64.whl" in install
     assert set(RUNTIME_PACKAGES) <= set(install)
+    # the core's build imports setuptools (torch.utils.cpp_extension); torch 2.10 brings it
+    # only for Python >= 3.12, and it is left for the release to bound (no pin)
+    assert "setuptools" in install
     assert plan.constraints_text() == "numpy==2.4.6\npytest==9.2.0\npyyaml==6.0.4\n"
     check = steps[2]
     assert check.argv[0] == str(plan.python)
@@ -166,6 +169,90 @@ def test_other_pins_make_the_environment_again(tmp_path: Path) -> None:
     assert runner.names() == ["venv", "install", "check"]
     assert env.created
     assert "pytest==9.1.0" in (changed.directory / "constraints.txt").read_text()
+
+
+def _pth(plan_dir: Path) -> str:
+    return next(plan_dir.glob(f"lib/python*/site-packages/{PTH_NAME}")).read_text().strip()
+
+
+def test_the_install_key_leaves_the_project_root_out(tmp_path: Path) -> None:
+    here = plan_env("2.14.1", root=tmp_path, pins=PINS)
+    there = plan_env("2.14.1", root=tmp_path, pins=PINS, project_root=tmp_path)
+    assert here.install_key() == there.install_key()
+    assert here.key() != there.key()
+    assert plan_env("2.14.1", root=tmp_path, pins={**PINS, "numpy": "1"}).install_key() != (
+        here.install_key()
+    )
+
+
+def test_a_moved_environment_is_re_pointed_not_made_again(tmp_path: Path) -> None:
+    """The folder of one checkout moved under another: only the check runs again, the .pth
+    names the new root (a new file, so a hard-linked copy keeps its own), the marker the move."""
+    old_root, new_root = tmp_path / "old", tmp_path / "new"
+    old_root.mkdir()
+    new_root.mkdir()
+    made = plan_env("2.14.1", root=tmp_path / "envs", pins=PINS, project_root=old_root)
+    ensure_env("2.14.1", plan=made, wheel="w.whl", runner=RecordingRunner())
+    pth = next(made.directory.glob(f"lib/python*/site-packages/{PTH_NAME}"))
+    linked = tmp_path / "linked.pth"
+    os.link(pth, linked)
+
+    moved = plan_env("2.14.1", root=tmp_path / "envs", pins=PINS, project_root=new_root)
+    runner = RecordingRunner()
+    env = ensure_env("2.14.1", plan=moved, wheel="w.whl", runner=runner)
+    assert runner.names() == ["check"]
+    assert not env.created and env.moved_from == str(old_root.resolve())
+    assert env.torch_build == "2.99.0+gitfeedface"
+    assert _pth(moved.directory) == str(new_root.resolve())
+    assert linked.read_text().strip() == str(old_root.resolve())
+    marker = json.loads((moved.directory / MARKER).read_text())
+    assert marker["key"] == moved.key() and marker["project_root"] == str(new_root.resolve())
+    assert marker["moved_from"] == str(old_root.resolve())
+    assert "re-pointed from" in env.log.read_text()
+
+    again = RecordingRunner()
+    assert not ensure_env("2.14.1", plan=moved, wheel="w.whl", runner=again).moved_from
+    assert again.steps == []
+
+
+class FailingFirstCheck(RecordingRunner):
+    def __call__(self, step: Step, log: Path) -> str:
+        if step.name == "check" and "check" not in self.names():
+            self.steps.append(step)
+            raise HeadEnvError(f"step 'check' failed (exit 1); see {log}")
+        return super().__call__(step, log)
+
+
+def test_a_moved_environment_whose_check_fails_is_made_again(tmp_path: Path) -> None:
+    made = plan_env("2.14.1", root=tmp_path, pins=PINS, project_root=tmp_path)
+    ensure_env("2.14.1", plan=made, wheel="w.whl", runner=RecordingRunner())
+    moved = plan_env("2.14.1", root=tmp_path, pins=PINS)
+    runner = FailingFirstCheck()
+    env = ensure_env("2.14.1", plan=moved, wheel="w.whl", runner=runner)
+    assert runner.names() == ["check", "venv", "install", "check"]
+    assert env.created and not env.moved_from
+    assert _pth(moved.directory) == str(PROJECT_ROOT)
+
+
+def test_other_pins_are_not_re_pointed(tmp_path: Path) -> None:
+    made = plan_env("2.14.1", root=tmp_path, pins=PINS, project_root=tmp_path)
+    ensure_env("2.14.1", plan=made, wheel="w.whl", runner=RecordingRunner())
+    other = plan_env("2.14.1", root=tmp_path, pins={**PINS, "pytest": "9.1.0"})
+    runner = RecordingRunner()
+    assert ensure_env("2.14.1", plan=other, wheel="w.whl", runner=runner).created
+    assert runner.names() == ["venv", "install", "check"]
+
+
+def test_a_marker_made_before_the_install_key_gets_it_on_reuse(tmp_path: Path) -> None:
+    plan = plan_env("2.14.1", root=tmp_path, pins=PINS)
+    ensure_env("2.14.1", plan=plan, wheel="w.whl", runner=RecordingRunner())
+    old = json.loads(plan.marker.read_text())
+    del old["install_key"], old["project_root"]
+    plan.marker.write_text(json.dumps(old))
+    runner = RecordingRunner()
+    assert not ensure_env("2.14.1", plan=plan, wheel="w.whl", runner=runner).created
+    assert runner.steps == []
+    assert json.loads(plan.marker.read_text())["install_key"] == plan.install_key()
 
 
 def test_a_check_without_a_torch_build_is_an_error(tmp_path: Path) -> None:

@@ -102,6 +102,31 @@ def test_a_download_reports_its_progress(index: Path, tmp_path: Path) -> None:
     assert lines[-1].startswith("already in the cache: torch-2.13.1-py3-none-any.whl")
 
 
+def test_a_wheel_with_a_build_tag_is_a_release(
+    tmp_path: Path, release_trees: Any
+) -> None:
+    """PyPI's torch 2.10.0 is torch-2.10.0-3-cp311-...: the build tag (PEP 427) is no part
+    of the version, and of two builds of one release the higher one is taken from the cache."""
+    index = tmp_path / "index"
+    release_trees.make_wheel(index, "2.10.0", release_trees.BASE, build="1")
+    release_trees.make_wheel(index, "2.10.0", release_trees.BASE, build="3")
+    online = ReleasedWheels(tmp_path / "cache", pip_env=isolated_pip_env(index))
+    rev = online.resolve("2.10")
+    assert rev.resolved == "2.10.0"
+    assert Path(rev.location).name == "torch-2.10.0-3-py3-none-any.whl"
+    assert online.list_files(rev)  # read as a source tree like any other
+    (online.wheel_dir / "torch-2.10.0-1-py3-none-any.whl").write_bytes(
+        (index / "torch-2.10.0-1-py3-none-any.whl").read_bytes()
+    )
+    offline = ReleasedWheels(tmp_path / "cache", offline=True)
+    assert [p.name for p in offline.cached_wheels()] == [
+        "torch-2.10.0-1-py3-none-any.whl",
+        "torch-2.10.0-3-py3-none-any.whl",
+    ]
+    cached = offline.resolve("2.10.0")
+    assert cached.resolved == "2.10.0" and "torch-2.10.0-3-py3-none-any.whl" in cached.detail
+
+
 @pytest.mark.parametrize("revision", ["2.15", "2.13.7", "3.0"])
 def test_a_version_the_index_does_not_have(wheels: ReleasedWheels, revision: str) -> None:
     with pytest.raises(VersionNotFoundError,
