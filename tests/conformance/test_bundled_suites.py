@@ -77,11 +77,12 @@ def test_small_sample_on_spyre_runs_as_the_specs_declare(small_spyre) -> None:  
     assert _failures(results) == []
     assert "missing" not in {r.outcome for r in results}
     gating = _gating(results)
-    # the bundled spec gates: most of the sample is mandatory (promoted from full runs), and
-    # every mandatory variant passed
-    assert len(gating) >= 20, Counter(r.decision for r in results)
+    # the bundled spec gates: at least half of the sample is mandatory (promoted from full runs
+    # under the card's device model, which refuses about half of the universe), and every
+    # mandatory variant passed
+    assert len(gating) >= 15, Counter(r.decision for r in results)
     assert set(gating.values()) <= {"passed", "skipped"}, gating
-    assert list(gating.values()).count("passed") >= 20, gating
+    assert list(gating.values()).count("passed") >= 15, gating
 
 
 # One variant of every template on the CPU backend: the templates themselves are sound when the
