@@ -58,9 +58,8 @@ def _read_runs(paths: list[Path]) -> list[dict[str, str]]:
 
 
 def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dict[str, object]:
-    from evaluation.labels import device_facts, relabel
+    from evaluation.labels import device_facts, record_node, relabel
     from inventory.build import universe_from_inventory
-    from testspecs.collect import generic_class
     from testspecs.promote import BAD, CODES, Record, summarize
 
     runs = _read_runs(paths)
@@ -97,8 +96,8 @@ def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dic
         reruns = _rerun(failing, processes)
     records = [
         Record(
-            file="${TORCH_DEVICE_ROOT}/" + v.file,
-            name=f"{generic_class(v.cls, ('PRIVATEUSE1', 'SPYRE'))}::{v.base}" if v.cls else v.base,
+            file=record_node(v)[0],
+            name=record_node(v)[1],
             op=v.op,
             module=v.module,
             dtype=v.dtype,
@@ -208,6 +207,24 @@ def full_runs(count: int, processes: int) -> list[Path]:
     return paths
 
 
+def _under_spec(data: dict[str, Any]) -> str:
+    """The promoted counts over the variants that run under the bundled spec (``device.yaml``
+    does not skip them), when the summary is of this host's bundled universe."""
+    from evaluation.labels import counts_under_spec, device_facts
+    from inventory.build import universe_from_inventory
+
+    universe = universe_from_inventory()
+    if data.get("universe") != universe.label:
+        return (
+            f"under the bundled spec: not counted (the summary is of {data.get('universe')}, "
+            f"this host's universe is {universe.label})"
+        )
+    variants = list(universe.by_id.values())
+    n, under = counts_under_spec(data, variants, device_facts(variants, spec=DEVICE_SPEC))
+    shown = ", ".join(f"{k} {v}" for k, v in under.items())
+    return f"under the bundled spec ({n:,} of {len(variants):,} variants run): {shown}"
+
+
 def promote(
     runs: list[Path] = typer.Option(
         [],
@@ -256,6 +273,7 @@ def promote(
         return
     old = spec.read_text(encoding="utf-8") if spec.is_file() else ""
     typer.echo("promoted: " + ", ".join(f"{k} {v}" for k, v in counts(data).items()), err=True)
+    typer.echo(_under_spec(data), err=True)
     if write:
         if text != old:
             spec.write_text(text, encoding="utf-8")

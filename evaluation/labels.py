@@ -20,7 +20,7 @@ called fp16 precision for an int64 variant too, or for one an op's host fallback
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +30,8 @@ from inventory.build import spec_resolver
 from selector import Variant
 from selector.model import op_keys
 from spyre_stack import optable
-from testspecs.promote import Record, classify, verdict
+from testspecs.collect import generic_class
+from testspecs.promote import Record, classify, count_label, verdict
 
 FLOATING = frozenset(
     {"float16", "bfloat16", "float32", "float64", "complex32", "complex64", "complex128"}
@@ -111,3 +112,33 @@ def relabel(
             cls, reason = label(r.message, dtype=r.dtype, facts=facts[r])
             entry[3], entry[4] = f"fail/{cls}", reason
     return summary
+
+
+def record_node(v: Variant) -> tuple[str, str]:
+    """The summary's (file, test name) of a bundled variant, as ``relay specs promote`` writes
+    them: the file under ``${TORCH_DEVICE_ROOT}``, the test's generic class and base name."""
+    name = f"{generic_class(v.cls, ('PRIVATEUSE1', 'SPYRE'))}::{v.base}" if v.cls else v.base
+    return "${TORCH_DEVICE_ROOT}/" + v.file, name
+
+
+def counts_under_spec(
+    summary: dict[str, Any], variants: Iterable[Variant], facts: Mapping[str, DeviceFacts]
+) -> tuple[int, dict[str, int]]:
+    """The summary's counts (:func:`testspecs.promote.counts`) over the variants that run
+    under the bundled spec only (``facts[test_id].generated``): how many there are, and what
+    the promoted spec makes of them. A variant the summary has no node for is not counted."""
+    kinds: dict[tuple[str, str, str | None, str | None], str] = {}
+    for file, names in summary["tests"].items():
+        for name, node in names.items():
+            for target, dtype, _codes, kind, _reason in node["other"]:
+                kinds[(file, name, target, dtype)] = kind
+    out: Counter[str] = Counter()
+    n = 0
+    for v in variants:
+        file, name = record_node(v)
+        if not facts[v.test_id].generated or name not in summary["tests"].get(file, {}):
+            continue
+        n += 1
+        target = v.op if v.op is not None else (f"module:{v.module}" if v.module else None)
+        out[count_label(kinds.get((file, name, target, v.dtype), "ok"))] += 1
+    return n, dict(sorted(out.items()))

@@ -4,8 +4,18 @@ the variant (read from the bundled device spec and op table)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from backends.spyre import SPECS_DIR
-from evaluation.labels import UNSUPPORTED_REASON, DeviceFacts, device_facts, label, relabel
+from evaluation.labels import (
+    UNSUPPORTED_REASON,
+    DeviceFacts,
+    counts_under_spec,
+    device_facts,
+    label,
+    record_node,
+    relabel,
+)
 from selector import Variant
 from testspecs.promote import PRECISION_REASON, Record, counts, summarize
 
@@ -132,3 +142,44 @@ def test_a_summary_is_relabelled_variant_by_variant() -> None:
         "xfail precision": 2,
         "xfail unsupported": 1,
     }
+
+
+def test_the_counts_over_the_variants_that_run_under_the_spec_leave_out_the_skipped_ones() -> None:
+    """``relay specs promote`` prints its counts twice: over every variant of the runs, and over
+    the ones the bundled spec runs (a passing variant the device spec never generates is not a
+    gating test anyone runs)."""
+    outcomes = {
+        ("abs", "float16"): "f",
+        ("abs", "int32"): "p",
+        ("abs", "float64"): "f",  # never generated: unsupported
+        ("abs", "int64"): "p",  # passed, but say the spec skips it
+    }
+    variants = [_v(op, dtype) for op, dtype in outcomes]
+    records = [
+        Record(
+            file=record_node(v)[0],
+            name=record_node(v)[1],
+            op=v.op,
+            module=None,
+            dtype=v.dtype,
+            outcomes=outcomes[(v.op or "", v.dtype or "")],
+            message=NOT_CLOSE,
+        )
+        for v in variants
+    ]
+    summary = summarize(records, runs=["r1"], universe="u")
+    generated = {"float16": True, "int32": True, "float64": False, "int64": False}
+    facts = {v.test_id: DeviceFacts(generated[v.dtype or ""], True) for v in variants}
+    summary = relabel(
+        summary, records, {r: facts[v.test_id] for r, v in zip(records, variants, strict=True)}
+    )
+    assert counts(summary) == {
+        "mandatory_success": 2,
+        "xfail precision": 1,
+        "xfail unsupported": 1,
+    }
+    # a variant the summary has no node for is not counted
+    unknown = replace(_v("cos", "float16"), base="test_other")
+    facts[unknown.test_id] = DeviceFacts(True, True)
+    n, under = counts_under_spec(summary, [*variants, unknown], facts)
+    assert (n, under) == (2, {"mandatory_success": 1, "xfail precision": 1})
