@@ -46,9 +46,10 @@ RUN = typer.Option(
 TORCH_RUNS = typer.Option(
     RUNS_PER_TORCH,
     "--torch-runs",
-    min=1,
+    min=0,
     max=2,
-    help="release: full runs per torch --run makes (two show the flaky variants)",
+    help="release: full runs per torch --run makes (two show the flaky variants; 0: --run "
+    "stores the step's inputs only)",
 )
 
 CHECK = typer.Option(
@@ -65,6 +66,20 @@ CHECK_CAP = typer.Option(
     min=0,
     help="mutation: the restriction check runs the restricted set and a seeded sample of this "
     "many other runnable variants, not the whole universe (0 = the whole universe)",
+)
+
+STORED_DIR_OPTION = typer.Option(
+    None,
+    "--stored-dir",
+    help="release: the folder of the stored runs and step inputs (default: the repository's "
+    "evaluation/data/groundtruth)",
+)
+
+ALL_STEPS = typer.Option(
+    False,
+    "--all",
+    help="release: every step stored (runs and inputs), each step's tables, then the "
+    "leave-one-step-out table once (--from and --to are not read)",
 )
 
 RESTRICTED_CAP = typer.Option(
@@ -106,6 +121,8 @@ def evaluate(
     no_import_map: bool = opt.NO_IMPORTS,
     focus: float = opt.FOCUS,
     report: Path | None = typer.Option(None, "--report", help="write the table (Markdown) here"),
+    stored_dir: Path | None = STORED_DIR_OPTION,
+    all_steps: bool = ALL_STEPS,
 ) -> None:
     """Recall and cost of the selector against ground truth, beside run-all, random at equal
     cost and PyTorch's file-level target determination."""
@@ -123,6 +140,9 @@ def evaluate(
         "budget_share": budget_share or None,
     }
     step, extra = None, ""
+    if kind == "release" and all_steps:
+        _all_steps(stored_dir, torch_runs=torch_runs, report=report, knobs=knobs)
+        return
     if ground_truth is not None:
         truth, universe, plans, more = _given_plans(suite, ground_truth, knobs=knobs)
     elif kind == "mutation":
@@ -141,18 +161,71 @@ def evaluate(
     else:
         from cli.evaluate_release import release_step
 
+        where: dict[str, Any] = dict(upstream=upstream, offline=offline, cache_dir=cache_dir)
         step = release_step(
-            from_,
-            to,
-            upstream=upstream,
-            offline=offline,
-            cache_dir=cache_dir,
-            run=run,
-            torch_runs=torch_runs,
-            **knobs,
+            from_, to, run=run, torch_runs=torch_runs, stored_dir=stored_dir, **where, **knobs
         )
         truth, universe, plans, more = _release_plans(step)
     _print_scores(kind, truth, universe, plans, more, step, profiling_map, report, extra)
+
+
+def _all_steps(
+    stored_dir: Path | None, *, torch_runs: int, report: Path | None, knobs: dict[str, Any]
+) -> None:
+    """``--all``: every stored step's tables (nothing made or fetched), then the
+    leave-one-step-out table over them once."""
+    from cli.evaluate_release import release_step, stored_loso
+    from evaluation.stepinputs import stored_steps
+    from planner.release import DEFAULT_RELEASE_SHARE
+
+    steps = stored_steps(stored_dir)
+    if not steps:
+        typer.echo("error: no stored step (evaluation/data/groundtruth or --stored-dir)", err=True)
+        raise typer.Exit(1)
+    scored: dict[str, Any] = {}
+    texts = []
+    for base, head in steps:
+        typer.echo(f"## {base} -> {head}")
+        step = release_step(
+            base,
+            head,
+            upstream=None,
+            offline=True,
+            cache_dir=None,
+            run=False,
+            torch_runs=torch_runs,
+            stored_dir=stored_dir,
+            **knobs,
+        )
+        truth, universe, plans, more = _release_plans(step)
+        texts.append(
+            _print_scores(
+                "release",
+                truth,
+                universe,
+                plans,
+                more,
+                step,
+                knobs["profiling_map"],
+                None,
+                loso=False,
+                scored=scored,
+            )
+        )
+    options = dict(
+        budget_seconds=knobs["budget"],
+        profiling_map=knobs["profiling_map"],
+        import_map=not knobs["no_import_map"],
+        min_closeness=knobs["focus"],
+        budget_share=knobs["budget_share"],
+    )
+    loso = stored_loso(options, stored_dir, shipped=DEFAULT_RELEASE_SHARE, scored=scored)
+    typer.echo("\n" + loso)
+    text = "\n\n".join([*texts, loso])
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(text + "\n", encoding="utf-8")
+    store_report(report, "release", text)
 
 
 def _sampled(suite: list[str], **options: Any) -> tuple[Any, Any, dict[str, Any], str]:
@@ -209,9 +282,13 @@ def _print_scores(
     profiling_map: Path | None,
     report: Path | None,
     extra: str = "",
-) -> None:
-    """Score every plan, print the table (then ``extra``, and the release step's report),
-    write and store it."""
+    *,
+    loso: bool = True,
+    scored: dict[str, Any] | None = None,
+) -> str:
+    """Score every plan, print the table (then ``extra``, and the release step's report:
+    with ``loso`` the leave-one-step-out table; ``scored`` collects its results), write and
+    store it (not under ``--all``: ``scored`` given); the text."""
     from evaluation.scores import evaluate as score_all
     from evaluation.scores import recall_curve, scores_json, table
 
@@ -231,7 +308,12 @@ def _print_scores(
         from planner.release import DEFAULT_RELEASE_SHARE
 
         text += "\n\n" + step_report(
-            step, profiling_map=profiling_map, estimator=estimator, shipped=DEFAULT_RELEASE_SHARE
+            step,
+            profiling_map=profiling_map,
+            estimator=estimator,
+            shipped=DEFAULT_RELEASE_SHARE,
+            loso=loso,
+            scored=scored,
         )
     typer.echo(text)
     for event in truth.events:
@@ -240,11 +322,14 @@ def _print_scores(
     unobservable = [e.name for e in truth.events if not e.failing]
     if unobservable:
         typer.echo(f"unobservable ({len(unobservable)}): {', '.join(unobservable)}")
+    if scored is not None:
+        return text
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(text + "\n", encoding="utf-8")
         report.with_suffix(".json").write_text(scores_json(scores), encoding="utf-8")
     store_report(report, kind, text, json.loads(scores_json(scores)))
+    return text
 
 
 def store_report(report: Path | None, kind: str, text: str, scores: Any = None) -> None:

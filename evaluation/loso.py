@@ -6,24 +6,20 @@ every gating event (:data:`evaluation.events.GATING_KINDS`: regression and new-a
 the steps it looks at; when none does, the one that misses the fewest, then the cheapest.
 
 A step's results at every candidate setting come from its uncut ranking
-(:func:`evaluation.events.cut_at`) and are recorded per step
-(``RELAY_VAR_DIR/eval/steps/<step>.json``, :func:`save_step`), so the steps scored one
-``relay eval --kind release`` at a time can be combined.
+(:func:`evaluation.events.cut_at`); ``relay eval --kind release`` computes them for every step
+whose runs and inputs are stored in the repository (:mod:`evaluation.stepinputs`), from those
+stored inputs, so the table is the same on every host.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from evaluation.events import GATING_KINDS, KINDS, StepEvents, caught_by, selection_of
 
 #: the budget shares tried on every step (shares of the applicable universe's runner-seconds)
 SHARES = (0.02, 0.04, 0.06, 0.08, 0.10, 0.12, 0.15, 0.20, 0.25, 0.30, 0.40, 0.50, 0.75, 1.0)
-STEPS_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -122,52 +118,3 @@ def loso_table(loso: Loso, *, shipped: float) -> str:
         + ("" if loso.default == shipped else " (the shipped default is not the chosen one)")
     )
     return "\n".join(lines)
-
-
-# -- records of the steps scored on this host ----------------------------------------
-
-_STEP = re.compile(r"^[0-9A-Za-z.+_-]{1,40} -> [0-9A-Za-z.+_-]{1,40}$")
-
-
-def _step_path(folder: Path, step: str) -> Path:
-    if not _STEP.match(step):
-        raise ValueError(f"not a step name: {step!r}")
-    return folder / (step.replace(" -> ", "_to_") + ".json")
-
-
-def save_step(folder: Path, step: str, results: StepResults, *, runs: Sequence[str]) -> Path:
-    """Record a step's results at every setting, with the stored runs they rest on."""
-    path = _step_path(folder, step)
-    body = {
-        "version": STEPS_VERSION,
-        "step": step,
-        "runs": list(runs),
-        "settings": [asdict(r) for r in results.values()],
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(body, indent=1, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
-    return path
-
-
-def load_steps(folder: Path) -> dict[str, dict[float, SettingResult]]:
-    """Every step recorded in ``folder`` (records of another version are skipped)."""
-    out: dict[str, dict[float, SettingResult]] = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(body, dict) or body.get("version") != STEPS_VERSION:
-            continue
-        out[str(body["step"])] = {
-            float(r["setting"]): SettingResult(
-                setting=float(r["setting"]),
-                events={str(k): int(v) for k, v in r["events"].items()},
-                caught={str(k): int(v) for k, v in r["caught"].items()},
-                share=float(r["share"]),
-            )
-            for r in body["settings"]
-        }
-    return out

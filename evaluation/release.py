@@ -11,6 +11,7 @@ entry of :func:`evaluation.events.step_events`, flaky variants left out of both.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from backends import get_backend
+from backends.base import PROJECT_ROOT
 from evaluation.events import StepEvents, step_events
 from evaluation.groundtruth import (
     durations_path,
@@ -28,7 +30,16 @@ from evaluation.groundtruth import (
     run_path,
 )
 from evaluation.scores import GroundTruth
+from evaluation.stepinputs import (
+    StoredStepInput,
+    StoredUniverse,
+    read_step_input,
+    read_universe,
+    step_file,
+    universe_file,
+)
 from evaluation.storedruns import (
+    STORED_DIR,
     StoredRun,
     flaky,
     load_run,
@@ -83,17 +94,80 @@ def stored_step(
     return step
 
 
-def missing_error(step: StepRuns, command: str) -> str | None:
-    """One line naming the command that makes the runs a step cannot be scored without."""
+def missing_error(
+    step: StepRuns, command: str, inputs: StepInputs | None = None, folder: Path | None = None
+) -> str | None:
+    """One line naming what a step cannot be scored without (run 1 of each torch, and the
+    step's stored inputs when ``inputs`` is given) and the command that makes it."""
     lacking = [
-        run_file(v, 1).name for v in (step.base_version, step.head_version) if not step.runs.get(v)
+        run_file(v, 1, folder).name
+        for v in (step.base_version, step.head_version)
+        if not step.runs.get(v)
     ]
+    lacking += [p.name for p in (inputs.missing if inputs is not None else [])]
     if not lacking:
         return None
     return (
-        f"no stored ground truth for {' and '.join(lacking)} (evaluation/data/groundtruth): "
-        f"make it with `{command}` (a full run of the bundled suites under each torch)"
+        f"no stored ground truth for {' and '.join(lacking)} ({_where(folder)}): "
+        f"make it with `{command}` (a full run of the bundled suites under each torch, "
+        "its universe and the step's change facts)"
     )
+
+
+def _where(folder: Path | None) -> str:
+    path = (folder or STORED_DIR).resolve()
+    try:
+        return str(path.relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+@dataclass
+class StepInputs:
+    """The stored inputs of one step's plans: each torch's universe and the step's facts and
+    files (None: not stored; ``missing`` names their files)."""
+
+    base: StoredUniverse | None
+    head: StoredUniverse | None
+    step: StoredStepInput | None
+    missing: list[Path] = field(default_factory=list)
+
+    def describe(self) -> str:
+        made = [s.header for s in (self.base, self.head, self.step) if s is not None]
+        text = "stored inputs used: " + (
+            ", ".join(f"{h.name} ({h.torch_build}, {h.date})" for h in made) or "none"
+        )
+        if self.missing:
+            text += f"; missing: {', '.join(p.name for p in self.missing)}"
+        return text
+
+
+def stored_inputs(base_version: str, head_version: str, folder: Path | None = None) -> StepInputs:
+    """The stored universes of both torches and the stored step input (refused with its name
+    when it is of another format version)."""
+    got = StepInputs(base=None, head=None, step=None)
+    base_path = universe_file(base_version, folder)
+    head_path = universe_file(head_version, folder)
+    step_path = step_file(base_version, head_version, folder)
+    for path in (base_path, head_path, step_path):
+        if not path.is_file():
+            got.missing.append(path)
+    got.base = read_stored_universe(base_path) if base_path.is_file() else None
+    got.head = read_stored_universe(head_path) if head_path.is_file() else None
+    got.step = read_step_input(step_path) if step_path.is_file() else None
+    return got
+
+
+def read_stored_universe(path: Path) -> StoredUniverse:
+    """A stored universe, read once per process while the file is unchanged (every step of
+    ``--all`` shares its torches)."""
+    stat = path.stat()
+    return _read_universe(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_universe(path: Path, mtime_ns: int, size: int) -> StoredUniverse:
+    return read_universe(path)
 
 
 @dataclass(frozen=True)

@@ -400,6 +400,45 @@ def _variant(record: dict[str, Any], source: Source) -> Variant:
     )
 
 
+#: the fields of a collected record (:func:`_variant` reads them back); a stored universe keeps
+#: these and the spec decision of each variant, the inventory cache's two shapes
+RECORD_FIELDS: tuple[str, ...] = ("test_id", "file", "cls", "name", "base", "op", "module")
+RECORD_FIELDS += ("dtype", "params", "marks", "static_skip", "via", "suite")
+
+
+def universe_records(universe: Universe) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """The universe in the inventory cache's shapes: its collected records (empty fields left
+    out; with each variant's suite, which a collection derives from the source) and its spec
+    decisions (mode, rule, tags) in the same order."""
+    records = []
+    for v in universe.variants:
+        values = {f: getattr(v, f) for f in RECORD_FIELDS}
+        records.append({f: x for f, x in values.items() if x not in (None, [], {})})
+    return records, [[v.decision, v.rule, list(v.tags)] for v in universe.variants]
+
+
+def universe_from_records(
+    records: list[dict[str, Any]],
+    decisions: list[list[Any]],
+    *,
+    label: str,
+    kind: str,
+    key: str,
+    flags: Mapping[str, str] | None = None,
+) -> Universe:
+    """A universe from :func:`universe_records`' shapes (the suite of each file as the bundled
+    suites name it)."""
+    if len(records) != len(decisions):
+        raise ValueError(f"{len(records)} records, {len(decisions)} decisions")
+    source = BundledSuites()
+    variants = [_variant(r, source) for r in records]
+    for v, r in zip(variants, records, strict=True):
+        v.suite = r.get("suite") or v.suite
+    for v, (mode, rule, tags) in zip(variants, decisions, strict=True):
+        v.decision, v.rule, v.tags = mode, rule, list(tags)
+    return Universe(variants=variants, label=label, kind=kind, key=key, flags=dict(flags or {}))
+
+
 def _paths(cache_dir: Path, key: InventoryKey) -> tuple[Path, Path]:
     cid = key.collection_id()
     return cache_dir / f"collect-{cid}.json", cache_dir / f"decisions-{cid}-{key.specs_hash}.json"

@@ -79,13 +79,11 @@ def head_universe(
     removed = 0
     new: list[Variant] = []
     opinfo = [d for d in facts.db_entries if d.kind == "opinfo"]
-    no_autograd: set[str] = set()
-    head_dtypes = _entry_dtypes(
-        source, facts, opinfo, at_base=False, notes=notes, no_autograd=no_autograd
-    )
-    base_dtypes = _entry_dtypes(
-        source, facts, [d for d in opinfo if d.status == "modified"], at_base=True, notes=notes
-    )
+    read = entry_dtype_facts(source, facts)
+    head_dtypes = {k: set(v) for k, v in read["head"]["dtypes"].items()}
+    base_dtypes = {k: set(v) for k, v in read["base"]["dtypes"].items()}
+    no_autograd = set(read["head"]["no_autograd"])
+    notes += [*read["head"]["notes"], *read["base"]["notes"]]
     for d in opinfo:
         name = d.name.split("#", 1)[0]
         if d.status == "removed":
@@ -220,6 +218,35 @@ def _new_variants(templates: Iterable[_Template], op: str, dtypes: set[str]) -> 
                     tags=[NEW_AT_HEAD],
                 )
             )
+    return out
+
+
+def entry_dtype_facts(source: UpstreamSource | None, facts: ChangeFacts) -> dict[str, Any]:
+    """What :func:`head_universe` reads of the OpInfo files, as JSON data: per side (``head``:
+    every changed OpInfo entry, ``base``: the modified ones) the evaluated ``dtypes=`` of each
+    entry, the entries saying ``supports_autograd=False`` (head) and the notes. A source that
+    keeps them (a stored step's: ``entry_dtype_facts()``, None when it has none) answers
+    without the files."""
+    kept = getattr(source, "entry_dtype_facts", None)
+    known = kept() if callable(kept) else None
+    if known is not None:
+        return dict(known)
+    opinfo = [d for d in facts.db_entries if d.kind == "opinfo"]
+    out: dict[str, Any] = {}
+    for side, entries in (
+        ("head", opinfo),
+        ("base", [d for d in opinfo if d.status == "modified"]),
+    ):
+        notes: list[str] = []
+        no_autograd: set[str] = set()
+        dtypes = _entry_dtypes(
+            source, facts, entries, at_base=side == "base", notes=notes, no_autograd=no_autograd
+        )
+        out[side] = {
+            "dtypes": {name: sorted(d) for name, d in sorted(dtypes.items())},
+            "no_autograd": sorted(no_autograd) if side == "head" else [],
+            "notes": notes,
+        }
     return out
 
 

@@ -43,6 +43,11 @@ def source_reader(source: UpstreamSource, facts: ChangeFacts, *, local: Iterable
             return (PROJECT_ROOT / path).read_bytes()
         return source.read_files(facts.base if at_base else facts.head, [path]).get(path)
 
+    digest = getattr(source, "content_digest", None)
+    if callable(digest):  # a stored step's source: the digests it keeps, not the files
+        read.digest = lambda path, at_base: (  # type: ignore[attr-defined]
+            None if path in ours else digest(facts.base if at_base else facts.head, path)
+        )
     return read
 
 

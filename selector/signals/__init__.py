@@ -14,6 +14,7 @@ from selector.signals.base import (
     SignalConfig,
     SignalContext,
     SignalResult,
+    content_digest,
 )
 from selector.signals.behaviour import BehaviourChanges
 from selector.signals.coverage import CoverageMap
@@ -47,4 +48,5 @@ __all__ = [
     "SignalConfig",
     "SignalContext",
     "SignalResult",
+    "content_digest",
 ]

@@ -92,13 +92,17 @@ class SignalContext:
         return self.tree(unit.path, at_base=unit.status == "removed")
 
     def digest(self, path: str, *, at_base: bool = False) -> str:
-        """A digest of the file's content at head (or base); ``-`` when it cannot be read."""
+        """A digest of the file's content at head (or base) (:func:`content_digest`); ``-``
+        when it cannot be read. A reader with a ``digest(path, at_base)`` attribute (a stored
+        step's, which keeps the digests and not the files) answers it without the content."""
         key = (path, at_base)
         if key not in self._digests:
-            data = self.read(path, at_base=at_base)
-            self._digests[key] = (
-                "-" if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
-            )
+            known = getattr(self.reader, "digest", None)
+            got = known(path, at_base) if callable(known) else None
+            if got is None:
+                data = self.read(path, at_base=at_base)
+                got = "-" if data is None else content_digest(data)
+            self._digests[key] = got
         return self._digests[key]
 
     def file_facts(
@@ -140,6 +144,11 @@ class SignalContext:
     ) -> Any:
         """:meth:`file_facts` for one value per file contents."""
         return self.file_facts(kind, sides, [""], lambda _: {"": compute()})[""]
+
+
+def content_digest(data: bytes) -> str:
+    """The digest of a file's content that keys the signals' file facts."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 # bump when what a signal keeps per file changes meaning (the planner's disk memo is also

@@ -1,12 +1,13 @@
 """``relay eval --kind release``'s step report on a small universe: the per-event table from
-stored runs (written here) and the leave-one-step-out table over the steps this host scored."""
+stored runs (written here) and the leave-one-step-out table over the stored steps and the
+ones ``--all`` scored (the stored steps' own path: tests/evaluation/test_stepinputs.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from cli.evaluate_release import ReleaseStep, step_report
+from cli.evaluate_release import ReleaseStep, step_report, stored_loso
 from evaluation.groundtruth import event_facts
 from evaluation.release import step_truth, stored_step
 from evaluation.scores import FLAT_RUNNER_PRIOR, GroundTruthEvent
@@ -58,6 +59,7 @@ def _step(tmp_path: Path, small_upstream: Any, select: Any, base: str, head: str
         changed_files=event.changed_files,
         plans={"ours": plan},
         uncut=plan,
+        folder=folder,
     )
 
 
@@ -72,10 +74,19 @@ def test_the_step_report_scores_events_and_chooses_the_share_on_the_other_steps(
     assert "| run-all | " + f"{regressions}/{regressions}" in text
     assert "| random (equal cost, mean of 20) |" in text and "| pytorch-td top 25% |" in text
     assert "| 2.12.0 -> 2.13.0 | no other step scored |" in text
-    assert (fresh_host / "eval" / "steps" / "2.12.0_to_2.13.0.json").is_file()
-    # a second step: each is now scored at the share the other one chose
-    second = _step(tmp_path / "b", small_upstream, select, "2.13.0", "2.14.1")
-    text = step_report(second, profiling_map=None, estimator=FLAT_RUNNER_PRIOR, shipped=0.12)
+    assert not (fresh_host / "eval" / "steps").exists()  # nothing this host scored is read back
+    # two steps scored as ``--all`` scores them: each at the share the other one chose
+    scored: dict[str, Any] = {}
+    for one in (step, _step(tmp_path / "b", small_upstream, select, "2.13.0", "2.14.1")):
+        step_report(
+            one,
+            profiling_map=None,
+            estimator=FLAT_RUNNER_PRIOR,
+            shipped=0.12,
+            loso=False,
+            scored=scored,
+        )
+    text = stored_loso({}, tmp_path / "stored", shipped=0.12, scored=scored)
     rows = [line for line in text.splitlines() if line.startswith("| 2.1")]
     assert len(rows) == 2 and all("no other step" not in row for row in rows)
     assert "default chosen on all 2 step(s): " in text

@@ -17,6 +17,7 @@ from evaluation.release import (
     notes,
     seed_cache,
     step_truth,
+    stored_inputs,
     stored_step,
 )
 from evaluation.storedruns import RunHeader, StoredRun, read_run, write_run
@@ -71,7 +72,15 @@ def test_a_step_without_run_1_of_a_torch_names_the_run_command(tmp_path: Path) -
     assert error == (
         "no stored ground truth for 2.13.0-run1.json.xz and 2.14.1-run1.json.xz "
         "(evaluation/data/groundtruth): make it with `relay eval --kind release --from 2.13 "
-        "--to 2.14 --run` (a full run of the bundled suites under each torch)"
+        "--to 2.14 --run` (a full run of the bundled suites under each torch, its universe "
+        "and the step's change facts)"
+    )
+    inputs = stored_inputs("2.13.0", "2.14.1", tmp_path)
+    error = missing_error(step, "relay eval --run", inputs, tmp_path)
+    assert error is not None and error.startswith(
+        "no stored ground truth for 2.13.0-run1.json.xz and 2.14.1-run1.json.xz and "
+        "2.13.0-universe.json.xz and 2.14.1-universe.json.xz and 2.13.0_to_2.14.1-step.json.xz "
+        f"({tmp_path}): make it with `relay eval --run`"
     )
     passed = dict.fromkeys(map(_id, NAMES), "passed")
     write_run(_stored("2.13.0", 1, passed), tmp_path)
