@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -48,8 +49,11 @@ os.environ.setdefault("RELAY_RELEASE_FINGERPRINTS", "false")
 # C++ core) is copied from it rather than built again (a cold inventory takes minutes).
 os.environ.setdefault(
     "RELAY_CACHE_SEED",
-    str(Path(os.environ.get("RELAY_VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
-        .absolute()),
+    str(
+        Path(
+            os.environ.get("RELAY_VAR_DIR") or Path(__file__).resolve().parent.parent / "var"
+        ).absolute()
+    ),
 )
 
 if TYPE_CHECKING:
@@ -103,7 +107,9 @@ def fresh_postgres_database() -> Callable[[], AbstractContextManager[str]]:
 
 
 @pytest.fixture
-def postgres_url(fresh_postgres_database: Callable[[], AbstractContextManager[str]]) -> Iterator[str]:
+def postgres_url(
+    fresh_postgres_database: Callable[[], AbstractContextManager[str]],
+) -> Iterator[str]:
     """The URL of a new PostgreSQL database for one test."""
     with fresh_postgres_database() as url:
         yield url
@@ -185,6 +191,15 @@ def release_trees() -> ReleaseTrees:
     from tests.support.release_trees import ReleaseTrees
 
     return ReleaseTrees()
+
+
+@pytest.fixture(scope="session")
+def synthetic_steps() -> ModuleType:
+    """:mod:`tests.support.synthetic_steps`: small stored release steps (universes, runs, step
+    inputs) a test writes into its own folder, and the wheels' stand-in that reads them."""
+    from tests.support import synthetic_steps
+
+    return synthetic_steps
 
 
 @pytest.fixture(scope="session")

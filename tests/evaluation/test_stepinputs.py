@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -29,11 +30,6 @@ from evaluation.stepinputs import (
     stored_steps,
     universe_file,
     write_universe,
-)
-from tests.evaluation.test_storedruns import (
-    CHANGED,
-    synthetic_universe,
-    write_synthetic_steps,
 )
 from upstream.base import UpstreamFileNotFoundError
 
@@ -78,9 +74,9 @@ def _nothing_heavy(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def stored(tmp_path: Path) -> Path:
+def stored(tmp_path: Path, synthetic_steps: ModuleType) -> Path:
     folder = tmp_path / "stored"
-    write_synthetic_steps(folder, VERSIONS)
+    synthetic_steps.write_synthetic_steps(folder, VERSIONS)
     return folder
 
 
@@ -167,8 +163,10 @@ def test_another_backend_version_or_suites_revision_gets_a_note() -> None:
     )
 
 
-def test_a_universe_round_trips_in_the_inventory_shapes(tmp_path: Path) -> None:
-    universe = synthetic_universe("2.0.0", 5)
+def test_a_universe_round_trips_in_the_inventory_shapes(
+    tmp_path: Path, synthetic_steps: ModuleType
+) -> None:
+    universe = synthetic_steps.synthetic_universe("2.0.0", 5)
     universe.variants[0].decision, universe.variants[0].tags = "xfail", ["fp16 precision"]
     header = InputHeader("2.0.0", "2.0.0+gitx", "spyre-1", "bundled:aa", "", "2026-12-07")
     from evaluation.stepinputs import StoredUniverse
@@ -180,10 +178,11 @@ def test_a_universe_round_trips_in_the_inventory_shapes(tmp_path: Path) -> None:
 
 
 def test_the_digests_of_the_files_a_plan_reads_are_stored_never_their_contents(
-    tmp_path: Path, stored: Path
+    tmp_path: Path, stored: Path, synthetic_steps: ModuleType
 ) -> None:
     from selector.signals import content_digest
-    from tests.evaluation.test_storedruns import _FilesSource
+
+    changed = synthetic_steps.CHANGED
 
     path = stored / "1.0.0_to_1.1.0-step.json.xz"
     step = read_step_input(path)
@@ -191,23 +190,23 @@ def test_the_digests_of_the_files_a_plan_reads_are_stored_never_their_contents(
     assert b"return x + 0" not in lzma.decompress(path.read_bytes())  # no upstream content
     source = StoredSource(step)
     head = source.resolve("1.1.0")
-    assert source.content_digest(head, CHANGED) == content_digest(head_file)
-    assert source.read_files(head, [CHANGED]) == {}  # a content it does not have: unread
-    assert source.unread == {("head", CHANGED)}
+    assert source.content_digest(head, changed) == content_digest(head_file)
+    assert source.read_files(head, [changed]) == {}  # a content it does not have: unread
+    assert source.unread == {("head", changed)}
     # the head estimate's OpInfo dtypes are stored too (synthetic: its entry's file is absent)
     assert source.entry_dtype_facts() == step.entry_dtypes
     assert step.entry_dtypes == {
         "head": {"dtypes": {}, "no_autograd": [], "notes": []},
         "base": {"dtypes": {}, "no_autograd": [], "notes": []},
     }
-    wheels = _FilesSource(step.facts, {"base": {}, "head": {CHANGED: head_file}})
+    wheels = synthetic_steps.FilesSource(step.facts, {"base": {}, "head": {changed: head_file}})
     recording = RecordingSource(wheels, step.facts)
-    recording.read_files(head, [CHANGED, "torch/absent.py"])
+    recording.read_files(head, [changed, "torch/absent.py"])
     with pytest.raises(UpstreamFileNotFoundError):
-        recording.read_file(source.resolve("1.0.0"), CHANGED)
+        recording.read_file(source.resolve("1.0.0"), changed)
     assert recording.digests == {
-        "base": {CHANGED: "-"},  # missing: the signals' digest of a file they cannot read
-        "head": {CHANGED: content_digest(head_file), "torch/absent.py": "-"},
+        "base": {changed: "-"},  # missing: the signals' digest of a file they cannot read
+        "head": {changed: content_digest(head_file), "torch/absent.py": "-"},
     }
     assert recording.cache_dir is None
     assert resolve_stored("1.2", stored) == "1.2.0"
