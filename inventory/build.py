@@ -299,15 +299,24 @@ def build_inventory(
 
 @contextmanager
 def _collecting(cache_dir: Path, key: InventoryKey) -> Iterator[None]:
-    """One collection of ``key`` at a time on a host: an OS lock that dies with its process (the
-    second process waits, then reads the first one's entry)."""
+    """One collection of ``key`` at a time on a host (the second process waits, then reads the
+    first one's entry): an OS lock that dies with its process, on a lock file removed with the
+    lock, so the cache folder holds only its entries (a waiter on a removed file tries again)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with (cache_dir / f".collect-{key.collection_id()}.lock").open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    lock = cache_dir / f".collect-{key.collection_id()}.lock"
+    while True:
+        with lock.open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file is closed
+            try:
+                current = os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                try:
+                    yield
+                finally:
+                    lock.unlink(missing_ok=True)
+                return
 
 
 def _collect(
