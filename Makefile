@@ -19,8 +19,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/relay up
 
+# The suite CI runs, on every core the machine has (pytest-xdist: `-n auto`; `--dist loadfile`
+# keeps each test file on one worker, so a module's stack starts once). `pytest -n 0` runs it in
+# one process, as the other targets do.
 test: $(STAMP)
-	$(BIN)/pytest -m "not slow and not clone and not long" --durations=15
+	$(BIN)/pytest -n auto --dist loadfile -m "not slow and not clone and not long" --durations=15
 
 # make test's fast subset: the in-process suites that read the project's own fixtures (payloads,
 # examples, docs); `make test-clone` runs it in a bare clone.

@@ -18,17 +18,19 @@ public per-file test times where a checkout is used), since they change between 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends import get_backend
+from backends import Backend, get_backend
 from backends.base import PROJECT_ROOT, hash_files, torch_build
 from config.settings import ci_stats_dir
 from inventory.collection import Progress, Source, collect
@@ -261,20 +263,11 @@ def build_inventory(
     collection = None if refresh else _load(cache_dir, key)
     cached = collection is not None
     if collection is None:
-        caches.building(_paths(cache_dir, key)[0], f"inventory of {key.source} ({key.torch_build})")
-        records, errors, seconds = collect(
-            source,
-            be,
-            python=interpreter,
-            env=env,
-            progress=progress,
-            wrapper_dir=cache_dir / "wrappers" / key.collection_id(),
-        )
-        collection = {"records": records, "errors": errors, "collect_seconds": seconds}
-        _store(cache_dir, key, collection)
-        log.info(
-            "inventory collected", extra={"variants": len(records), "seconds": round(seconds, 1)}
-        )
+        with _collecting(cache_dir, key):  # another process may be collecting the same key
+            collection = None if refresh else _load(cache_dir, key)
+            cached = collection is not None
+            if collection is None:
+                collection = _collect(source, be, key, cache_dir, interpreter, env, progress)
     variants = [_variant(r, source) for r in collection["records"]]
 
     _apply_specs(variants, source, spec_paths, be.name, cache_dir, key, refresh=refresh)
@@ -302,6 +295,53 @@ def build_inventory(
             if r["cls"] not in wrapped
         ],
     )
+
+
+@contextmanager
+def _collecting(cache_dir: Path, key: InventoryKey) -> Iterator[None]:
+    """One collection of ``key`` at a time on a host (the second process waits, then reads the
+    first one's entry): an OS lock that dies with its process, on a lock file removed with the
+    lock, so the cache folder holds only its entries (a waiter on a removed file tries again)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    lock = cache_dir / f".collect-{key.collection_id()}.lock"
+    while True:
+        with lock.open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file is closed
+            try:
+                current = os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                try:
+                    yield
+                finally:
+                    lock.unlink(missing_ok=True)
+                return
+
+
+def _collect(
+    source: Source,
+    be: Backend,
+    key: InventoryKey,
+    cache_dir: Path,
+    interpreter: str | None,
+    env: Mapping[str, str] | None,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """Collect ``source`` on backend ``be`` and store it under ``key``."""
+    caches.building(_paths(cache_dir, key)[0], f"inventory of {key.source} ({key.torch_build})")
+    records, errors, seconds = collect(
+        source,
+        be,
+        python=interpreter,
+        env=env,
+        progress=progress,
+        wrapper_dir=cache_dir / "wrappers" / key.collection_id(),
+    )
+    collection = {"records": records, "errors": errors, "collect_seconds": seconds}
+    _store(cache_dir, key, collection)
+    log.info("inventory collected", extra={"variants": len(records), "seconds": round(seconds, 1)})
+    return collection
 
 
 def _apply_specs(
@@ -462,7 +502,7 @@ def _load(cache_dir: Path, key: InventoryKey) -> dict[str, Any] | None:
 def _store(cache_dir: Path, key: InventoryKey, collection: dict[str, Any]) -> None:
     path, _ = _paths(cache_dir, key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(
         json.dumps({"version": INVENTORY_VERSION, "key": asdict(key), **collection}),
         encoding="utf-8",
@@ -482,6 +522,6 @@ def _load_decisions(cache_dir: Path, key: InventoryKey) -> list[Any] | None:
 def _store_decisions(cache_dir: Path, key: InventoryKey, decisions: list[Any]) -> None:
     _, path = _paths(cache_dir, key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"key": asdict(key), "decisions": decisions}), encoding="utf-8")
     tmp.replace(path)

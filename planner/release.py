@@ -37,7 +37,7 @@ from selector import (
     select,
 )
 from store import caches
-from upstream import UpstreamSource, open_source
+from upstream import ResolvedRevision, UpstreamSource, open_source
 from upstream.changes import ChangeFacts, compute_change_facts
 from upstream.changes.behaviour import FingerprintError, Side, diff_fingerprints, fingerprints
 from upstream.headenv import HeadEnv, HeadEnvError, ensure_env
@@ -244,12 +244,20 @@ def open_release(
     """The upstream source and the change facts base..head (raises UpstreamError). Released
     wheels are fetched from the package index unless ``offline``; facts are cached beside them."""
     source = open_source(upstream, cache_dir=cache_dir, offline=offline, progress=progress)
-    progress(f"resolving {base} and {head}")
-    b, h = source.resolve(base), source.resolve(head)
-    progress(f"{base} -> {b.resolved}, {head} -> {h.resolved}")
+    b, h = resolve_step(source, base, head, progress)
     facts_cache = facts_cache_dir(source, cache_dir)
     facts = compute_change_facts(source, b, h, cache_dir=facts_cache, progress=progress)
     return source, facts
+
+
+def resolve_step(
+    source: UpstreamSource, base: str, head: str, progress: Progress
+) -> tuple[ResolvedRevision, ResolvedRevision]:
+    """``base`` and ``head`` resolved in ``source`` (raises UpstreamError)."""
+    progress(f"resolving {base} and {head}")
+    b, h = source.resolve(base), source.resolve(head)
+    progress(f"{base} -> {b.resolved}, {head} -> {h.resolved}")
+    return b, h
 
 
 def plan_release(
@@ -283,12 +291,17 @@ def plan_release(
     start = time.perf_counter()
     spec_paths = backend_specs(backend, specs)
     progress(f"universe of {backend} under {len(spec_paths)} spec file(s) (cached after the first)")
+    source = open_source(upstream, cache_dir=cache_dir, offline=offline, progress=progress)
+    # offline there is nothing to fetch: a wheel the cache lacks is said now, not after the
+    # collection below (which the error would wait for)
+    revisions = resolve_step(source, base, head, progress) if offline else None
     # the installed universe needs neither the facts nor the head environment: it is collected
     # (minutes when not cached) while the wheels are fetched and that environment is made
     with ThreadPoolExecutor(1, thread_name_prefix="installed-universe") as pool:
         pending = pool.submit(universe_from_inventory, backend=backend, specs=spec_paths)
-        source, facts = open_release(
-            base, head, upstream=upstream, cache_dir=cache_dir, offline=offline, progress=progress
+        b, h = revisions or resolve_step(source, base, head, progress)
+        facts = compute_change_facts(
+            source, b, h, cache_dir=facts_cache_dir(source, cache_dir), progress=progress
         )
         behaviour_notes: list[str] = []
         facts = with_behaviour(

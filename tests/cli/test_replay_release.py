@@ -53,6 +53,17 @@ def test_offline_with_an_empty_cache_names_the_flag(tmp_path: Path) -> None:
     ) in result.output
 
 
+def test_offline_says_a_missing_wheel_before_collecting_the_universe(
+    tmp_path: Path, fresh_host: Path
+) -> None:
+    """The step cannot be planned, so nothing is collected for it: the error comes at once, not
+    after the installed universe's collection (minutes on a host with nothing cached)."""
+    result = replay("--from", "2.13", "--to", "2.14", "--offline", "--cache-dir", str(tmp_path))
+    assert result.exit_code == 2
+    assert f"error: no cached torch wheel matches '2.13' in {tmp_path / 'wheels'}" in result.output
+    assert not (fresh_host / "inventory").exists()
+
+
 def test_the_wheel_cache_comes_from_relay_upstream_cache(tmp_path: Path, pip_index: Path) -> None:
     cache = tmp_path / "cache"
     # only the base release in the configured cache: offline, the head is missing from *it*

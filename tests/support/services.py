@@ -8,6 +8,7 @@ broken CI set-up can never pass by skipping.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -70,12 +71,28 @@ def fresh_postgres_database() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+#: the Redis database indexes tests hand out (a default server has 16; 0 is the URL's own)
+REDIS_INDEXES = range(1, 16)
+_redis_turn = itertools.count()
+
+
+def redis_indexes() -> list[int]:
+    """The indexes this test process may hand out. Under pytest-xdist (``make test``) each worker
+    gets its own share, so one worker never flushes the queues of a stack another is running;
+    a serial run has them all. More than 15 workers share them again, two by two."""
+    count = min(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1), len(REDIS_INDEXES))
+    worker = int((os.environ.get("PYTEST_XDIST_WORKER") or "gw0").removeprefix("gw"))
+    return [i for n, i in enumerate(REDIS_INDEXES) if n % count == worker % count]
+
+
 def fresh_redis_url() -> str:
-    """A Redis database index of its own (flushed) so runs never see each other's queues."""
+    """A Redis database index of its own (flushed) so runs never see each other's queues: the
+    process's indexes in turn, so the stacks of one test never share one either."""
     import redis
 
     base = make_url(redis_url())
-    index = uuid.uuid4().int % 14 + 1
+    mine = redis_indexes()
+    index = mine[next(_redis_turn) % len(mine)]
     url = base.set(database=str(index)).render_as_string(hide_password=False)
     client = redis.Redis.from_url(url)
     client.flushdb()

@@ -209,7 +209,7 @@ def compute_change_facts(
     facts = facts.model_copy(update={"seconds": round(time.perf_counter() - start, 3)})
     if cache_file is not None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(".tmp")
+        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
         tmp.write_text(facts.model_dump_json())
         tmp.replace(cache_file)
     return facts
