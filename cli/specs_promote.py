@@ -210,15 +210,20 @@ def full_runs(count: int, processes: int) -> list[Path]:
 def _under_spec(data: dict[str, Any]) -> str:
     """The promoted counts over the variants that run under the bundled spec (``device.yaml``
     does not skip them), when the summary is of this host's bundled universe."""
+    from backends.base import torch_build
     from evaluation.labels import counts_under_spec, device_facts
     from inventory.build import universe_from_inventory
+    from inventory.sources import BundledSuites
 
-    universe = universe_from_inventory()
-    if data.get("universe") != universe.label:
+    # the installed universe's label, known before collecting it (a summary of another one
+    # is not collected for)
+    label = f"{BundledSuites().revision()} ({torch_build()})"
+    if data.get("universe") != label:
         return (
             f"under the bundled spec: not counted (the summary is of {data.get('universe')}, "
-            f"this host's universe is {universe.label})"
+            f"this host's universe is {label})"
         )
+    universe = universe_from_inventory()
     variants = list(universe.by_id.values())
     n, under = counts_under_spec(data, variants, device_facts(variants, spec=DEVICE_SPEC))
     shown = ", ".join(f"{k} {v}" for k, v in under.items())
