@@ -1,8 +1,9 @@
 """Stage 4, ``budget``: rank by risk and cut to a budget in runner-seconds.
 
-Risk = the closest signal's weight + failure rate and flakiness from history + a bonus for
-variants new at head (and for tests never run). Ties break on the test id, so the order is
-stable. Durations are runner-seconds (what a test costs on a runner: setup, call and teardown):
+Risk = the closest signal's weight + how unsettled history says the outcome is (a failure rate
+near one half, or flaky) + a bonus for variants new at head (and for tests never run). Within
+one risk, one variant of each OpInfo / ModuleInfo entry ranks before a second of any; then the
+test id, so the order is stable. Durations are runner-seconds (what a test costs on a runner: setup, call and teardown):
 history, else the runner-seconds estimate (:mod:`planner.durations` gives one with its source per
 variant). Simulated device time (history, else the backend's device-time hook) is summed beside
 them and never budgeted. Everything past the budget is listed with its rank and the reason.
@@ -70,8 +71,11 @@ def risk_of(item: Applicable, history: History) -> tuple[float, list[str]]:
         risk += NEVER_RUN_BONUS
     else:
         if h.failures:
-            rate = h.failures / max(h.runs, 1)
-            risk += FAILURE_WEIGHT * rate
+            rate = min(h.failures / max(h.runs, 1), 1.0)
+            # what a run can tell: an outcome that is not yet settled. A variant that failed in
+            # every recorded run (a device without the op or dtype) cannot regress, and one that
+            # never failed gains nothing either; the weight peaks at a failure rate of one half
+            risk += FAILURE_WEIGHT * 4 * rate * (1 - rate)
             why.append(f"failed {h.failures}/{h.runs}")
         if h.flaky:
             risk += FLAKY_BONUS
@@ -141,6 +145,7 @@ def _ranked(
             device[item.test_id] = costs.device.seconds(v)
         rows.append((-risk, item.test_id, risk, seconds, source, item, why))
     rows.sort(key=lambda r: (r[0], r[1]))
+    rows = _spread(rows, by_id)
     ranked = [
         Ranked(
             test_id=tid,
@@ -157,6 +162,22 @@ def _ranked(
         for i, (_, tid, risk, seconds, source, item, why) in enumerate(rows)
     ]
     return ranked, device
+
+
+def _spread(rows: list[tuple], by_id: dict) -> list[tuple]:
+    """Within one risk, one variant of each OpInfo / ModuleInfo entry (else test) before a
+    second of any: a change breaks an entry, so its first variant tells most per second.
+    ``rows`` come sorted by (-risk, test id); the order inside an entry is kept."""
+    seen: dict[tuple[float, str], int] = {}
+    keyed = []
+    for row in rows:
+        v = by_id[row[1]]
+        group = (row[0], v.op or v.module or v.base)
+        nth = seen.get(group, 0)
+        seen[group] = nth + 1
+        keyed.append(((row[0], nth, row[1]), row))
+    keyed.sort(key=lambda k: k[0])
+    return [row for _, row in keyed]
 
 
 def _cut(
