@@ -87,9 +87,7 @@ def _to_rerun(failing: list[Any], runs: list[Any], facts: dict[str, Any]) -> lis
     out = []
     for v in failing:
         message = _stored_message(v.test_id, runs)
-        if facts[v.test_id].generated and (
-            message is None or classify(message)[0] == "precision"
-        ):
+        if facts[v.test_id].generated and (message is None or classify(message)[0] == "precision"):
             out.append(v)
     return out
 
@@ -154,9 +152,7 @@ def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dic
 def _how(reruns: dict[str, tuple[str, str | None]]) -> str | None:
     if not reruns:
         return None
-    return (
-        f"{len(reruns)} failing variants run once more under {DEVICE_SPEC.name}'s tolerances"
-    )
+    return f"{len(reruns)} failing variants run once more under {DEVICE_SPEC.name}'s tolerances"
 
 
 def _shown(path: Path) -> str:
