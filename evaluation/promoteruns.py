@@ -71,17 +71,18 @@ def read_run_input(path: Path) -> RunInput:
     return RunInput(path, data)
 
 
-def torch_of(run: RunInput, index: int) -> str:
-    """The torch build a run was made with; a plain run's is unknown (its own group)."""
-    return run.header.torch_build if run.header else f"unknown (run {index + 1})"
+def torch_of(run: RunInput) -> str:
+    """The torch build a run was made with; plain runs, whose header says nothing, are taken
+    for runs of one torch (as their verdicts are: outcomes that differ make a variant flaky)."""
+    return run.header.torch_build if run.header else "unknown (plain runs)"
 
 
 def flaky_by_torch(runs: Sequence[RunInput], ids: Iterable[str]) -> dict[str, dict[str, int]]:
     """Per torch build with two runs or more: the ``ids`` (variants) all its runs report, and how
     many of them have an outcome that differs between its runs."""
     groups: dict[str, list[RunInput]] = defaultdict(list)
-    for i, run in enumerate(runs):
-        groups[torch_of(run, i)].append(run)
+    for run in runs:
+        groups[torch_of(run)].append(run)
     out = {}
     wanted = list(ids)
     for torch, group in sorted(groups.items()):
