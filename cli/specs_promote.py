@@ -3,10 +3,17 @@
 With ``--run N`` it first makes N full runs of the bundled universe on this host, under this
 environment's device settings (``SPYRE_DEVICE_MODEL``), each kept in parts as it goes so a killed
 command started again goes on where it stopped (:mod:`evaluation.runparts`), and promotes from them.
-With ``--runs`` (ground-truth runs, ``{test id: outcome}`` as ``relay eval`` caches them in
-``RELAY_VAR_DIR/eval/runs``), the variants that did not pass are run once more to read their failure
-messages (``--no-classify`` skips that), and the baseline summary is written. Without, the
-committed summary is used. The failing variants' classes are read by dtype and device as well
+With ``--runs`` (full runs, read by their content (:mod:`evaluation.promoteruns`): stored runs,
+``evaluation/data/groundtruth/<torch>-run<N>.json.xz``, with their header and each failure's
+stored first line, or ``{test id: outcome}`` as ``relay eval`` caches them in
+``RELAY_VAR_DIR/eval/runs``), the baseline summary is written. A failure's class comes from its
+stored message; ``--classify`` (the default) runs once more under ``device.yaml`` only the
+failing variants that have no stored message (every failure of a plain run) or whose stored
+failure is a tolerance one (the runs are made without the device spec, whose fp16 tolerances may
+pass them); ``--no-classify`` runs nothing. Two runs of one torch measure its flaky variants
+(outcomes that differ), which the summary and the spec's header count per torch, with the
+counts over the variants that run under the bundled spec. Without ``--runs``, the committed
+summary is used. The failing variants' classes are read by dtype and device as well
 as by message (:mod:`evaluation.labels`). Then the promoted spec is rendered from the summary, keeping the
 current file's hand-written entries: printed as a diff, or written with ``--write``.
 """
@@ -36,61 +43,81 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def _read_runs(paths: list[Path]) -> list[dict[str, str]]:
-    from evaluation.storedruns import StoredRunError, read_run
+def _read_runs(paths: list[Path]) -> list[Any]:
+    from evaluation.promoteruns import read_run_input
+    from evaluation.storedruns import StoredRunError
 
     runs = []
     for p in paths:
-        if p.name.endswith(".json.xz"):  # a stored run (evaluation/data/groundtruth)
-            try:
-                runs.append(read_run(p).outcomes)
-            except StoredRunError as e:
-                _fail(str(e))
-            continue
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            _fail(f"{p}: cannot read a run: {e}")
-        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-            _fail(f"{p}: not a run ({{test id: outcome}})")
-        runs.append(data)
+            runs.append(read_run_input(p))
+        except StoredRunError as e:
+            _fail(str(e))
     return runs
 
 
-def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dict[str, object]:
-    from evaluation.labels import device_facts, record_node, relabel
-    from inventory.build import universe_from_inventory
-    from testspecs.promote import BAD, CODES, Record, summarize
+def _codes(variants: list[Any], runs: list[Any]) -> dict[str, str]:
+    """One letter per run and variant: "-" for a run that did not cover its file at all."""
+    from testspecs.promote import CODES
 
-    runs = _read_runs(paths)
-    # the variants some run reports; one missing from a run crashed or hung in it
-    reported = {t for run in runs for t in run}
-    universe = universe_from_inventory()
-    variants = [v for v in universe.by_id.values() if v.test_id in reported]
-    if not variants:
-        _fail("no variant of the current bundled universe is in these runs")
-    # one letter per run: "-" for a run that did not cover the variant's file at all
-    covered = [{t.split("::", 1)[0] for t in run} for run in runs]
-    codes = {
+    covered = [{t.split("::", 1)[0] for t in run.outcomes} for run in runs]
+    return {
         v.test_id: "".join(
-            CODES.get(run[v.test_id], "m")
-            if v.test_id in run
+            CODES.get(run.outcomes[v.test_id], "m")
+            if v.test_id in run.outcomes
             else ("m" if v.file in files else "-")
             for run, files in zip(runs, covered, strict=True)
         )
         for v in variants
     }
+
+
+def _stored_message(test_id: str, runs: list[Any]) -> str | None:
+    """The first stored failure line any run has for the variant."""
+    return next((r.messages[test_id] for r in runs if test_id in r.messages), None)
+
+
+def _to_rerun(failing: list[Any], runs: list[Any], facts: dict[str, Any]) -> list[Any]:
+    """The failing variants a rerun under the device spec can still tell something of: those it
+    generates (the others are unsupported whatever they say) that no run stored a message for,
+    or whose stored failure is a tolerance one (the runs are made without the device spec,
+    whose fp16 tolerances may pass them)."""
+    from testspecs.promote import classify
+
+    out = []
+    for v in failing:
+        message = _stored_message(v.test_id, runs)
+        if facts[v.test_id].generated and (message is None or classify(message)[0] == "precision"):
+            out.append(v)
+    return out
+
+
+def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dict[str, object]:
+    from evaluation.labels import counts_under_spec, device_facts, record_node, relabel
+    from evaluation.promoteruns import flaky_by_torch, stored_universe
+    from inventory.build import universe_from_inventory
+    from testspecs.promote import BAD, Record, summarize
+
+    runs = _read_runs(paths)
+    # the variants some run reports; one missing from a run crashed or hung in it
+    reported = {t for run in runs for t in run.outcomes}
+    universe = stored_universe(runs) or universe_from_inventory()
+    variants = [v for v in universe.by_id.values() if v.test_id in reported]
+    if not variants:
+        _fail("no variant of the current bundled universe is in these runs")
+    codes = _codes(variants, runs)
     unknown = sorted(reported - set(codes))
     if unknown:
         typer.echo(
             f"{len(unknown)} test id(s) of the runs are not in the universe: ignored", err=True
         )
+    facts = device_facts(variants, spec=DEVICE_SPEC)
     reruns: dict[str, tuple[str, str | None]] = {}
-    failing = [v for v in variants if set(codes[v.test_id]) & BAD]
+    failing = _to_rerun([v for v in variants if set(codes[v.test_id]) & BAD], runs, facts)
     if classify and failing:
         typer.echo(
-            f"running the {len(failing)} variant(s) that did not pass once more under "
-            f"{DEVICE_SPEC.name}",
+            f"running the {len(failing)} failing variant(s) {DEVICE_SPEC.name} generates without "
+            f"a stored message or with a tolerance failure once more under it",
             err=True,
         )
         reruns = _rerun(failing, processes)
@@ -102,21 +129,30 @@ def _summary_from_runs(paths: list[Path], classify: bool, processes: int) -> dic
             module=v.module,
             dtype=v.dtype,
             outcomes=codes[v.test_id],
-            message=reruns.get(v.test_id, ("m", None))[1],
+            message=reruns[v.test_id][1]
+            if v.test_id in reruns
+            else _stored_message(v.test_id, runs),
             rerun=reruns[v.test_id][0] if v.test_id in reruns else None,
         )
         for v in variants
     ]
-    how = (
-        f"failing variants run once more under {DEVICE_SPEC.name}'s tolerances" if reruns else None
-    )
     summary = summarize(
-        records, runs=[_shown(p) for p in paths], universe=universe.label, rerun=how
+        records, runs=[_shown(r.path) for r in runs], universe=universe.label, rerun=_how(reruns)
     )
     # the xfail reasons by dtype and device too, not by the message alone (evaluation.labels)
-    facts = device_facts(variants, spec=DEVICE_SPEC)
     by_record = {r: facts[v.test_id] for v, r in zip(variants, records, strict=True)}
-    return relabel(summary, records, by_record)
+    summary = relabel(summary, records, by_record)
+    summary["sources"] = [r.describe(_shown(r.path)) for r in runs]
+    summary["flaky"] = flaky_by_torch(runs, codes)
+    n, under = counts_under_spec(summary, variants, facts)
+    summary["under_spec"] = {"variants": n, "counts": under}
+    return summary
+
+
+def _how(reruns: dict[str, tuple[str, str | None]]) -> str | None:
+    if not reruns:
+        return None
+    return f"{len(reruns)} failing variants run once more under {DEVICE_SPEC.name}'s tolerances"
 
 
 def _shown(path: Path) -> str:
@@ -215,6 +251,10 @@ def _under_spec(data: dict[str, Any]) -> str:
     from inventory.build import universe_from_inventory
     from inventory.sources import BundledSuites
 
+    if isinstance(data.get("under_spec"), dict):  # counted when the summary was made
+        under, n = data["under_spec"]["counts"], data["under_spec"]["variants"]
+        shown = ", ".join(f"{k} {v}" for k, v in under.items())
+        return f"under the bundled spec ({n:,} of {data['variants']:,} variants run): {shown}"
     # the installed universe's label, known before collecting it (a summary of another one
     # is not collected for)
     label = f"{BundledSuites().revision()} ({torch_build()})"
@@ -234,7 +274,8 @@ def promote(
     runs: list[Path] = typer.Option(
         [],
         "--runs",
-        help="full runs ({test id: outcome} JSON, e.g. RELAY_VAR_DIR/eval/runs/*-baseline.json)",
+        help="full runs: stored runs (evaluation/data/groundtruth/*-run<N>.json.xz) or "
+        "{test id: outcome} JSON (RELAY_VAR_DIR/eval/runs/*-baseline.json)",
     ),
     run: int = typer.Option(
         0,
@@ -247,7 +288,10 @@ def promote(
     ),
     spec: Path = typer.Option(PROMOTED_SPEC, "--spec", help="the promoted spec file"),
     classify: bool = typer.Option(
-        True, "--classify/--no-classify", help="rerun failing variants for their messages"
+        True,
+        "--classify/--no-classify",
+        help="rerun the failing variants without a stored message, or with a stored tolerance "
+        "failure, under device.yaml",
     ),
     write: bool = typer.Option(False, "--write", help="write the spec (default: print a diff)"),
     processes: int = typer.Option(2, help="pytest runs side by side (the full runs, the rerun)"),

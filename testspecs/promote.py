@@ -270,6 +270,44 @@ def _scoped(name: str, other: list[list[Any]]) -> list[list[str]]:
     return entries
 
 
+def provenance(summary: dict[str, Any]) -> list[str]:
+    """The header's lines on the runs (stored runs: torch build, run number, date), the flaky
+    variants measured per torch, and how the failures were classified; none for a summary
+    made before these were kept."""
+    lines = []
+    for source in summary.get("sources") or []:
+        if "torch_build" in source:
+            lines.append(
+                f"# run: {source['path']} (torch {source['torch_build']}, run {source['run']}, "
+                f"{source['date']})"
+            )
+        else:
+            lines.append(f"# run: {source['path']}")
+    flaky = summary.get("flaky")
+    if flaky is not None:
+        measured = [
+            f"{f['flaky']} of {f['variants']} variants at torch {torch} ({f['runs']} runs)"
+            for torch, f in flaky.items()
+        ]
+        lines.append(
+            "# flaky (outcome differs between runs of one torch): "
+            + ("; ".join(measured) if measured else "not measured (one run per torch)")
+        )
+    if "sources" in summary:
+        how = summary.get("rerun") or "no variant run again"
+        lines.append(f"# failure classes: by message (stored in the runs; {how}), dtype and device")
+    return lines
+
+
+def under_spec_line(summary: dict[str, Any]) -> list[str]:
+    """The header's counts over the variants that run under the bundled spec, when kept."""
+    under = summary.get("under_spec")
+    if not isinstance(under, dict):
+        return []
+    shown = ", ".join(f"{k} {v}" for k, v in under["counts"].items())
+    return [f"# run under the bundled spec ({under['variants']} of {summary['variants']}): {shown}"]
+
+
 def render(
     summary: dict[str, Any], *, existing: SpecDocument | None = None, command: str = ""
 ) -> str:
@@ -283,7 +321,9 @@ def render(
         f"{EXTENSION_KEY}.promoted;",
         "# edit an entry by removing that key and giving a reason: hand-written entries are kept",
         "# and win on the next promotion.",
+        *provenance(summary),
         "# variants: " + ", ".join(f"{k} {v}" for k, v in c.items()),
+        *under_spec_line(summary),
         "test_suite_config:",
         f"  {EXTENSION_KEY}:",
         "    description: modes promoted from full runs of the bundled suites",

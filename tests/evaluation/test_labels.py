@@ -4,10 +4,13 @@ the variant (read from the bundled device spec and op table)."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import replace
 
 from backends.spyre import SPECS_DIR
 from evaluation.labels import (
+    FLOATING,
     UNSUPPORTED_REASON,
     DeviceFacts,
     counts_under_spec,
@@ -183,3 +186,53 @@ def test_the_counts_over_the_variants_that_run_under_the_spec_leave_out_the_skip
     facts[unknown.test_id] = DeviceFacts(True, True)
     n, under = counts_under_spec(summary, [*variants, unknown], facts)
     assert (n, under) == (2, {"mandatory_success": 1, "xfail precision": 1})
+
+
+def _header_counts(text: str, prefix: str) -> dict[str, int]:
+    line = next(line for line in text.splitlines() if line.startswith(prefix))
+    found = re.findall(r"([a-z_]+(?: [a-z]+)?) (\d+)", line.split("): ")[-1].split(": ")[-1])
+    return {k: int(n) for k, n in found}
+
+
+def test_the_committed_spec_header_counts_are_a_recount_by_dtype() -> None:
+    """The bundled promoted spec's header counts (over every variant and over those the bundled
+    spec runs) recounted from its summary variant by variant, with the device facts of the
+    stored universe of the runs' torch: a precision label only at a floating dtype computed on
+    the device, every failing variant the device spec never generates labelled unsupported."""
+    from backends.spyre import BASELINE_SUMMARY, PROMOTED_SPEC
+    from evaluation.stepinputs import read_universe, universe_file
+    from testspecs.promote import count_label, load_summary
+
+    summary = load_summary(BASELINE_SUMMARY.read_text(encoding="utf-8"))
+    version = summary["sources"][0]["torch_build"].split("+")[0]
+    universe = read_universe(universe_file(version)).universe
+    assert universe.label == summary["universe"]
+    facts = device_facts(universe.variants, spec=SPECS_DIR / "device.yaml")
+    kinds = {
+        (file, name, target, dtype): kind
+        for file, names in summary["tests"].items()
+        for name, node in names.items()
+        for target, dtype, _codes, kind, _reason in node["other"]
+    }
+    every: Counter[str] = Counter()
+    under: Counter[str] = Counter()
+    for v in universe.variants:
+        file, name = record_node(v)
+        target = v.op if v.op is not None else (f"module:{v.module}" if v.module else None)
+        kind, fact = kinds.get((file, name, target, v.dtype), "ok"), facts[v.test_id]
+        if kind == "fail/precision":
+            assert v.dtype in FLOATING and fact.on_device, v.test_id
+        if not fact.generated and kind.startswith("fail/"):
+            assert kind == "fail/unsupported", v.test_id
+        every[count_label(kind)] += 1
+        under[count_label(kind)] += fact.generated
+    header = PROMOTED_SPEC.read_text(encoding="utf-8")
+    assert _header_counts(header, "# variants:") == every == counts(summary)
+    assert _header_counts(header, "# run under the bundled spec") == {
+        k: n for k, n in under.items() if n
+    }
+    assert f"# run under the bundled spec ({sum(under.values())} of {len(universe)})" in header
+    flaky = summary["flaky"]
+    assert len(summary["sources"]) >= 2 and flaky, "the flaky count is measured from two runs"
+    for torch, measured in flaky.items():
+        assert f"{measured['flaky']} of {measured['variants']} variants at torch {torch}" in header
