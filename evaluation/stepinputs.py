@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -131,7 +132,7 @@ def _write(path: Path, kind: str, header: InputHeader, body: dict[str, Any]) -> 
     }
     raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(lzma.compress(raw, preset=9))
     tmp.replace(path)
     return path
@@ -346,7 +347,7 @@ def seed_import_map(universe: Universe, data: Mapping[str, Any] | None) -> Path 
         return None
     path = folder / f"importmap-{build}-{files}-spyre{backend_version}-traced.json"
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.replace(path)
     return path

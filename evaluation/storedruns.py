@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -161,7 +162,7 @@ def write_run(stored: StoredRun, folder: Path | None = None) -> Path:
     path = run_file(stored.header.torch_version, stored.header.run, folder)
     body = json.dumps(encode(stored), separators=(",", ":"), sort_keys=True).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(lzma.compress(body, preset=9))
     tmp.replace(path)
     return path

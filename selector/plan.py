@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
@@ -151,7 +152,7 @@ class SelectionPlan(BaseModel):
     def write(self, path: str | Path) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(p.suffix + ".tmp")
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
         tmp.write_text(self.to_json(), encoding="utf-8")
         tmp.replace(p)
         return p

@@ -240,7 +240,7 @@ class EnvPlan:
             "install_key": self.install_key(),
             "project_root": str(self.project_root),
         }
-        tmp = self.marker.with_suffix(".tmp")
+        tmp = self.marker.with_name(f".{self.marker.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         tmp.replace(self.marker)
         return marker

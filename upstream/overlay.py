@@ -177,7 +177,7 @@ def ensure_overlay(
             "laid_over": len(changed),
             "files": sorted(changed),
         }
-        tmp = directory / (MARKER + ".tmp")
+        tmp = directory / f".{MARKER}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         tmp.replace(directory / MARKER)
         return Overlay(directory, full, len(changed), created=True)
