@@ -57,6 +57,7 @@ os.environ.setdefault(
 )
 
 if TYPE_CHECKING:
+    from selector import Variant
     from tests.support.overlay_repo import OverlayUpstream
     from tests.support.receiver import Receiver
     from tests.support.release_trees import ReleaseTrees
@@ -208,6 +209,18 @@ def small_upstream() -> SmallUpstream:
     from tests.support.small_upstream import SmallUpstream
 
     return SmallUpstream()
+
+
+@pytest.fixture(scope="session")
+def ops_variant(small_upstream: SmallUpstream) -> Callable[[str, str], Variant]:
+    """``make(op, dtype)``: a ``test_compare_cpu`` variant of the bundled spyre ops suite."""
+
+    def make(op: str, dtype: str) -> Variant:
+        return small_upstream.variant(
+            "test_compare_cpu", op, dtype, file="spyre_stack/conformance/test_ops.py", suite="ops"
+        )
+
+    return make
 
 
 @pytest.fixture

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from evaluation.storedruns import RunHeader, StoredRun, write_run
+from selector import Variant
 from testspecs.promote import load_summary
 
 MODULES = "spyre_stack/conformance/test_modules.py::TestModulesPRIVATEUSE1"
@@ -63,22 +64,6 @@ NOT_CLOSE = "Exception: Tensor-likes are not close!"
 BUILD = "2.13.0+git0"
 
 
-def _variant(op: str, dtype: str) -> Any:
-    from selector import Variant
-
-    name = f"test_compare_cpu_{op}_spyre_{dtype}"
-    return Variant(
-        test_id=f"{OPS}::TestCommonPRIVATEUSE1::{name}",
-        file=OPS,
-        cls="TestCommonPRIVATEUSE1",
-        name=name,
-        base="test_compare_cpu",
-        suite="ops",
-        op=op,
-        dtype=dtype,
-    )
-
-
 #: (op, dtype) -> outcome in run 1, in run 2, and the stored failure's first line
 CASES: dict[tuple[str, str], tuple[str, str, str | None]] = {
     ("abs", "float16"): ("failed", "failed", NOT_CLOSE),  # floating, native: precision
@@ -92,12 +77,12 @@ CASES: dict[tuple[str, str], tuple[str, str, str | None]] = {
 }
 
 
-def _stored_runs(folder: Path) -> list[Path]:
+def _stored_runs(folder: Path, ops_variant: Callable[[str, str], Variant]) -> list[Path]:
     """Two stored runs of one torch and the universe collected under it, beside them."""
     from evaluation.stepinputs import StoredUniverse, make_header, write_universe
     from selector import Universe
 
-    variants = [_variant(op, dtype) for op, dtype in CASES]
+    variants = [ops_variant(op, dtype) for op, dtype in CASES]
     universe = Universe(variants=variants, label=f"bundled:x ({BUILD})", kind="bundled")
     header = make_header(name="2.13.0", torch_build=BUILD, backend_version="1", suites="bundled:x")
     write_universe(StoredUniverse(header=header, universe=universe), folder)
@@ -120,7 +105,7 @@ def _header_counts(text: str, prefix: str) -> dict[str, int]:
 
 
 def test_two_stored_runs_give_the_header_its_runs_flaky_count_and_true_label_counts(
-    tmp_path: Path,
+    tmp_path: Path, ops_variant: Callable[[str, str], Variant]
 ) -> None:
     """The stored runs' messages classify without a rerun (``--no-classify``; the universe
     stored beside them is used, nothing is collected); the header names the runs (torch build,
@@ -132,7 +117,7 @@ def test_two_stored_runs_give_the_header_its_runs_flaky_count_and_true_label_cou
     from evaluation.labels import FLOATING, device_facts, record_node
     from testspecs.promote import count_label
 
-    runs = _stored_runs(tmp_path)
+    runs = _stored_runs(tmp_path, ops_variant)
     summary, spec = tmp_path / "summary.json", tmp_path / "promoted.yaml"
     args = ["specs", "promote", "--no-classify", "--summary", str(summary), "--spec", str(spec)]
     for run in runs:
@@ -150,7 +135,7 @@ def test_two_stored_runs_give_the_header_its_runs_flaky_count_and_true_label_cou
     assert data["flaky"] == {BUILD: {"runs": 2, "variants": 8, "flaky": 1}}
 
     # the recount: each variant's label from its dtype and the device, not from the header
-    variants = [_variant(op, dtype) for op, dtype in CASES]
+    variants = [ops_variant(op, dtype) for op, dtype in CASES]
     facts = device_facts(variants, spec=SPECS_DIR / "device.yaml")
     kinds = {
         (name, op, dtype): kind

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 from backends.spyre import SPECS_DIR
@@ -26,20 +27,6 @@ FILE = "spyre_stack/conformance/test_ops.py"
 NOT_CLOSE = "AssertionError: Tensor-likes are not close!"
 
 
-def _v(op: str, dtype: str) -> Variant:
-    name = f"test_compare_cpu_{op}_spyre_{dtype}"
-    return Variant(
-        test_id=f"{FILE}::TestCommonPRIVATEUSE1::{name}",
-        file=FILE,
-        cls="TestCommonPRIVATEUSE1",
-        name=name,
-        base="test_compare_cpu",
-        suite="ops",
-        op=op,
-        dtype=dtype,
-    )
-
-
 def _module(dtype: str) -> Variant:
     f = "spyre_stack/conformance/test_modules.py"
     name = f"test_forward_nn_Linear_spyre_{dtype}"
@@ -55,14 +42,16 @@ def _module(dtype: str) -> Variant:
     )
 
 
-def test_the_device_spec_and_op_table_say_what_runs_and_where() -> None:
+def test_the_device_spec_and_op_table_say_what_runs_and_where(
+    ops_variant: Callable[[str, str], Variant],
+) -> None:
     variants = [
-        _v("abs", "float16"),
-        _v("abs", "int64"),
-        _v("abs", "float64"),
-        _v("_native_batch_norm_legit", "float16"),
-        _v("nn.functional.gelu", "float32"),
-        _v("add", "bool"),
+        ops_variant("abs", "float16"),
+        ops_variant("abs", "int64"),
+        ops_variant("abs", "float64"),
+        ops_variant("_native_batch_norm_legit", "float16"),
+        ops_variant("nn.functional.gelu", "float32"),
+        ops_variant("add", "bool"),
         _module("float32"),
     ]
     facts = device_facts(variants, spec=SPECS_DIR / "device.yaml")
@@ -147,7 +136,9 @@ def test_a_summary_is_relabelled_variant_by_variant() -> None:
     }
 
 
-def test_the_counts_over_the_variants_that_run_under_the_spec_leave_out_the_skipped_ones() -> None:
+def test_the_counts_over_the_variants_that_run_under_the_spec_leave_out_the_skipped_ones(
+    ops_variant: Callable[[str, str], Variant],
+) -> None:
     """``relay specs promote`` prints its counts twice: over every variant of the runs, and over
     the ones the bundled spec runs (a passing variant the device spec never generates is not a
     gating test anyone runs)."""
@@ -157,7 +148,7 @@ def test_the_counts_over_the_variants_that_run_under_the_spec_leave_out_the_skip
         ("abs", "float64"): "f",  # never generated: unsupported
         ("abs", "int64"): "p",  # passed, but say the spec skips it
     }
-    variants = [_v(op, dtype) for op, dtype in outcomes]
+    variants = [ops_variant(op, dtype) for op, dtype in outcomes]
     records = [
         Record(
             file=record_node(v)[0],
@@ -182,7 +173,7 @@ def test_the_counts_over_the_variants_that_run_under_the_spec_leave_out_the_skip
         "xfail unsupported": 1,
     }
     # a variant the summary has no node for is not counted
-    unknown = replace(_v("cos", "float16"), base="test_other")
+    unknown = replace(ops_variant("cos", "float16"), base="test_other")
     facts[unknown.test_id] = DeviceFacts(True, True)
     n, under = counts_under_spec(summary, [*variants, unknown], facts)
     assert (n, under) == (2, {"mandatory_success": 1, "xfail precision": 1})

@@ -172,7 +172,9 @@ def variant(
     module: str | None = None,
     file: str = "test/test_ops.py",
     cls: str = "TestCommonPRIVATEUSE1",
+    suite: str | None = None,
 ) -> Variant:
+    """One variant of ``template`` (its suite: ``suite``, else the file's stem)."""
     target = (op or module or "").replace(".", "_")
     name = f"{template}_{target}_spyre_{dtype}"
     return Variant(
@@ -181,7 +183,7 @@ def variant(
         cls=cls,
         name=name,
         base=template,
-        suite=Path(file).stem,
+        suite=suite or Path(file).stem,
         op=op,
         module=module,
         dtype=dtype,
