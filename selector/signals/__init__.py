@@ -18,7 +18,7 @@ from selector.signals.base import (
 )
 from selector.signals.behaviour import BehaviourChanges
 from selector.signals.coverage import CoverageMap
-from selector.signals.dbentries import DatabaseEntries
+from selector.signals.dbentries import DatabaseEntries, InfoClasses
 from selector.signals.devices import OtherDevicesOnly
 from selector.signals.edited import EditedTests
 from selector.signals.imports import NotImported
@@ -33,6 +33,7 @@ SIGNALS: dict[str, Callable[[], ImpactSignal]] = {
     "edited-tests": EditedTests,
     "test-imports": TestImports,
     "opinfo-moduleinfo": DatabaseEntries,
+    "opinfo-class": InfoClasses,
     "behaviour": BehaviourChanges,
     "operators": Operators,
     "traced-coverage": TracedCoverage,

@@ -1,9 +1,13 @@
-"""Signal: tests parametrized by a changed OpInfo / ModuleInfo entry, across every dtype.
+"""Signals: tests parametrized by a changed OpInfo / ModuleInfo entry, across every dtype.
 
 The change facts list the database entries whose call, sample-input function, reference or
-helper changed. Every symbol of a database file is accounted for here: test variants only see
-those files through the entries (``op_db``, ``module_db``), so a function no entry uses reaches
-no variant, and a changed ``*Info`` class reaches every entry built with it.
+helper changed. Every symbol of a database file is accounted for by these two signals: test
+variants only see those files through the entries (``op_db``, ``module_db``), so a function no
+entry uses reaches no variant. An entry's own change is close (:class:`DatabaseEntries`); a
+changed ``*Info`` class reaches every entry built with it, but a definition that every entry
+shares says less about any one of them, so it is a signal of its own, further away
+(:class:`InfoClasses`): an entry whose own function changed ranks above one that only
+inherits a changed class.
 """
 
 from __future__ import annotations
@@ -44,23 +48,13 @@ class DatabaseEntries:
             for reason in d.reasons:
                 for word in reason.replace(",", " ").split():
                     entry_users.setdefault(word, []).append(name)
-        info_classes: dict[str, list[str]] | None = None
         for unit in ctx.units:
             if unit.kind != "symbol" or not is_db_file(unit.path):
                 continue
-            qual = unit.key.split("::", 1)[1]
-            top = qual.split(".", 1)[0]
-            if top.endswith("Info") and top[:1].isupper():
-                if info_classes is None:
-                    info_classes = _entries_by_class(ctx)
-                names = info_classes.get(top, [])
-                variants = [v for n in names for v in uni.by_op.get(n, [])]
-                variants += [v for n in names for v in uni.by_module.get(module_key(n), [])]
-                result.add((v.test_id for v in variants), f"{top} class changed ({qual})")
-                result.explained[unit.key] = (
-                    f"{len(names)} {top} entries, {len(variants)} variant(s)"
-                )
-            elif top in entry_users:
+            top = unit.key.split("::", 1)[1].split(".", 1)[0]
+            if _is_info_class(top):
+                continue  # InfoClasses
+            if top in entry_users:
                 result.explained[unit.key] = (
                     f"reaches entries {', '.join(sorted(set(entry_users[top]))[:5])}"
                 )
@@ -69,6 +63,38 @@ class DatabaseEntries:
             else:
                 result.explained[unit.key] = "no database entry uses it (directly or via a helper)"
         return result
+
+
+class InfoClasses:
+    """A changed ``*Info`` class (``OpInfo``, ``ModuleInfo``...): every entry built with it."""
+
+    name = "opinfo-class"
+    closeness = 0.6
+    only_unexplained = False
+
+    def map(self, ctx: SignalContext) -> SignalResult:
+        result = SignalResult()
+        uni = ctx.universe
+        info_classes: dict[str, list[str]] | None = None
+        for unit in ctx.units:
+            if unit.kind != "symbol" or not is_db_file(unit.path):
+                continue
+            qual = unit.key.split("::", 1)[1]
+            top = qual.split(".", 1)[0]
+            if not _is_info_class(top):
+                continue
+            if info_classes is None:
+                info_classes = _entries_by_class(ctx)
+            names = info_classes.get(top, [])
+            variants = [v for n in names for v in uni.by_op.get(n, [])]
+            variants += [v for n in names for v in uni.by_module.get(module_key(n), [])]
+            result.add((v.test_id for v in variants), f"{top} class changed ({qual})")
+            result.explained[unit.key] = f"{len(names)} {top} entries, {len(variants)} variant(s)"
+        return result
+
+
+def _is_info_class(name: str) -> bool:
+    return name.endswith("Info") and name[:1].isupper()
 
 
 def _entries_by_class(ctx: SignalContext) -> dict[str, list[str]]:
