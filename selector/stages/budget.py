@@ -1,7 +1,8 @@
 """Stage 4, ``budget``: rank by risk and cut to a budget in runner-seconds.
 
 Risk = the closest signal's weight + how unsettled history says the outcome is (a failure rate
-near one half, or flaky) + a bonus for variants new at head (and for tests never run). Within
+near one half, or flaky) + a bonus for variants new at head (and for tests never run); a variant
+that failed in every recorded run cannot regress and ranks after those that can. Within
 one risk, one variant of each OpInfo / ModuleInfo entry ranks before a second of any; then the
 test id, so the order is stable. Durations are runner-seconds (what a test costs on a runner: setup, call and teardown):
 history, else the runner-seconds estimate (:mod:`planner.durations` gives one with its source per
@@ -36,6 +37,10 @@ from selector.model import (
 NEW_BONUS = 3.0
 FAILURE_WEIGHT = 1.0
 FLAKY_BONUS = 0.3
+# a variant that failed in every recorded run cannot regress (it can stay failing or be fixed,
+# neither of which a gate waits for): it ranks after every variant that can (more than
+# closeness and agreeing signals can add up to), before nothing new at head
+SETTLED_FAILURE = 1.0
 NEVER_RUN_BONUS = 0.05
 EVIDENCE_WEIGHT = 0.05  # per further signal that chose the variant (up to MAX_EVIDENCE)
 MAX_EVIDENCE = 4
@@ -77,6 +82,9 @@ def risk_of(item: Applicable, history: History) -> tuple[float, list[str]]:
             # never failed gains nothing either; the weight peaks at a failure rate of one half
             risk += FAILURE_WEIGHT * 4 * rate * (1 - rate)
             why.append(f"failed {h.failures}/{h.runs}")
+            if rate >= 1.0:
+                risk -= SETTLED_FAILURE
+                why.append("failed in every run: cannot regress")
         if h.flaky:
             risk += FLAKY_BONUS
             why.append("flaky")

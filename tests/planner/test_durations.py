@@ -203,7 +203,13 @@ def test_a_budget_share_cuts_broad_choices_in_rank_order_and_lists_them(
     measured = {v.test_id: 1.0 for v in universe.variants}
     est = RunnerSeconds(universe, measured=measured, prior=RunnerPrior())
     failing = universe.variants[7].test_id  # failed in one of two runs: unsettled, ranks first
-    history = History.from_mapping({failing: {"seconds": 1.0, "runs": 2, "failures": 1}})
+    settled = universe.variants[0].test_id  # failed in both: cannot regress, ranks last
+    history = History.from_mapping(
+        {
+            failing: {"seconds": 1.0, "runs": 2, "failures": 1},
+            settled: {"seconds": 1.0, "runs": 2, "failures": 2},
+        }
+    )
     plan = plan_everything(
         universe,
         reason="nothing mapped",
@@ -216,6 +222,9 @@ def test_a_budget_share_cuts_broad_choices_in_rank_order_and_lists_them(
     assert plan.budget_seconds == 0.25 * len(universe)
     assert "25 % of the applicable universe's" in plan.budget_reason
     assert plan.tests[0].test_id == failing and "failed 1/2" in plan.tests[0].reasons[-1]
+    last = plan.cut[-1]
+    assert last.test_id == settled and last.rank == len(universe)
+    assert last.risk < min(c.risk for c in plan.cut[:-1])
     assert plan.estimated_runner_seconds <= plan.budget_seconds < plan.full_runner_seconds
     assert len(plan.tests) + len(plan.cut) == len(universe)
     assert all("chosen by fallback (broad signals only)" in c.reason for c in plan.cut)
