@@ -134,6 +134,33 @@ def test_changed_info_class_selects_every_entry_built_with_it(
         for tpl in ("test_compare_cpu", "test_out")
         for op in ("gelu", "silu")
     }
+    assert all(t.signals == ("opinfo-class",) for t in plan.tests)
+    assert "UnaryUfuncInfo class changed (UnaryUfuncInfo)" in plan.tests[0].reasons[0]
+
+
+def test_an_entrys_own_change_ranks_above_entries_that_inherit_a_changed_class(
+    repo: Any, small_upstream: Any, select: Any
+) -> None:
+    """A definition every entry shares says less about one entry than its own does."""
+    text = small_upstream.OPINFO_DB + "\n\nclass UnaryUfuncInfo(OpInfo):\n    pass\n"
+    repo.commit({"torch/testing/_internal/common_methods_invocations.py": text})
+    changed = text.replace("    pass\n", "    domain = (0, 1)\n").replace(
+        'UnaryUfuncInfo("nn.functional.silu")',
+        'UnaryUfuncInfo("nn.functional.silu", supports_out=False)',
+    )
+    repo.commit({"torch/testing/_internal/common_methods_invocations.py": changed})
+    source = GitCheckout(repo.path)
+    facts = compute_change_facts(source, source.resolve("HEAD~1"), source.resolve("HEAD"))
+    plan = select(
+        facts, small_upstream.make_universe(), reader=source_reader(source, facts), config=NO_PRIOR
+    )
+    ops = [t.test_id.split("_nn_functional_")[1].split("_spyre")[0] for t in plan.tests]
+    first_gelu = ops.index("gelu")
+    assert set(ops) == {"gelu", "silu"} and set(ops[:first_gelu]) == {"silu"}
+    silu = plan.tests[0]
+    assert set(silu.signals) == {"opinfo-moduleinfo", "opinfo-class"}
+    assert plan.tests[first_gelu].signals == ("opinfo-class",)
+    assert silu.risk > plan.tests[first_gelu].risk
 
 
 def test_changed_decomposition_helper_selects_the_ops_using_it(
