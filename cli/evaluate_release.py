@@ -29,6 +29,7 @@ from cli.replay import make_env, make_head_env
 from evaluation.events import (
     StepEvents,
     cut_at,
+    entry_curve,
     score_step,
     step_selections,
     step_table,
@@ -486,6 +487,7 @@ def step_report(
         estimator=estimator,
     )
     text = step_table(score_step(step.events, selections, full))
+    text += "\n" + entry_curve(step.events, step.uncut)
     kept = {share: cut_at(step.uncut, share) for share in SHARES}
     results = {step.name: setting_results(step.events, kept, costs, full)}
     if scored is not None:

@@ -235,6 +235,48 @@ def cut_at(plan: SelectionPlan, share: float) -> set[str]:
     return kept
 
 
+#: the goal of a release step: every regression event caught within this share of the
+#: runner-seconds (README, docs/selection.md)
+GOAL_SHARE = 0.15
+
+
+def entry_curve(events: StepEvents, uncut: SelectionPlan) -> str:
+    """Along the uncut ranking, the share of its applicable universe's estimated runner-seconds
+    (as :func:`cut_at` counts them) at which each event's first changed variant is reached, per
+    kind: the share that catches every one, and the latest entries; then the goal's verdict."""
+    reached: dict[str, float] = {}
+    spent = 0.0
+    full = uncut.full_runner_seconds or 1.0
+    for t in sorted(uncut.tests, key=lambda t: t.rank):
+        spent += t.seconds
+        reached[t.test_id] = spent / full
+    at: dict[str, list[tuple[float | None, str]]] = {k: [] for k in KINDS}
+    for e in events.events:
+        shares = [reached[v] for v in e.variants if v in reached]
+        at[e.kind].append((min(shares) if shares else None, e.entry))
+    parts = []
+    for kind in KINDS:
+        got = sorted(at[kind], key=lambda x: -1.0 if x[0] is None else -x[0])
+        if not got:
+            parts.append(f"{kind}: none")
+            continue
+        last = ", ".join(f"{entry} {_pct(share)}" for share, entry in got[:3])
+        parts.append(f"{kind}: all {len(got)} by {_pct(got[0][0])} (latest: {last})")
+    late = [(x, entry) for x, entry in at["regression"] if x is None or x > GOAL_SHARE]
+    goal = (
+        "met" if not late else "missed: " + ", ".join(f"{entry} at {_pct(x)}" for x, entry in late)
+    )
+    return (
+        f"entries along the uncut ranking (share of the estimated runner-s at which an entry's "
+        f"first changed variant is reached): {'; '.join(parts)}\n"
+        f"goal (every regression event by {100 * GOAL_SHARE:.0f} %): {goal}"
+    )
+
+
+def _pct(share: float | None) -> str:
+    return "never" if share is None else f"{100 * share:.1f} %"
+
+
 def selection_of(tests: set[str], costs: Mapping[str, float]) -> Selection:
     start = time.perf_counter()
     seconds = sum(costs.get(t, 0.0) for t in tests)

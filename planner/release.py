@@ -70,11 +70,10 @@ BACKGROUND_TIMEOUT_SECONDS = 4 * 3600
 
 #: the default budget of a release step: this share of the applicable universe's runner-seconds
 #: as the plan estimates them (the broad signals and the fallback reach nearly everything; the
-#: rank decides what runs). 12 %, not the 15 % a release step may cost: measured on both steps
-#: 2.12 -> 2.13 and 2.13 -> 2.14, a plan cut at 15 % of its estimate cost 15.8 % and 16.5 % of
-#: the runs' measured seconds (the base history is a traced run, new variants are priced by
-#: their siblings), while every release event was caught from 4.2 % and 5.2 %
-DEFAULT_RELEASE_SHARE = 0.12
+#: rank decides what runs). Chosen by leave-one-step-out over the five stored release steps
+#: (``relay eval --kind release --all``: the cheapest share of evaluation.loso.SHARES that
+#: catches every regression and new-and-failing event of every step; docs/selection.md)
+DEFAULT_RELEASE_SHARE = 0.30
 
 
 @dataclass

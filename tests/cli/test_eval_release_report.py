@@ -4,6 +4,7 @@ ones ``--all`` scored (the stored steps' own path: tests/evaluation/test_stepinp
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,8 @@ def test_the_step_report_scores_events_and_chooses_the_share_on_the_other_steps(
     assert "| run-all | " + f"{regressions}/{regressions}" in text
     assert "| random (equal cost, mean of 20) |" in text and "| pytorch-td top 25% |" in text
     assert "| 2.12.0 -> 2.13.0 | no other step scored |" in text
+    assert f"regression: all {regressions} by " in text
+    assert re.search(r"goal \(every regression event by 15 %\): (met|missed: \S+ at )", text)
     assert not (fresh_host / "eval" / "steps").exists()  # nothing this host scored is read back
     # two steps scored as ``--all`` scores them: each at the share the other one chose
     scored: dict[str, Any] = {}
