@@ -58,6 +58,7 @@ from evaluation.stepinputs import (
     StoredUniverse,
     import_map_data,
     input_notes,
+    read_step_input,
     resolve_stored,
     seed_import_map,
     step_file,
@@ -431,7 +432,8 @@ def store_inputs(
     folder: Path | None,
 ) -> list[Path]:
     """The step's inputs not stored yet: each torch's universe (with the import map this host
-    learned for the base, when it has one) and the facts with the files the plans read."""
+    learned for the base, when it has one) and the facts with the files the plans read (written
+    again when the stored ones were learned by another selector revision)."""
     from inventory.importmap import import_map_for
 
     version = get_backend("spyre").version()
@@ -446,7 +448,9 @@ def store_inputs(
         )
         stored = StoredUniverse(header, side.universe, import_map_data(imports))
         written.append(write_universe(stored, folder))
-    if not step_file(base.version, head.version, folder).is_file():
+    stored_step_file = step_file(base.version, head.version, folder)
+    if not stored_step_file.is_file() or _learned_by(stored_step_file) != learned[0]:
+        # absent, or its file facts learned by another selector revision: (re)written
         header = make_input_header(
             name=f"{base.version} -> {head.version}",
             torch_build=f"{base.torch_build} -> {head.torch_build}",
@@ -462,6 +466,14 @@ def store_inputs(
         )
         written.append(write_step_input(step, folder))
     return written
+
+
+def _learned_by(path: Path) -> str:
+    """The selector revision that learned the file facts of the stored step ``path``."""
+    try:
+        return read_step_input(path).selector
+    except StepInputError:
+        return ""
 
 
 def step_report(

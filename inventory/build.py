@@ -19,6 +19,7 @@ public per-file test times where a checkout is used), since they change between 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from backends import Backend, get_backend
-from backends.base import PROJECT_ROOT, hash_files, torch_build
+from backends.base import PROJECT_ROOT, torch_build
 from config.settings import ci_stats_dir
 from inventory.collection import Progress, Source, collect
 from inventory.sources import BundledSuites, CheckoutTests, InventoryError, ci_file_key
@@ -92,8 +93,17 @@ class Inventory:
 
 
 def specs_hash(paths: Iterable[Path]) -> str:
-    files = _spec_files(paths)
-    return hash_files(files)[:16] if files else "none"
+    """The specs' content: each file's bytes under its name inside the folder given (a file
+    given alone: its name), so the same specs hash the same in any checkout (not their path)."""
+    digest = hashlib.sha256()
+    named = 0
+    for p in paths:
+        p = Path(p)
+        for q in _spec_files([p]):
+            name = q.relative_to(p).as_posix() if p.is_dir() else q.name
+            digest.update(f"{name}\0".encode() + q.read_bytes() + b"\0")
+            named += 1
+    return digest.hexdigest()[:16] if named else "none"
 
 
 def _spec_files(paths: Iterable[Path]) -> list[Path]:

@@ -199,6 +199,14 @@ def test_cache_is_reused_and_keyed_by_specs(
     )
     assert with_spec.cached, "a spec change re-resolves decisions, it does not re-collect"
     assert with_spec.key.specs_hash == specs_hash([spec]) != inventory.key.specs_hash
+    # the specs' content, not where the checkout is: the same folder elsewhere hashes the same
+    for where in ("a", "b"):
+        (tmp_path / where / "specs" / "sub").mkdir(parents=True)
+        (tmp_path / where / "specs" / "sub" / "tiny.yaml").write_text(SPEC)
+    same = [specs_hash([tmp_path / w / "specs"]) for w in ("a", "b")]
+    assert same[0] == same[1] != "none"
+    (tmp_path / "b" / "specs" / "sub" / "tiny.yaml").rename(tmp_path / "b" / "specs" / "tiny.yaml")
+    assert specs_hash([tmp_path / "b" / "specs"]) != same[0]  # a file's place in the folder counts
     decided = {v.name: (v.decision, tuple(v.tags)) for v in with_spec.variants}
     assert decided["test_same_shape_abs_cpu_float32"] == ("mandatory_success", ("smoke",))
     # int64 is outside global.supported_dtypes: not generated on the device
