@@ -281,3 +281,38 @@ def test_file_facts_of_another_format_version_are_one_line_naming_the_refresh(
     assert line.startswith("error: the stored 1.1.0 -> 1.2.0 file facts are of format v999-")
     assert REFRESH.format("1.1.0", "1.2.0") in line
     _nothing_heavy(tmp_path)
+
+
+def test_a_stored_step_learned_by_another_selector_revision_is_written_again(
+    tmp_path: Path, stored: Path, synthetic_steps: ModuleType, fresh_host: Path
+) -> None:
+    """``--run --torch-runs 0`` stores the step again when another selector revision learned its
+    file facts (the refresh the note names), and leaves one this revision learned alone."""
+    import tempfile
+
+    from cli.evaluate_release import recorded_file_facts, step_plans, store_inputs
+    from evaluation.release import Side
+    from planner.release import not_queued
+
+    path = stored / "1.1.0_to_1.2.0-step.json.xz"
+    memo_version = read_step_input(path).selector.split("-", 1)[0]
+    _restamped(path, f"{memo_version}-0123456789abcdef")
+    facts, files = synthetic_steps.step_change(2, "1.1.0", "1.2.0")
+    sides = [
+        Side(v, f"{v}+gitsynthetic", synthetic_steps.synthetic_universe(v, n))
+        for v, n in (("1.1.0", 21), ("1.2.0", 22))
+    ]
+    options = {"budget_seconds": None, "import_map": False, "budget_share": None}
+
+    def store() -> list[Path]:
+        with tempfile.TemporaryDirectory(prefix="recorded-") as memo:
+            source = synthetic_steps.FilesSource(facts, files)
+            recording = RecordingSource(source, facts, cache_dir=Path(memo))
+            universes = (s.universe for s in sides)
+            step_plans(recording, facts, *universes, options, learn_later=not_queued("test"))
+            learned = recorded_file_facts(Path(memo))
+            return store_inputs(facts, *sides, recording, learned, folder=stored)
+
+    assert store() == [path]
+    assert read_step_input(path).selector.split("-", 1)[1] != "0123456789abcdef"
+    assert store() == []  # learned by this revision: kept

@@ -80,9 +80,7 @@ def write_synthetic_steps(folder: Path, versions: list[str], *, backend: str = "
         write_step_input,
         write_universe,
     )
-    from upstream.base import WHEEL_LAYOUT, FileChange, ResolvedRevision
-    from upstream.changes import ChangeFacts
-    from upstream.changes.facts import DbEntryChange
+    from upstream.base import WHEEL_LAYOUT
 
     backend = backend or "spyre-synthetic"
     universes: list[Any] = []
@@ -101,28 +99,7 @@ def write_synthetic_steps(folder: Path, versions: list[str], *, backend: str = "
         broken = {f"op_{19 + n:03d}", f"op_{n:03d}"} if n else set()
         write_run(synthetic_runs(universe, version, broken=broken, seed=n), folder)
     for n, (base, head) in enumerate(itertools.pairwise(versions), start=1):
-
-        def rev(v: str) -> ResolvedRevision:
-            return ResolvedRevision(kind="wheels", requested=v.rsplit(".", 1)[0], resolved=v)
-
-        facts = ChangeFacts(
-            source_kind="wheels",
-            base=rev(base),
-            head=rev(head),
-            files=[FileChange(path=CHANGED, status="modified")],
-            python=[],
-            native_functions=[],
-            derivatives=[],
-            db_entries=[
-                DbEntryChange(
-                    name=f"op_{n:03d}",
-                    kind="opinfo",
-                    info_class="OpInfo",
-                    file="torch/testing/_internal/common_methods_invocations.py",
-                    status="modified",
-                )
-            ],
-        )
+        facts, files = step_change(n, base, head)
         header = InputHeader(
             name=f"{base} -> {head}",
             torch_build=f"{base}+gitsynthetic -> {head}+gitsynthetic",
@@ -131,13 +108,43 @@ def write_synthetic_steps(folder: Path, versions: list[str], *, backend: str = "
             suites_commit="",
             date="2026-12-07",
         )
-        files = {
-            "base": {CHANGED: f"def op_{n:03d}(x):\n    return x\n".encode()},
-            "head": {CHANGED: f"def op_{n:03d}(x):\n    return x + 0\n".encode()},
-        }
         digests, selector, entries, dtypes = _recorded(facts, files, *universes[n - 1 : n + 1])
         stored = StoredStepInput(header, facts, WHEEL_LAYOUT, digests, selector, entries, dtypes)
         write_step_input(stored, folder)
+
+
+def step_change(n: int, base: str, head: str) -> tuple[Any, dict[str, dict[str, bytes]]]:
+    """The change facts of the ``n``-th synthetic step and the upstream files it reads."""
+    from upstream.base import FileChange, ResolvedRevision
+    from upstream.changes import ChangeFacts
+    from upstream.changes.facts import DbEntryChange
+
+    def rev(v: str) -> ResolvedRevision:
+        return ResolvedRevision(kind="wheels", requested=v.rsplit(".", 1)[0], resolved=v)
+
+    facts = ChangeFacts(
+        source_kind="wheels",
+        base=rev(base),
+        head=rev(head),
+        files=[FileChange(path=CHANGED, status="modified")],
+        python=[],
+        native_functions=[],
+        derivatives=[],
+        db_entries=[
+            DbEntryChange(
+                name=f"op_{n:03d}",
+                kind="opinfo",
+                info_class="OpInfo",
+                file="torch/testing/_internal/common_methods_invocations.py",
+                status="modified",
+            )
+        ],
+    )
+    files = {
+        "base": {CHANGED: f"def op_{n:03d}(x):\n    return x\n".encode()},
+        "head": {CHANGED: f"def op_{n:03d}(x):\n    return x + 0\n".encode()},
+    }
+    return facts, files
 
 
 class FilesSource:
