@@ -6,7 +6,9 @@ installed torch's Python files, :mod:`evaluation.localrepo`). Each mutant is com
 own branch; its restricted ground truth (:mod:`evaluation.sampled`) runs in the overlay of that
 commit over the base torch and in the clean base. The selector's plan for the mutant is the
 product's plan of a pull request's diff (:func:`planner.plan_revisions` over ``base..head`` of
-that repository, the backend's specs, the default signals), scored against the truth beside
+that repository, the backend's specs, and the signals' inputs a pull request's plan has,
+:func:`planner.revisions_config`: the import map learned from our runs of the base torch, which
+the overlay runs), scored against the truth beside
 run-all, random at equal cost and PyTorch's TD rule (``cli.evaluate``). A few mutants drawn at
 random run again over the whole runnable universe (or the largest set that fits) to check the
 restriction.
@@ -34,7 +36,7 @@ from evaluation.sampled import (
     summary_lines,
 )
 from evaluation.scores import GroundTruth
-from planner import plan_revisions
+from planner import plan_revisions, revisions_config
 from selector import History, SelectionPlan, Universe
 from upstream.undertest import (
     RunEnvironment,
@@ -60,7 +62,7 @@ class Setting:
     records: Records
     envs: Path  # where the overlays are made
     specs: Sequence[Path] = ()
-    import_map: Path | None = None  # the traced map (needed only to run truths)
+    import_map: Path | None = None  # the traced map: the truths' restriction, the plans' signals
     cap: int = 300  # restricted set at most
     seed: int = 0
     log: Callable[[str], None] = lambda _: None
@@ -165,6 +167,10 @@ def plan_mutant(
         history=history,
         facts_cache=facts_cache,
         offline=False,
+        config=revisions_config(
+            s.import_map,
+            () if s.import_map else ("import map not learned: planned without the traced signals",),
+        ),
     )
     return plan.model_copy(update={"cut": [], "removed": []})
 
@@ -256,7 +262,8 @@ def mutation_command(
     universe = universe_from_inventory(specs=specs, suites=suites)
     records = Records(eval_dir(), universe, specs, cap)
     import_map = None
-    if run and any(records.truth(m) is None for m in mutants):
+    # the truths' restricted sets and the plans (a pull request's plan uses the learned map)
+    if run or any(records.truth(m) is not None for m in mutants):
         log("the traced import map (learned once per torch build: half an hour or more) ...")
         import_map = import_map_for(universe, timeout=4 * 3600)
         if import_map is None:

@@ -5,7 +5,7 @@ revisions (:func:`plan_revisions`), an upstream event on a backend (:func:`plan_
 a plan's tests into the shards a job runs (:func:`cut_shards`).
 """
 
-from planner.events import plan_event, revisions
+from planner.events import plan_event, revisions, revisions_config
 from planner.model import RunPlan, StoredPlan
 from planner.release import ReleasePlan, collected_universe, head_env_for, release_plan
 from planner.revisions import plan_revisions, source_reader
@@ -23,6 +23,7 @@ __all__ = [
     "plan_revisions",
     "release_plan",
     "revisions",
+    "revisions_config",
     "shard_by_time",
     "source_reader",
     "split_summary",

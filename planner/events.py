@@ -131,11 +131,19 @@ def plan_event(
             facts_cache=upstream_cache,
             offline=False,
             unanalysed_budget_seconds=unanalysed_budget_seconds,
-            config=SignalConfig(
-                profiling_map=default_profiling_map(), import_map=imports, unavailable=tuple(notes)
-            ),
+            config=revisions_config(imports, notes),
         )
     return _run_plan(plan, universe, backend, specs, under_test)
+
+
+def revisions_config(import_map: Path | None, notes: Sequence[str] = ()) -> SignalConfig:
+    """The signals' inputs of a pull request's or push's plan: PyTorch's profiling map and the
+    learned import map of the torch build its job runs (None: planned without the import-map and
+    traced-coverage signals, ``notes`` say why). ``relay eval --kind mutation`` plans each
+    mutant with it, as the planner plans the pull request."""
+    return SignalConfig(
+        profiling_map=default_profiling_map(), import_map=import_map, unavailable=tuple(notes)
+    )
 
 
 def _import_map(

@@ -35,8 +35,11 @@ def _id(name: str) -> str:
 
 
 def _universe() -> Universe:
+    # each test its own op, named after no function (the operators signal maps none of them):
+    # only the traced coverage of the learned import map reaches a test from a changed function
     variants = [
-        Variant(test_id=_id(n), file=FILE, cls=None, name=n, base=n, suite="cases") for n in NAMES
+        Variant(test_id=_id(n), file=FILE, cls=None, name=n, base=n, suite="cases", op=f"case_{n}")
+        for n in NAMES
     ]
     return Universe(variants=variants, label="sampled cases", key=f"cases-{torch_build()}")
 
@@ -134,6 +137,14 @@ def test_sampled_mutants_are_scored_checked_and_resumed(setting: Setting) -> Non
     caught = sum(bool(set(e.failing) & set(full.plans[e.name].test_ids)) for e in events.values())
     assert (ours.failing, ours.observable, ours.caught) == (3, 2, caught)
     assert scores["run-all"].caught == 2 and scores["run-all"].failing_selected == 3
+    # planned as the planner plans a pull request: with the learned import map, whose traced
+    # coverage reaches the one test that calls softsign (the operators signal reaches nothing)
+    softsign = full.plans["m003"]
+    assert _id("test_softsign_on_device") in softsign.test_ids
+    assert any(
+        why.startswith("traced-coverage: softsign: called by the traced tests of 1 op")
+        for why in softsign.explained[f"{FUNCTIONAL}::softsign"]
+    ), softsign.explained
 
     # everything is stored: without --run the same report comes back, nothing runs
     logs.clear()
