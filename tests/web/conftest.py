@@ -130,9 +130,11 @@ def chromium_path() -> str | None:
     return os.environ.get("HUD_CHROMIUM") or shutil.which("chromium")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless chromium through Playwright, the system binary (never a downloaded build)."""
+    """Headless chromium through Playwright, the system binary (never a downloaded build).
+    One per module: while Playwright's sync API is open its event loop runs in the main thread,
+    so a test of another module that calls ``asyncio.run`` on the same xdist worker would fail."""
     path = chromium_path()
     if path is None:
         if os.environ.get("CI"):
